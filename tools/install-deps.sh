@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs, from Debian 12's archive only, the packages Tessera needs to build, test and run.
+# Idempotent: installs only what is missing, and does nothing (not even `apt-get update`)
+# when everything is present. Needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config ccache git clang lld libclang-rt-14-dev
+  clang-format clang-tidy
+  # libraries
+  libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
+  libgloo-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
+  libyaml-cpp-dev libpcre2-dev libboost-dev
+  # test tools: promtool (Prometheus), the float64 reference (numpy), grpcurl-style clients
+  prometheus python3 python3-numpy curl
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+# --no-install-recommends keeps the prometheus server's recommends (node exporter etc.) out.
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,54 @@
+// tessera: the operator's command-line tool.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tools/commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(const tessera::cli::Args&);
+};
+
+constexpr Command kCommands[] = {
+    {"inspect", "show a GGUF model's architecture, keys, tokenizer, tensors and parts",
+     tessera::cli::RunInspect},
+    {"gen-model", "write a small synthetic GGUF model (tests, demos, the default model)",
+     tessera::cli::RunGenModel},
+};
+
+void PrintUsage(FILE* out) {
+  std::fprintf(out,
+               "usage: tessera COMMAND [ARGS...]\n"
+               "       tessera COMMAND --help\n\n"
+               "commands:\n");
+  for (const Command& c : kCommands) std::fprintf(out, "  %-14s %s\n", c.name, c.summary);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    PrintUsage(stderr);
+    return 2;
+  }
+  std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    PrintUsage(stdout);
+    return 0;
+  }
+  if (name == "--version") {
+    std::printf("tessera %s\n", TESSERA_VERSION);
+    return 0;
+  }
+  for (const Command& c : kCommands) {
+    if (name == c.name) return c.run(tessera::cli::Args(argv + 2, argv + argc));
+  }
+  std::fprintf(stderr, "tessera: unknown command '%s'\n\n", name.c_str());
+  PrintUsage(stderr);
+  return 2;
+}
