@@ -17,7 +17,7 @@ namespace tessera::gguf {
 // The pieces of a split file name. `Parse` accepts any path whose file name ends in
 // "-NNNNN-of-MMMMM.gguf" (1-based NNNNN).
 struct SplitName {
-  std::string prefix;  // path without "-NNNNN-of-MMMMM.gguf"
+  std::string prefix;   // path without "-NNNNN-of-MMMMM.gguf"
   uint32_t number = 0;  // 1-based
   uint32_t count = 0;
 

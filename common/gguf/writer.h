@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/gguf/ggml_type.h"
@@ -56,15 +57,19 @@ class GgufWriter {
   };
   absl::Status CheckNewTensor(const std::string& name, const std::vector<int64_t>& dims,
                               GgmlType type, uint64_t* n_bytes) const;
-  // Writes the header, metadata, the given tensors' infos and data to `out`.
-  template <typename Sink>
-  void Emit(const Metadata& md, absl::Span<const PendingTensor* const> tensors,
-            Sink& out) const;
+  // Header, metadata and tensor infos for `tensors`, padded to the alignment; fills each
+  // tensor's data-relative offset and the total file size.
+  std::vector<uint8_t> Header(const Metadata& md, absl::Span<const PendingTensor* const> tensors,
+                              std::vector<uint64_t>* offsets, uint64_t* file_size) const;
+  absl::Status WritePart(const std::string& path, const Metadata& md,
+                         absl::Span<const PendingTensor* const> tensors) const;
+  std::vector<const PendingTensor*> AllTensors() const;
 
   uint32_t version_ = 3;
   uint32_t alignment_ = 32;
   Metadata metadata_;
   std::vector<PendingTensor> tensors_;
+  absl::flat_hash_set<std::string> names_;
 };
 
 }  // namespace tessera::gguf

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/util/half.h"
+#include "common/util/strings.h"
 
 namespace tessera::quant {
 
@@ -30,12 +31,12 @@ absl::Status DequantizeToFloat(gguf::GgmlType type, absl::Span<const uint8_t> sr
   if (!need) {
     return absl::InvalidArgumentError(absl::StrCat("dequantize: ", n_elements,
                                                    " elements is not a whole number of ",
-                                                   info->name, " blocks"));
+                                                   ToAbsl(info->name), " blocks"));
   }
   if (src.size() < *need) {
-    return absl::InvalidArgumentError(absl::StrCat("dequantize: ", n_elements, " ", info->name,
-                                                   " elements need ", *need, " bytes, have ",
-                                                   src.size()));
+    return absl::InvalidArgumentError(absl::StrCat("dequantize: ", n_elements, " ",
+                                                   ToAbsl(info->name), " elements need ", *need,
+                                                   " bytes, have ", src.size()));
   }
   const uint8_t* p = src.data();
   switch (type) {

@@ -1,0 +1,56 @@
+// Python str semantics over UTF-8 bytes: templates index, slice, strip and split strings by
+// code point, and Python's notion of whitespace is Unicode's.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessera::chat {
+
+// Code points of `s`. A byte that does not start a valid UTF-8 sequence becomes U+DC80+byte
+// (Python's surrogateescape), so EncodeUtf8(DecodeUtf8(s)) == s for any bytes.
+std::u32string DecodeUtf8(std::string_view s);
+void AppendUtf8(char32_t cp, std::string* out);
+std::string EncodeUtf8(std::u32string_view cps);
+size_t CodePointCount(std::string_view s);
+
+// str.isspace() for one code point.
+bool IsPySpace(char32_t cp);
+
+// str.strip/lstrip/rstrip; `chars` = nullopt strips whitespace.
+std::string PyStrip(std::string_view s, const std::optional<std::string>& chars, bool left,
+                    bool right);
+// str.split / str.rsplit; `sep` = nullopt splits on whitespace runs. maxsplit < 0: no limit.
+std::vector<std::string> PySplit(std::string_view s, const std::optional<std::string>& sep,
+                                 int64_t maxsplit, bool from_right);
+// str.splitlines() (without keepends).
+std::vector<std::string> PySplitLines(std::string_view s);
+// str.replace; count < 0 replaces all.
+std::string PyReplace(std::string_view s, std::string_view old_sub, std::string_view new_sub,
+                      int64_t count);
+// str.find/rfind in code points, -1 when absent.
+int64_t PyFind(std::string_view s, std::string_view sub, bool from_right);
+int64_t PyCount(std::string_view s, std::string_view sub);
+
+std::string PyUpper(std::string_view s);
+std::string PyLower(std::string_view s);
+// str.title(): a cased letter after an uncased character starts a word.
+std::string PyTitle(std::string_view s);
+// str.capitalize(): first character upper, the rest lower.
+std::string PyCapitalize(std::string_view s);
+bool IsPyUpperCp(char32_t cp);
+bool IsPyLowerCp(char32_t cp);
+char32_t ToUpperCp(char32_t cp);
+char32_t ToLowerCp(char32_t cp);
+bool IsAlphaCp(char32_t cp);
+bool IsDigitCp(char32_t cp);
+
+// Python's slice of a sequence of length `n` (negative indices, negative steps): the indices
+// selected, in order. Throws TemplateError for a zero step.
+std::vector<int64_t> SliceIndices(int64_t n, std::optional<int64_t> start,
+                                  std::optional<int64_t> stop, std::optional<int64_t> step);
+
+}  // namespace tessera::chat
