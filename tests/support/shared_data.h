@@ -36,10 +36,10 @@ inline std::optional<std::filesystem::path> ConformancePath(const std::string& r
 }  // namespace tessera::testing
 
 // Skips the current test with a clear message when the shared conformance data is absent.
-#define TESSERA_REQUIRE_CONFORMANCE(var, relative)                                          \
-  auto var##_opt = ::tessera::testing::ConformancePath(relative);                           \
-  if (!var##_opt) {                                                                         \
-    GTEST_SKIP() << "shared conformance data not found (" << (relative)                     \
-                 << "): set TESSERA_SHARED_DIR or place ../shared beside the checkout";     \
-  }                                                                                         \
+#define TESSERA_REQUIRE_CONFORMANCE(var, relative)                                      \
+  auto var##_opt = ::tessera::testing::ConformancePath(relative);                       \
+  if (!var##_opt) {                                                                     \
+    GTEST_SKIP() << "shared conformance data not found (" << (relative)                 \
+                 << "): set TESSERA_SHARED_DIR or place ../shared beside the checkout"; \
+  }                                                                                     \
   const std::filesystem::path var = *var##_opt

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Builds Tessera (installing missing Debian packages first) and runs it on the embedded
+# default model: a small synthetic GGUF that the project generates itself.
+set -euo pipefail
+cd "$(dirname "$0")"
+tools/install-deps.sh
+cmake --preset default >/dev/null
+cmake --build --preset default -j "$(nproc)"
+model=build/default/models/tessera-default.gguf
+if [ ! -f "$model" ]; then
+  mkdir -p "$(dirname "$model")"
+  build/default/tools/tessera gen-model --out "$model"
+fi
+# Until the daemon lands, the main job is inspecting the default model.
+build/default/tools/tessera inspect "$model" "$@"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Builds Tessera and runs every test: the main build's ctest suite, then the GGUF reader's
+# corruption tests under AddressSanitizer + UndefinedBehaviorSanitizer and a bounded
+# libFuzzer run (ctest labels `sanitize` and `fuzz`, built by clang in build/sanitize).
+set -euo pipefail
+cd "$(dirname "$0")"
+tools/install-deps.sh
+jobs=$(nproc)
+
+cmake --preset default >/dev/null
+cmake --build --preset default -j "$jobs"
+ctest --preset default -j "$jobs"
+
+cmake --preset sanitize >/dev/null
+cmake --build --preset sanitize -j "$jobs"
+ctest --preset sanitize -j "$jobs"
