@@ -135,7 +135,9 @@ inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22,
                                             1,    13,   25,  38,  53,  69,  89,  113};
 
 // Q4_K / Q5_K: the 6-bit (scale, min) pair of sub-block `j` (0..7) from the packed 12 bytes.
-inline void UnpackScaleMinK4(int j, const uint8_t* q, uint8_t* scale, uint8_t* min) {
+// `static` on purpose: kernel files built with AVX flags include this header, and internal
+// linkage keeps each file's copy from being merged with (and replacing) the baseline one.
+static inline void UnpackScaleMinK4(int j, const uint8_t* q, uint8_t* scale, uint8_t* min) {
   if (j < 4) {
     *scale = q[j] & 63;
     *min = q[j + 4] & 63;

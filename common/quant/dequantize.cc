@@ -1,65 +1,32 @@
 #include "common/quant/dequantize.h"
 
-#include <cstring>
-
 #include "absl/strings/str_cat.h"
-#include "common/util/half.h"
-#include "common/util/strings.h"
+#include "common/quant/type_traits.h"
 
 namespace tessera::quant {
 
-bool CanDequantize(gguf::GgmlType type) {
-  switch (type) {
-    case gguf::GgmlType::kF32:
-    case gguf::GgmlType::kF16:
-    case gguf::GgmlType::kBF16:
-      return true;
-    default:
-      return false;
-  }
-}
+bool CanDequantize(gguf::GgmlType type) { return FindQuantTraits(type) != nullptr; }
 
 absl::Status DequantizeToFloat(gguf::GgmlType type, absl::Span<const uint8_t> src,
                                uint64_t n_elements, float* dst) {
-  const gguf::GgmlTypeInfo* info = gguf::LookupGgmlType(type);
-  if (info == nullptr || !CanDequantize(type)) {
+  const QuantTraits* traits = FindQuantTraits(type);
+  if (traits == nullptr) {
     return absl::UnimplementedError(absl::StrCat("dequantize: type ",
                                                  gguf::GgmlTypeName(static_cast<uint32_t>(type)),
                                                  " is not supported yet"));
   }
-  auto need = gguf::GgmlTypeBytes(*info, n_elements);
-  if (!need) {
-    return absl::InvalidArgumentError(absl::StrCat("dequantize: ", n_elements,
-                                                   " elements is not a whole number of ",
-                                                   ToAbsl(info->name), " blocks"));
+  if (n_elements % static_cast<uint64_t>(traits->block_elems) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dequantize: ", n_elements, " elements is not a whole number of ",
+                     traits->name, " blocks of ", traits->block_elems));
   }
-  if (src.size() < *need) {
-    return absl::InvalidArgumentError(absl::StrCat("dequantize: ", n_elements, " ",
-                                                   ToAbsl(info->name), " elements need ", *need,
-                                                   " bytes, have ", src.size()));
+  const uint64_t blocks = n_elements / static_cast<uint64_t>(traits->block_elems);
+  if (blocks > src.size() / static_cast<uint64_t>(traits->block_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dequantize: ", n_elements, " ", traits->name, " elements need ",
+        blocks * static_cast<uint64_t>(traits->block_bytes), " bytes, have ", src.size()));
   }
-  const uint8_t* p = src.data();
-  switch (type) {
-    case gguf::GgmlType::kF32:
-      std::memcpy(dst, p, n_elements * sizeof(float));
-      break;
-    case gguf::GgmlType::kF16:
-      for (uint64_t i = 0; i < n_elements; ++i) {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * i, 2);
-        dst[i] = Fp16ToFloat(h);
-      }
-      break;
-    case gguf::GgmlType::kBF16:
-      for (uint64_t i = 0; i < n_elements; ++i) {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * i, 2);
-        dst[i] = Bf16ToFloat(h);
-      }
-      break;
-    default:
-      break;
-  }
+  traits->dequantize(src.data(), dst, static_cast<int64_t>(n_elements));
   return absl::OkStatus();
 }
 

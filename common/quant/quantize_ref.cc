@@ -56,7 +56,8 @@ void QuantizeAsymmetric(const float* x, int n, int levels, uint16_t* d_out, uint
   const float m = Fp16ToFloat(*m_out);
   *d_out = FloatToFp16((hi - m) / static_cast<float>(levels - 1));
   const float d = Fp16ToFloat(*d_out);
-  for (int i = 0; i < n; ++i) u[i] = static_cast<uint8_t>(QuantizeValue(x[i] - m, d, 0, levels - 1));
+  for (int i = 0; i < n; ++i)
+    u[i] = static_cast<uint8_t>(QuantizeValue(x[i] - m, d, 0, levels - 1));
 }
 
 }  // namespace
@@ -321,7 +322,7 @@ void QuantizeQ6_K(const float* x, void* dst, int64_t n) {
     int sc[16];
     uint8_t u[kQKK];
     y[i].d = QuantizeSymmetricSuper(x, 16, 16, 32, 127, sc, u);
-    for (int s = 0; s < 16; ++s) y[i].scales[s] = static_cast<int8_t>(std::max(sc[s], -127));
+    for (int s = 0; s < 16; ++s) y[i].scales[s] = static_cast<int8_t>(sc[s]);
     std::memset(y[i].ql, 0, sizeof y[i].ql);
     std::memset(y[i].qh, 0, sizeof y[i].qh);
     for (int e = 0; e < kQKK; ++e) {

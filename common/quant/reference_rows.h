@@ -27,7 +27,6 @@ void DequantizeQ6_K(const void* src, float* y, int64_t n);
 void DequantizeQ8_K(const void* src, float* y, int64_t n);
 void DequantizeIQ4_NL(const void* src, float* y, int64_t n);
 void DequantizeIQ4_XS(const void* src, float* y, int64_t n);
-void DequantizeIQ3_S(const void* src, float* y, int64_t n);
 
 void QuantizeF32(const float* x, void* dst, int64_t n);
 void QuantizeF16(const float* x, void* dst, int64_t n);

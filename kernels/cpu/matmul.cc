@@ -1,0 +1,165 @@
+#include "kernels/cpu/matmul.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/quant/type_traits.h"
+#include "kernels/cpu/dequantize_fast.h"
+#include "kernels/cpu/kernels_avx2.h"
+
+namespace tessera::cpu {
+namespace {
+
+using FloatGemmFn = void (*)(const float* w, int64_t ldw, int64_t rows, const float* x, int64_t ldx,
+                             int64_t batch, int64_t n, float* y, int64_t ldy);
+
+void ScalarFloatGemm(const float* w, int64_t ldw, int64_t rows, const float* x, int64_t ldx,
+                     int64_t batch, int64_t n, float* y, int64_t ldy) {
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t r = 0; r < rows; ++r) {
+      float s = 0.0f;
+      for (int64_t k = 0; k < n; ++k) s += w[r * ldw + k] * x[b * ldx + k];
+      y[b * ldy + r] = s;
+    }
+  }
+}
+
+bool AtLeast(Isa isa, Isa level) {
+  return static_cast<int>(isa) >= static_cast<int>(level) && IsaSupported(level);
+}
+
+// Rows per task: enough tasks for dynamic balancing, few enough to amortise hand-out.
+int64_t RowsPerTask(int64_t rows, int threads, int64_t max_rows) {
+  const int64_t want_tasks = static_cast<int64_t>(threads) * 8;
+  return std::clamp<int64_t>(rows / want_tasks, 1, max_rows);
+}
+
+void IntegerMatmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
+                   int64_t batch, float* y, int64_t ldy, ThreadPool* pool, Isa isa) {
+  const quant::QuantTraits* act =
+      quant::FindQuantTraits(quant::FindQuantTraits(w.type)->activation_type);
+  const size_t act_row_bytes =
+      static_cast<size_t>(w.cols / act->block_elems) * static_cast<size_t>(act->block_bytes);
+  // Q8_K carries a float, so keep the activation rows 4-byte aligned.
+  std::vector<float> storage((batch * act_row_bytes + sizeof(float) - 1) / sizeof(float));
+  auto* xq = reinterpret_cast<uint8_t*>(storage.data());
+  for (int64_t b = 0; b < batch; ++b) act->quantize(x + b * w.cols, xq + b * act_row_bytes, w.cols);
+
+  const avx2::VecDotFn dot = avx2::IntegerDot(w.type);
+  const int threads = pool ? pool->size() : 1;
+  const int64_t n_rows = row_end - row_begin;
+  const int64_t chunk = RowsPerTask(n_rows, threads, 64);
+  auto task = [&](int64_t t, int) {
+    const int64_t r0 = row_begin + t * chunk;
+    const int64_t r1 = std::min(row_end, r0 + chunk);
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* row = w.data + r * w.row_bytes;
+      for (int64_t b = 0; b < batch; ++b) {
+        y[b * ldy + (r - row_begin)] = dot(row, xq + b * act_row_bytes, w.cols);
+      }
+    }
+  };
+  const int64_t n_tasks = (n_rows + chunk - 1) / chunk;
+  if (pool) {
+    pool->ParallelFor(n_tasks, task);
+  } else {
+    for (int64_t t = 0; t < n_tasks; ++t) task(t, 0);
+  }
+}
+
+void FloatMatmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
+                 int64_t batch, float* y, int64_t ldy, ThreadPool* pool, Isa isa) {
+  const FloatGemmFn gemm = AtLeast(isa, Isa::kAvx2) ? avx2::FloatGemm : ScalarFloatGemm;
+  const DequantizeRowFn dequantize = FastDequantizer(w.type, isa);
+  const bool direct = w.type == gguf::GgmlType::kF32;  // rows are already floats
+  const int threads = pool ? pool->size() : 1;
+  const int64_t n_rows = row_end - row_begin;
+  // A tile of dequantized rows stays in L2 while every vector of the batch passes over it.
+  const int64_t max_tile = std::clamp<int64_t>((256 * 1024 / 4) / w.cols, 1, 16);
+  const int64_t tile = RowsPerTask(n_rows, threads, max_tile);
+  std::vector<std::vector<float>> scratch(direct ? 0 : threads);
+  for (auto& s : scratch) s.resize(static_cast<size_t>(tile * w.cols));
+  auto task = [&](int64_t t, int thread) {
+    const int64_t r0 = row_begin + t * tile;
+    const int64_t rows = std::min(row_end, r0 + tile) - r0;
+    const float* tile_w;
+    if (direct) {
+      tile_w = reinterpret_cast<const float*>(w.data + r0 * w.row_bytes);
+    } else {
+      float* buf = scratch[thread].data();
+      for (int64_t i = 0; i < rows; ++i) {
+        dequantize(w.data + (r0 + i) * w.row_bytes, buf + i * w.cols, w.cols);
+      }
+      tile_w = buf;
+    }
+    gemm(tile_w, w.cols, rows, x, w.cols, batch, w.cols, y + (r0 - row_begin), ldy);
+  };
+  const int64_t n_tasks = (n_rows + tile - 1) / tile;
+  if (pool) {
+    pool->ParallelFor(n_tasks, task);
+  } else {
+    for (int64_t t = 0; t < n_tasks; ++t) task(t, 0);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<QuantMatrix> QuantMatrix::Make(gguf::GgmlType type, int64_t rows, int64_t cols,
+                                              absl::Span<const uint8_t> bytes,
+                                              const std::string& name) {
+  if (absl::Status s = quant::CheckTypeSupported(static_cast<uint32_t>(type), name); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = quant::CheckRowLength(type, cols, name); !s.ok()) return s;
+  if (rows <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", name, ": ", rows, " rows"));
+  }
+  const quant::QuantTraits* t = quant::FindQuantTraits(type);
+  const size_t row_bytes = static_cast<size_t>(cols / t->block_elems) * t->block_bytes;
+  if (bytes.size() / row_bytes != static_cast<size_t>(rows) || bytes.size() % row_bytes != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor ", name, ": ", rows, " rows of ", cols, " ", t->name,
+                     " elements take ", row_bytes * rows, " bytes, have ", bytes.size()));
+  }
+  return QuantMatrix{type, rows, cols, row_bytes, bytes.data()};
+}
+
+bool HasIntegerKernel(gguf::GgmlType type, Isa isa) {
+  return AtLeast(isa, Isa::kAvx2) && avx2::IntegerDot(type) != nullptr;
+}
+
+absl::Status Matmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
+                    int64_t batch, float* y, int64_t ldy, ThreadPool* pool,
+                    const MatmulOptions& options) {
+  if (row_begin < 0 || row_end > w.rows || row_begin >= row_end) {
+    return absl::InvalidArgumentError(absl::StrCat("matmul: row range [", row_begin, ", ", row_end,
+                                                   ") is not a non-empty part of [0, ", w.rows,
+                                                   ")"));
+  }
+  if (batch < 0 || ldy < row_end - row_begin) {
+    return absl::InvalidArgumentError(absl::StrCat("matmul: batch ", batch, " / ldy ", ldy,
+                                                   " invalid for ", row_end - row_begin,
+                                                   " output rows"));
+  }
+  if (batch == 0) return absl::OkStatus();
+  bool integer = false;
+  switch (options.path) {
+    case MatmulPath::kAuto:
+      integer = batch < kPrefillBatch;
+      break;
+    case MatmulPath::kInteger:
+      integer = true;
+      break;
+    case MatmulPath::kFloat:
+      break;
+  }
+  if (integer && HasIntegerKernel(w.type, options.isa)) {
+    IntegerMatmul(w, row_begin, row_end, x, batch, y, ldy, pool, options.isa);
+  } else {
+    FloatMatmul(w, row_begin, row_end, x, batch, y, ldy, pool, options.isa);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::cpu

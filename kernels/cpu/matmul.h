@@ -1,0 +1,67 @@
+// Quantized matrix products y = W·x with W in any supported type and x, y in float32.
+//
+// W is a row-major matrix of `rows` × `cols` (ggml: ne0 = cols is the contiguous row), each
+// row a whole number of blocks. A caller multiplies a row range [row_begin, row_end) — a
+// tensor-parallel shard multiplies its own rows of a shared mapping without copying.
+//
+// Paths:
+//  - integer (decode, batch < kPrefillBatch): x is quantized to the weight type's activation
+//    format (Q8_0 for the 32-element types, Q8_K for the K-quants and IQ4_XS) and each
+//    weight block meets it in an integer dot product. Its error against the exact product of
+//    the dequantized W with x is the activation rounding, |Σ w_i·(x_i − x̂_i)|, plus float32
+//    accumulation (see tests/unit/matmul_test.cc for the bound used).
+//  - float (prefill, and wherever no integer kernel exists): tiles of W rows are dequantized
+//    to float32 and multiplied with x in float32 (register-blocked FMA); error is float32
+//    accumulation only. Also the checking path (MatmulPath::kFloat).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/gguf/ggml_type.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace tessera::cpu {
+
+// A view of a quantized weight matrix (not owning).
+struct QuantMatrix {
+  gguf::GgmlType type = gguf::GgmlType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  size_t row_bytes = 0;
+  const uint8_t* data = nullptr;  // row r starts at data + r * row_bytes
+
+  // Checks the type is supported, cols is a whole number of blocks and `bytes` holds exactly
+  // rows × cols elements. `name` is used in errors ("tensor blk.0.attn_q.weight: ...").
+  static absl::StatusOr<QuantMatrix> Make(gguf::GgmlType type, int64_t rows, int64_t cols,
+                                          absl::Span<const uint8_t> bytes, const std::string& name);
+};
+
+enum class MatmulPath {
+  kAuto,     // integer for batch < kPrefillBatch where a kernel exists, float otherwise
+  kInteger,  // quantized activations + integer dots (falls back to float where unavailable)
+  kFloat,    // dequantize + float32 products
+};
+
+inline constexpr int64_t kPrefillBatch = 8;
+
+struct MatmulOptions {
+  MatmulPath path = MatmulPath::kAuto;
+  Isa isa = BestIsa();
+};
+
+// y[b * ldy + (r − row_begin)] = Σ_k W[r][k] · x[b * cols + k] for r in [row_begin, row_end),
+// b in [0, batch). ldy ≥ row_end − row_begin. `pool` may be null (single-threaded).
+// Errors: an empty or out-of-range row range, batch < 0, ldy too small.
+absl::Status Matmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
+                    int64_t batch, float* y, int64_t ldy, ThreadPool* pool,
+                    const MatmulOptions& options = {});
+
+// True when Matmul would take the integer path for `type` at `isa`.
+bool HasIntegerKernel(gguf::GgmlType type, Isa isa = BestIsa());
+
+}  // namespace tessera::cpu
