@@ -1,0 +1,98 @@
+// Text <-> token ids for a model's vocabulary: the one entry point the rest of Tessera uses.
+//
+//   auto tok = Tokenizer::Open("model.gguf");
+//   std::vector<TokenId> ids = tok->Encode(prompt, {.add_special = true, .parse_special = true});
+//   absl::StatusOr<std::string> text = tok->Decode(ids);
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/gguf/metadata.h"
+#include "common/tokenizer/bpe.h"
+#include "common/tokenizer/vocabulary.h"
+
+namespace tessera::tokenizer {
+
+struct EncodeOptions {
+  // Prepend BOS / append EOS as the vocabulary's add_bos_token / add_eos_token say.
+  bool add_special = false;
+  // Match CONTROL (and UNKNOWN) token texts in the input as those tokens; otherwise such
+  // text is tokenized as plain text (USER_DEFINED tokens are matched either way).
+  bool parse_special = false;
+};
+
+struct DecodeOptions {
+  // Render CONTROL/UNKNOWN tokens as their text; otherwise they produce nothing.
+  bool render_special = true;
+  // Drop one leading space of the first token's text (SentencePiece's dummy prefix). When
+  // unset: the vocabulary's add_space_prefix. Streaming a continuation wants false.
+  std::optional<bool> strip_leading_space;
+  // HF clean_up_tokenization_spaces (" ," -> ","); whole-text decoding only, and only for
+  // vocabularies that ask for it.
+  bool clean_spaces = false;
+};
+
+class Tokenizer {
+ public:
+  // Builds the tokenizer from a model's metadata (errors as Vocabulary::FromMetadata).
+  static absl::StatusOr<Tokenizer> FromMetadata(const gguf::Metadata& md);
+  // Opens a GGUF file (or split set) and reads its tokenizer.
+  static absl::StatusOr<Tokenizer> Open(const std::string& path);
+
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  ~Tokenizer();
+
+  const Vocabulary& vocab() const { return *vocab_; }
+
+  // Tokenizes any byte string (invalid UTF-8 included). Thread-safe.
+  std::vector<TokenId> Encode(std::string_view text, const EncodeOptions& options = {}) const;
+
+  // The bytes token `id` stands for (possibly part of a UTF-8 character); empty for UNUSED
+  // tokens and, unless `render_special`, for CONTROL/UNKNOWN ones. `id` must be valid.
+  std::string_view Piece(TokenId id, bool render_special = true) const;
+
+  // Concatenated pieces. InvalidArgument naming the id when one is outside the vocabulary.
+  absl::StatusOr<std::string> Decode(absl::Span<const TokenId> ids,
+                                     const DecodeOptions& options = {}) const;
+
+ private:
+  explicit Tokenizer(std::unique_ptr<Vocabulary> vocab);
+
+  // Heap-held so the encoder's pointer stays valid when the Tokenizer moves.
+  std::unique_ptr<Vocabulary> vocab_;
+  std::optional<BpeEncoder> bpe_;
+  std::vector<std::string> pieces_;  // decoded bytes of every token
+};
+
+// Streaming detokenization: feed generated tokens one at a time and get text that never ends
+// inside a UTF-8 character. The concatenation of everything emitted (Finish included) equals
+// Tokenizer::Decode of the same ids with the same options (clean_spaces aside).
+class StreamingDetokenizer {
+ public:
+  // `tokenizer` must outlive this object.
+  explicit StreamingDetokenizer(const Tokenizer* tokenizer, DecodeOptions options = {});
+
+  // Appends to `out` the text that became complete with `id`; bytes of an unfinished
+  // character are held back. InvalidArgument (nothing appended) for an id outside the
+  // vocabulary.
+  absl::Status Feed(TokenId id, std::string* out);
+  // Appends whatever is held back (an incomplete trailing sequence, as its raw bytes) and
+  // resets the stream.
+  void Finish(std::string* out);
+  // Bytes currently held back.
+  size_t pending_bytes() const { return pending_.size(); }
+
+ private:
+  const Tokenizer* tokenizer_;
+  DecodeOptions options_;
+  bool strip_next_ = false;
+  std::string pending_;
+};
+
+}  // namespace tessera::tokenizer
