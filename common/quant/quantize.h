@@ -4,10 +4,11 @@
 // Error bounds, for finite input and blocks whose scales are normal fp16 numbers
 // (|x| well above 1e-4 per block); `amax` is the largest |x| in the block, `range` is
 // max(x) − min(x) of the block, u = 2^-10 covers fp16 rounding of the scales:
-//   f32: exact.  f16 / bf16: round to nearest even (relative 2^-11 / 2^-8).
+//   f32: exact.  f16 / bf16: round to nearest even (relative 2^-11 / 2^-8; f16 adds 2^-25
+//         absolute below its normal range).
 //   q8_0: |e| ≤ amax/254·(1+u).           q8_K: |e| ≤ amax/254·(1+2^-20).
-//   q4_0: |e| ≤ amax/8·(1+u)   (the side opposite the extreme clips at 7 steps; elsewhere
-//         half a step).        q5_0: |e| ≤ amax/16·(1+u).
+//   q4_0: |e| ≤ amax/8·(1+2^-8)   (the extreme maps to −8 steps, so the opposite side clips
+//         at +7 steps; elsewhere half a step).   q5_0: |e| ≤ amax/16·(1+2^-7).
 //   q4_1: |e| ≤ range/30 + u·amax.        q5_1: |e| ≤ range/62 + u·amax.
 //   K-quants, per sub-block j with super-block maxima taken over its sub-blocks:
 //   q6_K / q3_K (signed scales, quants in [−H, H−1], H = 32 / 4, scale levels S = 127 / 31):

@@ -1,0 +1,165 @@
+// Matmul against a float64 reference of the reference-dequantized weights, for every type,
+// at awkward sizes, both paths, every instruction-set level the host has, 1–3 threads.
+#include "kernels/cpu/matmul.h"
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/quant/dequantize.h"
+#include "common/quant/type_traits.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/reference/matmul_ref.h"
+#include "tests/unit/quant_test_util.h"
+
+namespace tessera::cpu {
+namespace {
+
+using gguf::GgmlType;
+using ::testing::HasSubstr;
+
+constexpr double kU = 0x1p-24;  // float32 unit roundoff
+
+struct Problem {
+  GgmlType type;
+  int64_t rows, cols, batch;
+  std::vector<uint8_t> w;
+  std::vector<float> w_dense;  // reference-dequantized
+  std::vector<float> x;
+  std::vector<double> want;  // float64 reference
+};
+
+Problem MakeProblem(GgmlType type, int64_t rows, int64_t cols, int64_t batch, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Problem p{type, rows, cols, batch, quant::testing::RandomBlocks(type, rows * cols, rng),
+            {},   {},   {}};
+  p.w_dense.resize(rows * cols);
+  EXPECT_TRUE(quant::DequantizeToFloat(type, p.w, rows * cols, p.w_dense.data()).ok());
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t i = 0; i < batch * cols; ++i) p.x.push_back(normal(rng));
+  auto want = kernels::reference::MatmulFloat64(type, p.w, rows, cols, p.x, batch);
+  EXPECT_TRUE(want.ok()) << want.status();
+  p.want = *want;
+  return p;
+}
+
+// |y − want| bound for output (b, r): float32 accumulation over `cols` terms, plus, on the
+// integer path, the activation rounding Σ|w_k|·e_k with e_k the Q8 rounding bound of x_k's
+// block (quantize.h: amax/254, fp16 scale allowance included).
+double Tolerance(const Problem& p, int64_t b, int64_t r, bool integer) {
+  const float* w = p.w_dense.data() + r * p.cols;
+  const float* x = p.x.data() + b * p.cols;
+  const quant::QuantTraits* act =
+      quant::FindQuantTraits(quant::FindQuantTraits(p.type)->activation_type);
+  const int64_t block = integer ? act->block_elems : 1;
+  double sum_abs = 0, act_err = 0;
+  for (int64_t k0 = 0; k0 < p.cols; k0 += block) {
+    double amax = 0;
+    for (int64_t k = k0; k < k0 + block; ++k) amax = std::max(amax, std::fabs(double{x[k]}));
+    const double e = integer ? amax / 254 * (1 + 0x1p-10) : 0;
+    for (int64_t k = k0; k < k0 + block; ++k) {
+      sum_abs += std::fabs(double{w[k]}) * (std::fabs(double{x[k]}) + e);
+      act_err += std::fabs(double{w[k]}) * e;
+    }
+  }
+  return act_err + 2 * static_cast<double>(p.cols) * kU * sum_abs + 1e-30;
+}
+
+void Check(const Problem& p, MatmulPath path, Isa isa, int threads) {
+  auto w = QuantMatrix::Make(p.type, p.rows, p.cols, p.w, "w");
+  ASSERT_TRUE(w.ok()) << w.status();
+  ThreadPool pool(threads);
+  std::vector<float> y(p.batch * p.rows, NAN);
+  MatmulOptions opt{path, isa};
+  ASSERT_TRUE(Matmul(*w, 0, p.rows, p.x.data(), p.batch, y.data(), p.rows, &pool, opt).ok());
+  const bool integer = path != MatmulPath::kFloat &&
+                       (path == MatmulPath::kInteger || p.batch < kPrefillBatch) &&
+                       HasIntegerKernel(p.type, isa);
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t r = 0; r < p.rows; ++r) {
+      const double want = p.want[b * p.rows + r];
+      ASSERT_NEAR(y[b * p.rows + r], want, Tolerance(p, b, r, integer))
+          << quant::FindQuantTraits(p.type)->name << " rows " << p.rows << " batch " << p.batch
+          << " (b " << b << ", r " << r << ") isa " << IsaName(isa) << " threads " << threads
+          << (integer ? " integer" : " float");
+    }
+  }
+}
+
+class MatmulTest : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(MatmulTest, MatchesFloat64Reference) {
+  const int64_t cols = quant::FindQuantTraits(GetParam())->block_elems == 1 ? 37 : 512;
+  uint64_t seed = 7;
+  for (int64_t rows : {1, 3, 17}) {
+    for (int64_t batch : {1, 7, 64}) {
+      const Problem p = MakeProblem(GetParam(), rows, cols, batch, seed++);
+      for (MatmulPath path : {MatmulPath::kAuto, MatmulPath::kFloat, MatmulPath::kInteger}) {
+        for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+          if (IsaSupported(isa)) Check(p, path, isa, 2);
+        }
+        for (int threads : {1, 3}) Check(p, path, BestIsa(), threads);
+      }
+    }
+  }
+}
+
+std::vector<GgmlType> AllTypes() {
+  std::vector<GgmlType> out;
+  for (const quant::QuantTraits& t : quant::SupportedQuantTypes()) out.push_back(t.type);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest, ::testing::ValuesIn(AllTypes()),
+                         [](const auto& info) {
+                           return std::string(quant::FindQuantTraits(info.param)->name);
+                         });
+
+TEST(MatmulRowRangeTest, ShardMultipliesItsOwnRows) {
+  const Problem p = MakeProblem(GgmlType::kQ4_K, 17, 512, 3, 42);
+  auto w = QuantMatrix::Make(p.type, p.rows, p.cols, p.w, "w");
+  ASSERT_TRUE(w.ok());
+  ThreadPool pool(2);
+  constexpr int64_t kBegin = 5, kEnd = 12, kLdy = 10;
+  std::vector<float> y(p.batch * kLdy, -123.0f);
+  ASSERT_TRUE(Matmul(*w, kBegin, kEnd, p.x.data(), p.batch, y.data(), kLdy, &pool).ok());
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t r = kBegin; r < kEnd; ++r) {
+      EXPECT_NEAR(y[b * kLdy + r - kBegin], p.want[b * p.rows + r], Tolerance(p, b, r, true));
+    }
+    for (int64_t pad = kEnd - kBegin; pad < kLdy; ++pad) EXPECT_EQ(y[b * kLdy + pad], -123.0f);
+  }
+}
+
+TEST(MatmulErrorsTest, BadShapesAndRanges) {
+  std::vector<uint8_t> bytes(144 * 2);
+  auto bad_cols = QuantMatrix::Make(GgmlType::kQ4_K, 2, 100, bytes, "blk.0.ffn_up.weight");
+  EXPECT_EQ(bad_cols.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad_cols.status().message()), HasSubstr("blk.0.ffn_up.weight"));
+  auto bad_size = QuantMatrix::Make(GgmlType::kQ4_K, 3, 256, bytes, "w");
+  EXPECT_EQ(bad_size.status().code(), absl::StatusCode::kInvalidArgument);
+  auto unsupported = QuantMatrix::Make(GgmlType::kIQ2_XXS, 1, 256, bytes, "blk.1.attn_v.weight");
+  EXPECT_EQ(unsupported.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(unsupported.status().message()), HasSubstr("iq2_xxs"));
+
+  auto w = QuantMatrix::Make(GgmlType::kQ4_K, 2, 256, bytes, "w");
+  ASSERT_TRUE(w.ok());
+  std::vector<float> x(256), y(4);
+  EXPECT_FALSE(Matmul(*w, 1, 1, x.data(), 1, y.data(), 2, nullptr).ok());
+  EXPECT_FALSE(Matmul(*w, 0, 3, x.data(), 1, y.data(), 3, nullptr).ok());
+  EXPECT_FALSE(Matmul(*w, 0, 2, x.data(), 1, y.data(), 1, nullptr).ok());
+  EXPECT_TRUE(Matmul(*w, 0, 2, x.data(), 1, y.data(), 2, nullptr).ok());
+}
+
+TEST(MatmulTest, HotTypesTakeTheIntegerPathWithAvx2) {
+  if (!IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "host has no AVX2";
+  for (auto type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+    EXPECT_TRUE(HasIntegerKernel(type, Isa::kAvx2)) << static_cast<int>(type);
+  }
+  EXPECT_FALSE(HasIntegerKernel(GgmlType::kQ4_K, Isa::kScalar));
+}
+
+}  // namespace
+}  // namespace tessera::cpu
