@@ -11,5 +11,7 @@ using Args = std::vector<std::string>;
 
 int RunInspect(const Args& args);
 int RunGenModel(const Args& args);
+int RunTokenize(const Args& args);
+int RunDetokenize(const Args& args);
 
 }  // namespace tessera::cli

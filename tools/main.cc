@@ -19,6 +19,8 @@ constexpr Command kCommands[] = {
      tessera::cli::RunInspect},
     {"gen-model", "write a small synthetic GGUF model (tests, demos, the default model)",
      tessera::cli::RunGenModel},
+    {"tokenize", "text on stdin -> token ids", tessera::cli::RunTokenize},
+    {"detokenize", "token ids on stdin -> text", tessera::cli::RunDetokenize},
 };
 
 void PrintUsage(FILE* out) {
