@@ -1,0 +1,225 @@
+// Quant kernel benchmarks: dequantize throughput per type, decode matvec bandwidth on a
+// weight matrix several times larger than the last-level cache, prefill (batch 64)
+// GFLOP/s, and memcpy / streaming-read bandwidth of the same machine in the same run as
+// the yardstick. Figures only; nothing here asserts a speed.
+//
+//   quant_bench [--benchmark_filter=...]
+//   TESSERA_BENCH_WEIGHT_MB=1024 (default) sizes the decode matrix; TESSERA_ISA caps the ISA.
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/quant/type_traits.h"
+#include "common/util/half.h"
+#include "kernels/cpu/dequantize_fast.h"
+#include "kernels/cpu/matmul.h"
+
+namespace tessera {
+namespace {
+
+using gguf::GgmlType;
+
+constexpr int64_t kCols = 4096;
+
+int64_t WeightBytesTarget() {
+  const char* mb = std::getenv("TESSERA_BENCH_WEIGHT_MB");
+  return (mb ? std::atoll(mb) : 1024) << 20;
+}
+
+// Fast fill: random quants, every fp16 scale field a small finite value, so kernels do
+// realistic work (no NaN/denormal slow paths).
+std::unique_ptr<uint8_t[]> FillBlocks(GgmlType type, int64_t n_blocks) {
+  const quant::QuantTraits* t = quant::FindQuantTraits(type);
+  const size_t bytes = static_cast<size_t>(n_blocks) * t->block_bytes;
+  std::unique_ptr<uint8_t[]> data(new uint8_t[bytes]);
+  uint64_t s = 0x9E3779B97F4A7C15ULL;
+  for (size_t i = 0; i + 8 <= bytes; i += 8) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    std::memcpy(data.get() + i, &s, 8);
+  }
+  // A benign scale at every 2-byte position that may hold one: rewrite the known fields.
+  std::vector<int> offs;
+  switch (type) {
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_1:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+      offs = {0, 2};
+      break;
+    case GgmlType::kQ2_K:
+      offs = {80, 82};
+      break;
+    case GgmlType::kQ3_K:
+      offs = {108};
+      break;
+    case GgmlType::kQ6_K:
+      offs = {208};
+      break;
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+    case GgmlType::kQ8_K:
+      break;
+    default:
+      offs = {0};
+      break;
+  }
+  const uint16_t scale = FloatToFp16(0.01f);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    for (int off : offs) std::memcpy(data.get() + b * t->block_bytes + off, &scale, 2);
+  }
+  if (type == GgmlType::kF16 || type == GgmlType::kBF16) {
+    for (size_t i = 0; i + 2 <= bytes; i += 2) std::memcpy(data.get() + i, &scale, 2);
+  }
+  if (type == GgmlType::kF32 || type == GgmlType::kQ8_K) {
+    const float f = 0.01f;
+    for (int64_t b = 0; b < n_blocks; ++b) std::memcpy(data.get() + b * t->block_bytes, &f, 4);
+    if (type == GgmlType::kF32) {
+      for (size_t i = 0; i + 4 <= bytes; i += 4) std::memcpy(data.get() + i, &f, 4);
+    }
+  }
+  return data;
+}
+
+// --- yardsticks --------------------------------------------------------------------------
+
+void BM_Memcpy(benchmark::State& state) {
+  const size_t bytes = static_cast<size_t>(WeightBytesTarget());
+  std::unique_ptr<uint8_t[]> a(new uint8_t[bytes]), b(new uint8_t[bytes]);
+  std::memset(a.get(), 1, bytes);
+  std::memset(b.get(), 2, bytes);
+  for (auto _ : state) {
+    std::memcpy(b.get(), a.get(), bytes);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
+  state.SetLabel("bytes copied per second");
+}
+
+// Streaming read of the same size with `threads` threads: the bandwidth a decode matvec
+// (which only reads weights) could reach.
+void BM_ReadBandwidth(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const size_t bytes = static_cast<size_t>(WeightBytesTarget());
+  std::unique_ptr<uint64_t[]> a(new uint64_t[bytes / 8]);
+  for (size_t i = 0; i < bytes / 8; ++i) a[i] = i;
+  cpu::ThreadPool pool(threads);
+  const int64_t chunks = 256;
+  std::vector<uint64_t> sums(chunks);
+  for (auto _ : state) {
+    pool.ParallelFor(chunks, [&](int64_t c, int) {
+      const size_t n = bytes / 8 / chunks;
+      const uint64_t* p = a.get() + c * n;
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (size_t i = 0; i < n; i += 4) {
+        s0 += p[i], s1 += p[i + 1], s2 += p[i + 2], s3 += p[i + 3];
+      }
+      sums[c] = s0 + s1 + s2 + s3;
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
+}
+
+// --- kernels -----------------------------------------------------------------------------
+
+// Decoding an L2-resident row of 64K elements: the decoder's compute throughput.
+void BM_Dequantize(benchmark::State& state, GgmlType type) {
+  const quant::QuantTraits* t = quant::FindQuantTraits(type);
+  const int64_t n = 64 * 1024;
+  auto data = FillBlocks(type, n / t->block_elems);
+  std::vector<float> out(n);
+  const cpu::DequantizeRowFn fn = cpu::FastDequantizer(type);
+  for (auto _ : state) {
+    fn(data.get(), out.data(), n);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n / t->block_elems *
+                          t->block_bytes);
+  state.SetLabel(cpu::FastDequantizerName(type));
+}
+
+// y = W·x for one vector over a matrix of ~TESSERA_BENCH_WEIGHT_MB: bytes are weight bytes.
+void BM_Decode(benchmark::State& state, GgmlType type) {
+  const int threads = static_cast<int>(state.range(0));
+  const quant::QuantTraits* t = quant::FindQuantTraits(type);
+  const size_t row_bytes = kCols / t->block_elems * t->block_bytes;
+  const int64_t rows = WeightBytesTarget() / static_cast<int64_t>(row_bytes);
+  auto data = FillBlocks(type, rows * (kCols / t->block_elems));
+  auto w = cpu::QuantMatrix::Make(type, rows, kCols, {data.get(), rows * row_bytes}, "w");
+  std::vector<float> x(kCols, 0.5f), y(rows);
+  cpu::ThreadPool pool(threads);
+  for (auto _ : state) {
+    auto s = cpu::Matmul(*w, 0, rows, x.data(), 1, y.data(), rows, &pool);
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * rows * row_bytes);
+  state.SetLabel(cpu::HasIntegerKernel(type) ? "integer" : "float");
+}
+
+// Batch-64 product with a 4096 × 4096 matrix: compute-bound GFLOP/s (2·rows·cols·batch).
+void BM_Prefill(benchmark::State& state, GgmlType type) {
+  const int threads = static_cast<int>(state.range(0));
+  const int64_t rows = 4096, batch = 64;
+  const quant::QuantTraits* t = quant::FindQuantTraits(type);
+  const size_t row_bytes = kCols / t->block_elems * t->block_bytes;
+  auto data = FillBlocks(type, rows * (kCols / t->block_elems));
+  auto w = cpu::QuantMatrix::Make(type, rows, kCols, {data.get(), rows * row_bytes}, "w");
+  std::vector<float> x(batch * kCols, 0.5f), y(batch * rows);
+  cpu::ThreadPool pool(threads);
+  for (auto _ : state) {
+    auto s = cpu::Matmul(*w, 0, rows, x.data(), batch, y.data(), rows, &pool);
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * rows * kCols * batch * static_cast<double>(state.iterations()) / 1e9,
+                         benchmark::Counter::kIsRate);
+}
+
+void RegisterAll() {
+  benchmark::RegisterBenchmark("Memcpy", BM_Memcpy)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("ReadBandwidth", BM_ReadBandwidth)
+      ->Arg(1)
+      ->Arg(2)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+  for (const quant::QuantTraits& t : quant::SupportedQuantTypes()) {
+    benchmark::RegisterBenchmark((std::string("Dequantize/") + t.name).c_str(), BM_Dequantize,
+                                 t.type)
+        ->Unit(benchmark::kMicrosecond);
+  }
+  for (const quant::QuantTraits& t : quant::SupportedQuantTypes()) {
+    if (t.type == GgmlType::kQ8_K) continue;  // activation-only format
+    benchmark::RegisterBenchmark((std::string("Decode/") + t.name).c_str(), BM_Decode, t.type)
+        ->Arg(1)
+        ->Arg(2)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+  for (const quant::QuantTraits& t : quant::SupportedQuantTypes()) {
+    if (t.type == GgmlType::kQ8_K) continue;
+    benchmark::RegisterBenchmark((std::string("Prefill64/") + t.name).c_str(), BM_Prefill, t.type)
+        ->Arg(1)
+        ->Arg(2)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+}
+
+}  // namespace
+}  // namespace tessera
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  tessera::RegisterAll();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
