@@ -1,0 +1,595 @@
+#include "common/chat/interpreter.h"
+
+#include <cmath>
+#include <unordered_map>
+
+#include "common/chat/call_args.h"
+#include "common/chat/filters.h"
+#include "common/chat/methods.h"
+#include "common/chat/py_format.h"
+#include "common/chat/py_string.h"
+#include "common/chat/template_error.h"
+#include "common/chat/tests.h"
+
+namespace tessera::chat {
+namespace {
+
+// Python's recursion limit bounds Jinja2's macro recursion at about this depth; past it we
+// fail rather than overflow the C++ stack.
+constexpr int kMaxCallDepth = 200;
+// range() larger than this is refused (a template has no business building such lists).
+constexpr int64_t kMaxRange = 1 << 20;
+
+struct Frame {
+  std::unordered_map<std::string, Value> vars;
+  const Frame* parent = nullptr;
+
+  const Value* Lookup(const std::string& name) const {
+    for (const Frame* f = this; f != nullptr; f = f->parent) {
+      auto it = f->vars.find(name);
+      if (it != f->vars.end()) return &it->second;
+    }
+    return nullptr;
+  }
+};
+
+enum class Flow { kNormal, kBreak, kContinue };
+
+[[noreturn]] void TypeErr(const std::string& what) { throw TemplateError("TypeError: " + what); }
+
+int64_t FloorDiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+Value Arithmetic(const std::string& op, const Value& a, const Value& b) {
+  if (op == "~") return Value(ToStr(a) + ToStr(b));
+  if (a.is_undefined()) ThrowUndefined(a);
+  if (b.is_undefined()) ThrowUndefined(b);
+  bool nums = a.is_number() && b.is_number();
+  bool ints = nums && !a.is_float() && !b.is_float();
+  auto unsupported = [&]() {
+    TypeErr("unsupported operand type(s) for " + op + ": '" + TypeName(a) + "' and '" +
+            TypeName(b) + "'");
+  };
+  if (op == "+") {
+    if (ints) return Value(a.as_int() + b.as_int());
+    if (nums) return Value(a.as_double() + b.as_double());
+    if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
+    if (a.is_list() && b.is_list()) {
+      ValueList l = a.list();
+      l.insert(l.end(), b.list().begin(), b.list().end());
+      return Value::List(std::move(l));
+    }
+    if (a.is_string()) TypeErr("can only concatenate str (not \"" + TypeName(b) + "\") to str");
+    if (a.is_list()) TypeErr("can only concatenate list (not \"" + TypeName(b) + "\") to list");
+    unsupported();
+  }
+  if (op == "-") {
+    if (ints) return Value(a.as_int() - b.as_int());
+    if (nums) return Value(a.as_double() - b.as_double());
+    unsupported();
+  }
+  if (op == "*") {
+    if (ints) return Value(a.as_int() * b.as_int());
+    if (nums) return Value(a.as_double() * b.as_double());
+    const Value* seq = (a.is_string() || a.is_list()) ? &a : &b;
+    const Value* count = seq == &a ? &b : &a;
+    if ((seq->is_string() || seq->is_list()) && (count->is_int() || count->is_bool())) {
+      int64_t n = std::max<int64_t>(count->as_int(), 0);
+      if (seq->is_string()) {
+        std::string out;
+        for (int64_t i = 0; i < n; ++i) out += seq->as_string();
+        return Value(out);
+      }
+      ValueList out;
+      for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq->list().begin(), seq->list().end());
+      return Value::List(std::move(out));
+    }
+    unsupported();
+  }
+  if (op == "%" && a.is_string()) return Value(PercentFormat(a.as_string(), b));
+  if (!nums) unsupported();
+  if ((op == "/" || op == "//" || op == "%") && b.as_double() == 0) {
+    throw TemplateError(op == "/" ? "ZeroDivisionError: division by zero"
+                                  : "ZeroDivisionError: integer division or modulo by zero");
+  }
+  if (op == "/") return Value(a.as_double() / b.as_double());
+  if (op == "//") {
+    if (ints) return Value(FloorDiv(a.as_int(), b.as_int()));
+    return Value(std::floor(a.as_double() / b.as_double()));
+  }
+  if (op == "%") {
+    if (ints) return Value(a.as_int() - FloorDiv(a.as_int(), b.as_int()) * b.as_int());
+    double r = std::fmod(a.as_double(), b.as_double());
+    if (r != 0 && ((r < 0) != (b.as_double() < 0))) r += b.as_double();
+    return Value(r);
+  }
+  if (op == "**") {
+    if (ints && b.as_int() >= 0) {
+      int64_t r = 1;
+      for (int64_t i = 0; i < b.as_int(); ++i) r *= a.as_int();
+      return Value(r);
+    }
+    return Value(std::pow(a.as_double(), b.as_double()));
+  }
+  unsupported();
+  return Value();
+}
+
+bool CompareOp(const std::string& op, const Value& a, const Value& b) {
+  if (op == "==") return Equals(a, b);
+  if (op == "!=") return !Equals(a, b);
+  if (op == "in") return Contains(b, a);
+  if (op == "not in") return !Contains(b, a);
+  if (a.is_undefined()) ThrowUndefined(a);
+  if (b.is_undefined()) ThrowUndefined(b);
+  int c = Compare(a, b);
+  if (op == "<") return c < 0;
+  if (op == "<=") return c <= 0;
+  if (op == ">") return c > 0;
+  return c >= 0;
+}
+
+std::optional<int64_t> SliceBound(const Value& v) {
+  if (v.is_none() || v.is_undefined()) return std::nullopt;
+  if (!v.is_int() && !v.is_bool()) {
+    TypeErr("slice indices must be integers or None, not " + TypeName(v));
+  }
+  return v.as_int();
+}
+
+class Interpreter {
+ public:
+  Interpreter(const ValueDict& variables, const std::tm& now) : now_(now) {
+    InstallGlobals();
+    root_.parent = &globals_;
+    for (const auto& [k, v] : variables.entries()) root_.vars[k] = v;
+  }
+
+  std::string Run(const StmtList& program) {
+    std::string out;
+    ExecList(program, root_, &out);
+    return out;
+  }
+
+ private:
+  void InstallGlobals() {
+    globals_.vars["range"] = Value::Function("range", [](CallArgs& args) {
+      if (!args.keyword.empty()) TypeErr("range() takes no keyword arguments");
+      std::vector<int64_t> a;
+      for (const Value& v : args.positional) {
+        if (!v.is_int() && !v.is_bool()) TypeErr("range() needs integers, got " + TypeName(v));
+        a.push_back(v.as_int());
+      }
+      if (a.empty() || a.size() > 3) TypeErr("range expected 1 to 3 arguments");
+      int64_t start = a.size() == 1 ? 0 : a[0], stop = a.size() == 1 ? a[0] : a[1];
+      int64_t step = a.size() == 3 ? a[2] : 1;
+      if (step == 0) throw TemplateError("ValueError: range() arg 3 must not be zero");
+      ValueList out;
+      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+        if (static_cast<int64_t>(out.size()) >= kMaxRange) {
+          throw TemplateError("range() too large");
+        }
+        out.emplace_back(i);
+      }
+      return Value::List(std::move(out));
+    });
+    globals_.vars["namespace"] = Value::Function("namespace", [](CallArgs& args) {
+      ValueDict attrs;
+      for (const Value& v : args.positional) {
+        if (!v.is_dict()) TypeErr("namespace() positional arguments must be mappings");
+        for (const auto& [k, x] : v.dict().entries()) attrs.Set(k, x);
+      }
+      for (const auto& [k, v] : args.keyword) attrs.Set(k, v);
+      return Value::Namespace(std::move(attrs));
+    });
+    globals_.vars["dict"] = Value::Function("dict", [](CallArgs& args) {
+      ValueDict d;
+      for (const Value& v : args.positional) {
+        if (!v.is_dict()) TypeErr("dict() positional argument must be a mapping");
+        for (const auto& [k, x] : v.dict().entries()) d.Set(k, x);
+      }
+      for (const auto& [k, v] : args.keyword) d.Set(k, v);
+      return Value::Dict(std::move(d));
+    });
+    globals_.vars["raise_exception"] = Value::Function("raise_exception", [](CallArgs& args) {
+      BoundArgs a("raise_exception", args, {"message"});
+      throw RaisedException(ToStr(a.Get(0)));
+      return Value();
+    });
+    globals_.vars["strftime_now"] = Value::Function("strftime_now", [this](CallArgs& args) {
+      BoundArgs a("strftime_now", args, {"format"});
+      return Value(Strftime(ToStr(a.Get(0)), now_));
+    });
+  }
+
+  // ---- statements ----
+
+  Flow ExecList(const StmtList& list, Frame& frame, std::string* out) {
+    for (const auto& s : list) {
+      Flow f = Exec(*s, frame, out);
+      if (f != Flow::kNormal) return f;
+    }
+    return Flow::kNormal;
+  }
+
+  Flow Exec(const Stmt& s, Frame& frame, std::string* out) {
+    try {
+      return ExecUnchecked(s, frame, out);
+    } catch (TemplateError& e) {
+      if (e.line() == 0) e.set_line(s.line);
+      throw;
+    }
+  }
+
+  Flow ExecUnchecked(const Stmt& s, Frame& frame, std::string* out) {
+    switch (s.kind) {
+      case Stmt::Kind::kText:
+        out->append(s.text);
+        return Flow::kNormal;
+      case Stmt::Kind::kOutput: {
+        Value v = Eval(*s.expr, frame);
+        if (v.is_string()) {
+          out->append(v.as_string());
+        } else {
+          out->append(ToStr(v));
+        }
+        return Flow::kNormal;
+      }
+      case Stmt::Kind::kIf:
+        for (const auto& [cond, body] : s.branches) {
+          if (cond == nullptr || Truthy(Eval(*cond, frame))) return ExecList(body, frame, out);
+        }
+        return Flow::kNormal;
+      case Stmt::Kind::kFor:
+        ExecFor(s, frame, out);
+        return Flow::kNormal;
+      case Stmt::Kind::kSet:
+        ExecSet(s, frame);
+        return Flow::kNormal;
+      case Stmt::Kind::kSetBlock: {
+        std::string body;
+        Frame inner{{}, &frame};
+        ExecList(s.body, inner, &body);
+        Value v(std::move(body));
+        if (s.filter) v = ApplyFilterChain(*s.filter, v, frame);
+        frame.vars[s.targets[0]] = std::move(v);
+        return Flow::kNormal;
+      }
+      case Stmt::Kind::kMacro:
+        frame.vars[s.name] = MakeMacro(s);
+        return Flow::kNormal;
+      case Stmt::Kind::kCallBlock: {
+        const Frame* caller_frame = &frame;
+        Value caller = Value::Function("caller", [this, &s, caller_frame](CallArgs& args) {
+          Frame cf{{}, caller_frame};
+          BindParams(s, args, cf);
+          std::string body;
+          ExecList(s.body, cf, &body);
+          return Value(std::move(body));
+        });
+        Value v = EvalCall(*s.expr, frame, &caller);
+        out->append(ToStr(v));
+        return Flow::kNormal;
+      }
+      case Stmt::Kind::kFilterBlock: {
+        std::string body;
+        Frame inner{{}, &frame};
+        ExecList(s.body, inner, &body);
+        out->append(ToStr(ApplyFilterChain(*s.filter, Value(std::move(body)), frame)));
+        return Flow::kNormal;
+      }
+      case Stmt::Kind::kWith: {
+        Frame inner{{}, &frame};
+        for (const auto& [name, expr] : s.assigns) inner.vars[name] = Eval(*expr, frame);
+        return ExecList(s.body, inner, out);
+      }
+      case Stmt::Kind::kScope: {
+        Frame inner{{}, &frame};
+        return ExecList(s.body, inner, out);
+      }
+      case Stmt::Kind::kBreak:
+        return Flow::kBreak;
+      case Stmt::Kind::kContinue:
+        return Flow::kContinue;
+    }
+    return Flow::kNormal;
+  }
+
+  void Assign(const std::vector<std::string>& targets, const Value& v, Frame& frame) {
+    if (targets.size() == 1) {
+      frame.vars[targets[0]] = v;
+      return;
+    }
+    ValueList items = Iterate(v);
+    if (items.size() != targets.size()) {
+      throw TemplateError("ValueError: cannot unpack " + std::to_string(items.size()) +
+                          " values into " + std::to_string(targets.size()) + " names");
+    }
+    for (size_t i = 0; i < targets.size(); ++i) frame.vars[targets[i]] = items[i];
+  }
+
+  void ExecSet(const Stmt& s, Frame& frame) {
+    Value v = Eval(*s.expr, frame);
+    if (s.attr.empty()) {
+      Assign(s.targets, v, frame);
+      return;
+    }
+    const Value* ns = frame.Lookup(s.name);
+    if (ns == nullptr || !ns->is_namespace()) {
+      throw TemplateError("cannot assign attribute on non-namespace object '" + s.name + "'");
+    }
+    ns->namespace_attrs().Set(s.attr, std::move(v));
+  }
+
+  void ExecFor(const Stmt& s, Frame& frame, std::string* out) {
+    Value iterable = Eval(*s.expr, frame);
+    ValueList items = Iterate(iterable);
+    if (s.filter) {
+      ValueList kept;
+      for (Value& item : items) {
+        Frame f{{}, &frame};
+        Assign(s.targets, item, f);
+        if (Truthy(Eval(*s.filter, f))) kept.push_back(std::move(item));
+      }
+      items = std::move(kept);
+    }
+    const int64_t n = static_cast<int64_t>(items.size());
+    for (int64_t i = 0; i < n; ++i) {
+      Frame f{{}, &frame};
+      Assign(s.targets, items[i], f);
+      f.vars["loop"] = LoopObject(items, i);
+      Flow flow = ExecList(s.body, f, out);
+      if (flow == Flow::kBreak) break;
+    }
+    if (n == 0 && !s.else_body.empty()) {
+      Frame f{{}, &frame};
+      ExecList(s.else_body, f, out);
+    }
+  }
+
+  static Value LoopObject(const ValueList& items, int64_t i) {
+    const int64_t n = static_cast<int64_t>(items.size());
+    ValueDict loop;
+    loop.Set("index", Value(i + 1));
+    loop.Set("index0", Value(i));
+    loop.Set("revindex", Value(n - i));
+    loop.Set("revindex0", Value(n - i - 1));
+    loop.Set("first", Value(i == 0));
+    loop.Set("last", Value(i == n - 1));
+    loop.Set("length", Value(n));
+    loop.Set("depth", Value(int64_t{1}));
+    loop.Set("depth0", Value(int64_t{0}));
+    loop.Set("previtem", i > 0 ? items[i - 1] : Value::Undefined("there is no previous item"));
+    loop.Set("nextitem", i + 1 < n ? items[i + 1] : Value::Undefined("there is no next item"));
+    loop.Set("cycle", Value::Function("cycle", [i](CallArgs& args) {
+               if (args.positional.empty()) TypeErr("no items for cycling given");
+               return args.positional[i % args.positional.size()];
+             }));
+    return Value::Dict(std::move(loop));
+  }
+
+  // Binds a macro's (or caller's) parameters in `frame`.
+  void BindParams(const Stmt& s, CallArgs& args, Frame& frame) {
+    ValueList varargs;
+    for (size_t i = 0; i < args.positional.size(); ++i) {
+      if (i < s.params.size()) {
+        frame.vars[s.params[i].name] = args.positional[i];
+      } else {
+        varargs.push_back(args.positional[i]);
+      }
+    }
+    ValueDict kwargs;
+    for (auto& [k, v] : args.keyword) {
+      bool is_param = false;
+      for (const MacroParam& p : s.params) is_param = is_param || p.name == k;
+      if (is_param) {
+        frame.vars[k] = v;
+      } else if (k == "caller") {
+        frame.vars["caller"] = v;
+      } else {
+        kwargs.Set(k, v);
+      }
+    }
+    for (const MacroParam& p : s.params) {
+      if (frame.vars.count(p.name)) continue;
+      frame.vars[p.name] = p.default_value
+                               ? Eval(*p.default_value, frame)
+                               : Value::Undefined("parameter '" + p.name + "' was not provided");
+    }
+    frame.vars["varargs"] = Value::List(std::move(varargs));
+    frame.vars["kwargs"] = Value::Dict(std::move(kwargs));
+  }
+
+  Value MakeMacro(const Stmt& s) {
+    return Value::Function(s.name, [this, &s](CallArgs& args) {
+      if (++depth_ > kMaxCallDepth) {
+        --depth_;
+        throw TemplateError("maximum macro recursion depth exceeded in '" + s.name + "'");
+      }
+      Frame mf{{}, &root_};
+      std::string body;
+      try {
+        BindParams(s, args, mf);
+        ExecList(s.body, mf, &body);
+      } catch (...) {
+        --depth_;
+        throw;
+      }
+      --depth_;
+      return Value(std::move(body));
+    });
+  }
+
+  // ---- expressions ----
+
+  Value ApplyFilterChain(const Expr& e, const Value& subject, Frame& frame) {
+    Value v = e.operands[0] ? ApplyFilterChain(*e.operands[0], subject, frame) : subject;
+    return CallFilter(e.name, v, EvalArgs(e.args, frame));
+  }
+
+  CallArgs EvalArgs(const std::vector<Arg>& args, Frame& frame) {
+    CallArgs out;
+    for (const Arg& a : args) {
+      if (a.name.empty()) {
+        out.positional.push_back(Eval(*a.value, frame));
+      } else {
+        out.keyword.emplace_back(a.name, Eval(*a.value, frame));
+      }
+    }
+    return out;
+  }
+
+  Value EvalCall(const Expr& e, Frame& frame, const Value* caller) {
+    Value callee = Eval(*e.operands[0], frame);
+    CallArgs args = EvalArgs(e.args, frame);
+    if (caller) args.keyword.emplace_back("caller", *caller);
+    if (callee.is_undefined()) ThrowUndefined(callee);
+    if (!callee.is_callable()) TypeErr("'" + TypeName(callee) + "' object is not callable");
+    return callee.callable().call(args);
+  }
+
+  Value Eval(const Expr& e, Frame& frame) {
+    switch (e.kind) {
+      case Expr::Kind::kLiteral:
+        return e.literal;
+      case Expr::Kind::kName: {
+        const Value* v = frame.Lookup(e.name);
+        return v ? *v : Value::Undefined("'" + e.name + "' is undefined");
+      }
+      case Expr::Kind::kList:
+      case Expr::Kind::kTuple: {
+        ValueList items;
+        items.reserve(e.operands.size());
+        for (const auto& o : e.operands) items.push_back(Eval(*o, frame));
+        return Value::List(std::move(items));
+      }
+      case Expr::Kind::kDict: {
+        ValueDict d;
+        for (size_t i = 0; i + 1 < e.operands.size(); i += 2) {
+          Value k = Eval(*e.operands[i], frame);
+          if (!k.is_string()) {
+            throw TemplateError("unsupported: dict literal key of type " + TypeName(k), e.line);
+          }
+          d.Set(k.as_string(), Eval(*e.operands[i + 1], frame));
+        }
+        return Value::Dict(std::move(d));
+      }
+      case Expr::Kind::kGetAttr:
+        return GetAttribute(Eval(*e.operands[0], frame), e.name);
+      case Expr::Kind::kGetItem:
+        return GetItem(Eval(*e.operands[0], frame), Eval(*e.operands[1], frame));
+      case Expr::Kind::kSlice:
+        return EvalSlice(e, frame);
+      case Expr::Kind::kCall:
+        return EvalCall(e, frame, nullptr);
+      case Expr::Kind::kFilter:
+        return CallFilter(e.name, Eval(*e.operands[0], frame), EvalArgs(e.args, frame));
+      case Expr::Kind::kTest: {
+        bool r = CallTest(e.name, Eval(*e.operands[0], frame), EvalArgs(e.args, frame));
+        return Value(e.negated ? !r : r);
+      }
+      case Expr::Kind::kUnary: {
+        Value v = Eval(*e.operands[0], frame);
+        if (v.is_undefined()) ThrowUndefined(v);
+        if (!v.is_number())
+          TypeErr("bad operand type for unary " + e.name + ": '" + TypeName(v) + "'");
+        if (e.name == "+") return v.is_float() ? v : Value(v.as_int());
+        return v.is_float() ? Value(-v.as_double()) : Value(-v.as_int());
+      }
+      case Expr::Kind::kBinary:
+        return Arithmetic(e.name, Eval(*e.operands[0], frame), Eval(*e.operands[1], frame));
+      case Expr::Kind::kCompare: {
+        Value left = Eval(*e.operands[0], frame);
+        for (size_t i = 0; i < e.ops.size(); ++i) {
+          Value right = Eval(*e.operands[i + 1], frame);
+          if (!CompareOp(e.ops[i], left, right)) return Value(false);
+          left = std::move(right);
+        }
+        return Value(true);
+      }
+      case Expr::Kind::kAnd: {
+        Value a = Eval(*e.operands[0], frame);
+        return Truthy(a) ? Eval(*e.operands[1], frame) : a;
+      }
+      case Expr::Kind::kOr: {
+        Value a = Eval(*e.operands[0], frame);
+        return Truthy(a) ? a : Eval(*e.operands[1], frame);
+      }
+      case Expr::Kind::kNot:
+        return Value(!Truthy(Eval(*e.operands[0], frame)));
+      case Expr::Kind::kCondition:
+        if (Truthy(Eval(*e.operands[0], frame))) return Eval(*e.operands[1], frame);
+        if (e.operands[2]) return Eval(*e.operands[2], frame);
+        return Value::Undefined(
+            "the inline if-expression evaluated to false and no else "
+            "section was defined.");
+    }
+    return Value();
+  }
+
+  Value EvalSlice(const Expr& e, Frame& frame) {
+    Value obj = Eval(*e.operands[0], frame);
+    std::optional<int64_t> b[3];
+    for (int i = 0; i < 3; ++i) {
+      if (e.operands[i + 1]) b[i] = SliceBound(Eval(*e.operands[i + 1], frame));
+    }
+    if (obj.is_undefined()) ThrowUndefined(obj);
+    if (obj.is_list()) {
+      ValueList out;
+      for (int64_t i : SliceIndices(static_cast<int64_t>(obj.list().size()), b[0], b[1], b[2]))
+        out.push_back(obj.list()[i]);
+      return Value::List(std::move(out));
+    }
+    if (obj.is_string()) {
+      std::u32string cps = DecodeUtf8(obj.as_string());
+      std::u32string out;
+      for (int64_t i : SliceIndices(static_cast<int64_t>(cps.size()), b[0], b[1], b[2]))
+        out.push_back(cps[i]);
+      return Value(EncodeUtf8(out));
+    }
+    TypeErr("'" + TypeName(obj) + "' object is not subscriptable");
+  }
+
+  std::tm now_;
+  Frame globals_;
+  Frame root_;
+  int depth_ = 0;
+};
+
+void CheckExpr(const Expr* e) {
+  if (e == nullptr) return;
+  if (e->kind == Expr::Kind::kFilter && !IsKnownFilter(e->name)) {
+    throw TemplateError("no filter named '" + e->name + "'", e->line);
+  }
+  if (e->kind == Expr::Kind::kTest && !IsKnownTest(e->name)) {
+    throw TemplateError("no test named '" + e->name + "'", e->line);
+  }
+  for (const auto& o : e->operands) CheckExpr(o.get());
+  for (const auto& a : e->args) CheckExpr(a.value.get());
+}
+
+}  // namespace
+
+void CheckNames(const StmtList& program) {
+  for (const auto& s : program) {
+    CheckExpr(s->expr.get());
+    CheckExpr(s->filter.get());
+    for (const auto& [cond, body] : s->branches) {
+      CheckExpr(cond.get());
+      CheckNames(body);
+    }
+    for (const auto& p : s->params) CheckExpr(p.default_value.get());
+    for (const auto& [name, expr] : s->assigns) CheckExpr(expr.get());
+    CheckNames(s->body);
+    CheckNames(s->else_body);
+  }
+}
+
+std::string Execute(const StmtList& program, const ValueDict& variables, const std::tm& now) {
+  return Interpreter(variables, now).Run(program);
+}
+
+}  // namespace tessera::chat

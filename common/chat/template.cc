@@ -1,0 +1,79 @@
+#include "common/chat/template.h"
+
+#include <ctime>
+
+#include "absl/status/status.h"
+#include "common/chat/ast.h"
+#include "common/chat/interpreter.h"
+#include "common/chat/json_dump.h"
+#include "common/chat/parser.h"
+#include "common/chat/template_error.h"
+
+namespace tessera::chat {
+
+struct ChatTemplate::Program {
+  StmtList statements;
+};
+
+namespace {
+
+absl::Status LineError(const TemplateError& e) {
+  if (e.line() > 0) {
+    return absl::InvalidArgumentError("chat template line " + std::to_string(e.line()) + ": " +
+                                      e.what());
+  }
+  return absl::InvalidArgumentError(std::string("chat template: ") + e.what());
+}
+
+}  // namespace
+
+absl::StatusOr<ChatTemplate> ChatTemplate::Parse(std::string_view source) {
+  try {
+    auto program = std::make_shared<Program>();
+    program->statements = ParseTemplate(source);
+    CheckNames(program->statements);
+    return ChatTemplate(std::move(program));
+  } catch (const TemplateError& e) {
+    return LineError(e);
+  }
+}
+
+absl::StatusOr<std::string> ChatTemplate::Render(const nlohmann::ordered_json& variables,
+                                                 const std::tm& now) const {
+  if (!variables.is_object()) {
+    return absl::InvalidArgumentError("chat template variables: expected a JSON object, got " +
+                                      std::string(variables.type_name()));
+  }
+  try {
+    Value vars = FromJson(variables);
+    return Execute(program_->statements, vars.dict(), now);
+  } catch (const RaisedException& e) {
+    return absl::FailedPreconditionError(e.what());
+  } catch (const TemplateError& e) {
+    return LineError(e);
+  }
+}
+
+absl::StatusOr<std::string> ChatTemplate::Render(const nlohmann::ordered_json& variables) const {
+  std::time_t t = std::time(nullptr);
+  std::tm now{};
+  localtime_r(&t, &now);
+  return Render(variables, now);
+}
+
+std::tm MakeTime(int year, int month, int day, int hour, int minute, int second) {
+  std::tm t{};
+  t.tm_year = year - 1900;
+  t.tm_mon = month - 1;
+  t.tm_mday = day;
+  t.tm_hour = hour;
+  t.tm_min = minute;
+  t.tm_sec = second;
+  t.tm_isdst = 0;
+  // timegm normalizes and fills in the weekday and day of the year (%A, %j).
+  std::time_t secs = timegm(&t);
+  gmtime_r(&secs, &t);
+  return t;
+}
+
+}  // namespace tessera::chat

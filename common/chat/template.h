@@ -1,0 +1,52 @@
+// A chat template: a Jinja2 template rendered exactly as HuggingFace transformers'
+// apply_chat_template renders it (ImmutableSandboxedEnvironment with trim_blocks and
+// lstrip_blocks, the loopcontrols extension, {% generation %}, raise_exception(),
+// strftime_now() and a json.dumps-based tojson).
+//
+//   auto tmpl = ChatTemplate::Parse(source);          // once per model
+//   auto prompt = tmpl->Render(variables, now);       // per request
+//
+// `variables` is a JSON object: messages, add_generation_prompt, bos_token, eos_token,
+// tools, documents and any template-specific extras (enable_thinking...). JSON integers are
+// Python ints, other numbers floats, objects keep their key order.
+#pragma once
+
+#include <ctime>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace tessera::chat {
+
+struct Stmt;
+
+class ChatTemplate {
+ public:
+  // Parses `source`. InvalidArgument "chat template line N: ..." for a syntax error, an
+  // unknown filter or test, or a construct the engine does not support (include, import,
+  // recursive loops...): such a template is refused, never rendered wrongly.
+  static absl::StatusOr<ChatTemplate> Parse(std::string_view source);
+
+  // Renders with `variables` (a JSON object); `now` is the time strftime_now() formats.
+  // When the template calls raise_exception(msg) the result is FailedPrecondition whose
+  // message is exactly msg; other run-time errors (undefined values misused, type errors)
+  // are InvalidArgument "chat template line N: ...".
+  absl::StatusOr<std::string> Render(const nlohmann::ordered_json& variables,
+                                     const std::tm& now) const;
+  // As above with the current local time.
+  absl::StatusOr<std::string> Render(const nlohmann::ordered_json& variables) const;
+
+ private:
+  struct Program;
+  explicit ChatTemplate(std::shared_ptr<const Program> program) : program_(std::move(program)) {}
+
+  std::shared_ptr<const Program> program_;
+};
+
+// A calendar time for Render's `now` (month 1-12), e.g. MakeTime(2026, 1, 15, 12, 0, 0).
+std::tm MakeTime(int year, int month, int day, int hour, int minute, int second);
+
+}  // namespace tessera::chat
