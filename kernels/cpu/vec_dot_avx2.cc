@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "common/quant/blocks.h"
 #include "kernels/cpu/kernels_avx2.h"
@@ -137,6 +138,212 @@ float DotQ6_K(const void* wp, const void* ap, int64_t n) {
   return sum;
 }
 
+// Byte j = 0x10 where bit j of `bits` is set, else 0 (the fifth bit of Q5_0 / Q5_1).
+__m256i FifthBits32(uint32_t bits) {
+  const __m256i spread =
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                          _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                           2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+uint32_t LoadU32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// 8 int32 partial sums of Σ u·a, u unsigned ≤ 63.
+__m256i DotU8(__m256i u, __m256i a) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1));
+}
+
+__m256i Iq4Table() {
+  return _mm256_broadcastsi128_si256(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIq4nlValues)));
+}
+
+float DotQ5_0(const void* wp, const void* ap, int64_t n) {
+  const auto* w = static_cast<const quant::BlockQ5_0*>(wp);
+  const auto* a = static_cast<const quant::BlockQ8_0*>(ap);
+  const __m256i sixteen = _mm256_set1_epi8(16);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m256 d = _mm256_set1_ps(HalfToFloat(w[i].d) * HalfToFloat(a[i].d));
+    const __m256i q = _mm256_sub_epi8(
+        _mm256_or_si256(Nibbles32(w[i].qs), FifthBits32(LoadU32(w[i].qh))), sixteen);
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(DotI8(q, Load32(a[i].qs))), acc);
+  }
+  return HorizontalSum(acc);
+}
+
+// Q4_1 / Q5_1: Σ (d·u + m)·(da·a) = d·da·Σu·a + m·da·Σa.
+template <bool kFifthBit, typename Block>
+float DotOffsetType(const void* wp, const void* ap, int64_t n) {
+  const auto* w = static_cast<const Block*>(wp);
+  const auto* a = static_cast<const quant::BlockQ8_0*>(ap);
+  const __m256i ones = _mm256_set1_epi8(1);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const float da = HalfToFloat(a[i].d);
+    __m256i u = Nibbles32(w[i].qs);
+    if constexpr (kFifthBit) u = _mm256_or_si256(u, FifthBits32(LoadU32(w[i].qh)));
+    const __m256i av = Load32(a[i].qs);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(HalfToFloat(w[i].d) * da),
+                          _mm256_cvtepi32_ps(DotU8(u, av)), acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(HalfToFloat(w[i].m) * da),
+                          _mm256_cvtepi32_ps(DotU8(ones, av)), acc);
+  }
+  return HorizontalSum(acc);
+}
+
+float DotQ4_1(const void* w, const void* a, int64_t n) {
+  return DotOffsetType<false, quant::BlockQ4_1>(w, a, n);
+}
+float DotQ5_1(const void* w, const void* a, int64_t n) {
+  return DotOffsetType<true, quant::BlockQ5_1>(w, a, n);
+}
+
+float DotIQ4_NL(const void* wp, const void* ap, int64_t n) {
+  const auto* w = static_cast<const quant::BlockIQ4_NL*>(wp);
+  const auto* a = static_cast<const quant::BlockQ8_0*>(ap);
+  const __m256i table = Iq4Table();
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m256 d = _mm256_set1_ps(HalfToFloat(w[i].d) * HalfToFloat(a[i].d));
+    const __m256i v = _mm256_shuffle_epi8(table, Nibbles32(w[i].qs));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(DotI8(v, Load32(a[i].qs))), acc);
+  }
+  return HorizontalSum(acc);
+}
+
+float DotIQ4_XS(const void* wp, const void* ap, int64_t n) {
+  const auto* w = static_cast<const quant::BlockIQ4_XS*>(wp);
+  const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
+  const __m256i table = Iq4Table();
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    __m256i isum = _mm256_setzero_si256();
+    for (int b = 0; b < 8; ++b) {
+      const int ls =
+          ((w[i].scales_l[b / 2] >> (4 * (b % 2))) & 0xF) | (((w[i].scales_h >> (2 * b)) & 3) << 4);
+      const __m256i v = _mm256_shuffle_epi8(table, Nibbles32(w[i].qs + 16 * b));
+      const __m256i av = Load32(a[i].qs + 32 * b);
+      const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(av, v));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, _mm256_set1_epi16(ls - 32)));
+    }
+    sum += HalfToFloat(w[i].d) * a[i].d * static_cast<float>(HorizontalSumI32(isum));
+  }
+  return sum;
+}
+
+float DotQ5_K(const void* wp, const void* ap, int64_t n) {
+  const auto* w = static_cast<const quant::BlockQ5_K*>(wp);
+  const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
+  const __m256i mask = _mm256_set1_epi8(0x0F);
+  const __m256i one = _mm256_set1_epi8(1);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    uint8_t sc[8], m[8];
+    for (int j = 0; j < 8; ++j) quant::UnpackScaleMinK4(j, w[i].scales, &sc[j], &m[j]);
+    int min_sum = 0;
+    for (int j = 0; j < 8; ++j) min_sum += m[j] * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
+    const __m256i qh = Load32(w[i].qh);
+    __m256i isum = _mm256_setzero_si256();
+    for (int p = 0; p < 4; ++p) {
+      const __m256i raw = Load32(w[i].qs + 32 * p);
+      const __m256i b1 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * p)), one);
+      const __m256i b2 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * p + 1)), one);
+      const __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, mask), _mm256_slli_epi16(b1, 4));
+      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), mask),
+                                         _mm256_slli_epi16(b2, 4));
+      const __m256i plo = PairsU8(lo, Load32(a[i].qs + 64 * p));
+      const __m256i phi = PairsU8(hi, Load32(a[i].qs + 64 * p + 32));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, _mm256_set1_epi16(sc[2 * p])));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, _mm256_set1_epi16(sc[2 * p + 1])));
+    }
+    const float d = HalfToFloat(w[i].d) * a[i].d;
+    const float dmin = HalfToFloat(w[i].dmin) * a[i].d;
+    sum += d * static_cast<float>(HorizontalSumI32(isum)) - dmin * static_cast<float>(min_sum);
+  }
+  return sum;
+}
+
+// Q2_K / Q3_K: 2-bit field `shift` of the 32 bytes at q.
+__m256i TwoBits32(const uint8_t* q, int shift) {
+  return _mm256_and_si256(_mm256_srl_epi16(Load32(q), _mm_cvtsi32_si128(shift)),
+                          _mm256_set1_epi8(3));
+}
+
+// Two 16-element sub-blocks of one 32-byte quant vector: low 8 int16 lanes scale `s0`,
+// high 8 lanes `s1`.
+__m256i ScalePair(int s0, int s1) {
+  return _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(s1)),
+                          _mm_set1_epi16(static_cast<int16_t>(s0)));
+}
+
+float DotQ2_K(const void* wp, const void* ap, int64_t n) {
+  const auto* w = static_cast<const quant::BlockQ2_K*>(wp);
+  const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    int min_sum = 0;
+    for (int s = 0; s < 16; ++s) min_sum += (w[i].scales[s] >> 4) * a[i].bsums[s];
+    __m256i isum = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      for (int j = 0; j < 4; ++j) {
+        const int s = 8 * h + 2 * j;
+        const __m256i u = TwoBits32(w[i].qs + 32 * h, 2 * j);
+        const __m256i pairs = PairsU8(u, Load32(a[i].qs + 128 * h + 32 * j));
+        const __m256i scales = ScalePair(w[i].scales[s] & 0xF, w[i].scales[s + 1] & 0xF);
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, scales));
+      }
+    }
+    const float d = HalfToFloat(w[i].d) * a[i].d;
+    const float dmin = HalfToFloat(w[i].dmin) * a[i].d;
+    sum += d * static_cast<float>(HorizontalSumI32(isum)) - dmin * static_cast<float>(min_sum);
+  }
+  return sum;
+}
+
+float DotQ3_K(const void* wp, const void* ap, int64_t n) {
+  const auto* w = static_cast<const quant::BlockQ3_K*>(wp);
+  const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
+  const __m256i one = _mm256_set1_epi8(1);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    int scales[16];
+    const uint8_t* s12 = w[i].scales;
+    for (int s = 0; s < 16; ++s) {
+      const int low = s < 8 ? (s12[s] & 0xF) : (s12[s - 8] >> 4);
+      const int high = (s12[8 + (s % 4)] >> (2 * (s / 4))) & 3;
+      scales[s] = (low | (high << 4)) - 32;
+    }
+    // Quants are used as u = q + 4 in [0, 7]; the 4·Σa part comes from the bsums.
+    int offset_sum = 0;
+    for (int s = 0; s < 16; ++s) offset_sum += scales[s] * a[i].bsums[s];
+    const __m256i hmask = Load32(w[i].hmask);
+    __m256i isum = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      for (int j = 0; j < 4; ++j) {
+        const int s = 8 * h + 2 * j;
+        const __m256i hb =
+            _mm256_and_si256(_mm256_srl_epi16(hmask, _mm_cvtsi32_si128(4 * h + j)), one);
+        const __m256i u =
+            _mm256_or_si256(TwoBits32(w[i].qs + 32 * h, 2 * j), _mm256_slli_epi16(hb, 2));
+        const __m256i pairs = PairsU8(u, Load32(a[i].qs + 128 * h + 32 * j));
+        isum =
+            _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, ScalePair(scales[s], scales[s + 1])));
+      }
+    }
+    const float d = HalfToFloat(w[i].d) * a[i].d;
+    sum += d * static_cast<float>(HorizontalSumI32(isum) - 4 * offset_sum);
+  }
+  return sum;
+}
+
 }  // namespace
 
 VecDotFn IntegerDot(gguf::GgmlType type) {
@@ -150,6 +357,22 @@ VecDotFn IntegerDot(gguf::GgmlType type) {
       return DotQ4_K;
     case GgmlType::kQ6_K:
       return DotQ6_K;
+    case GgmlType::kQ4_1:
+      return DotQ4_1;
+    case GgmlType::kQ5_0:
+      return DotQ5_0;
+    case GgmlType::kQ5_1:
+      return DotQ5_1;
+    case GgmlType::kIQ4_NL:
+      return DotIQ4_NL;
+    case GgmlType::kQ2_K:
+      return DotQ2_K;
+    case GgmlType::kQ3_K:
+      return DotQ3_K;
+    case GgmlType::kQ5_K:
+      return DotQ5_K;
+    case GgmlType::kIQ4_XS:
+      return DotIQ4_XS;
     default:
       return nullptr;
   }
