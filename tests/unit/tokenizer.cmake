@@ -1,0 +1,12 @@
+# Tokenizer: vocabulary loading and errors, BPE / SentencePiece encoding on hand-made
+# vocabularies, pre-tokenizer splits, decoding and streaming detokenization.
+tessera_test(tokenizer_vocab_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/tokenizer_vocab_test.cc
+  DEPS tessera_tokenizer
+  LABELS unit tokenizer
+  TIMEOUT 60)
+tessera_test(tokenizer_encode_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/tokenizer_encode_test.cc
+  DEPS tessera_tokenizer
+  LABELS unit tokenizer
+  TIMEOUT 60)
