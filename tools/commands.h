@@ -13,5 +13,6 @@ int RunInspect(const Args& args);
 int RunGenModel(const Args& args);
 int RunTokenize(const Args& args);
 int RunDetokenize(const Args& args);
+int RunChatTemplate(const Args& args);
 
 }  // namespace tessera::cli

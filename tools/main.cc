@@ -21,6 +21,7 @@ constexpr Command kCommands[] = {
      tessera::cli::RunGenModel},
     {"tokenize", "text on stdin -> token ids", tessera::cli::RunTokenize},
     {"detokenize", "token ids on stdin -> text", tessera::cli::RunDetokenize},
+    {"chat-template", "render a chat template with a JSON context", tessera::cli::RunChatTemplate},
 };
 
 void PrintUsage(FILE* out) {
