@@ -31,7 +31,7 @@ struct DecodeOptions {
   bool render_special = true;
   // Drop one leading space of the first token's text (SentencePiece's dummy prefix). When
   // unset: the vocabulary's add_space_prefix. Streaming a continuation wants false.
-  std::optional<bool> strip_leading_space;
+  std::optional<bool> strip_leading_space = std::nullopt;
   // HF clean_up_tokenization_spaces (" ," -> ","); whole-text decoding only, and only for
   // vocabularies that ask for it.
   bool clean_spaces = false;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/tokenizer/tokenizer.h"
+#include "common/tokenizer/utf8.h"
 #include "tests/support/shared_data.h"
 
 namespace tessera::tokenizer {
@@ -74,6 +75,34 @@ TEST_P(VocabVectors, RoundTripsEveryCase) {
     auto back = tok->Decode(tok->Encode(text));
     ASSERT_TRUE(back.ok()) << back.status();
     EXPECT_EQ(*back, text);
+  }
+}
+
+// Streaming over every byte prefix of multi-byte text (CJK, emoji, combining marks): the
+// streamed text equals the one-shot decode, and before Finish it never ends mid-character.
+TEST_P(VocabVectors, StreamingEqualsOneShotForEveryPrefix) {
+  const std::string name = std::string("tokenizer/ggml-vocab-") + GetParam() + ".gguf";
+  TESSERA_REQUIRE_CONFORMANCE(gguf, name);
+  auto tok = Tokenizer::Open(gguf.string());
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const std::string text =
+      "\xE6\x88\x91\xE6\x83\xB3 apple \xF0\x9F\xA6\x99\xF0\x9F\x98\x81 "
+      "\xD0\xBD\xD0\xB5\xD1\x89\xD0\xBE "
+      "\xE1\x9E\x80\xE1\x9E\xB6\xE1\x9E\x93\xE1\x9F\x8B C\xE1\xBB\xAD\x61 "
+      "\xF0\x9F\x98\xB6\xE2\x80\x8D\xF0\x9F\x8C\xAB\xEF\xB8\x8F end";
+  for (size_t n = 0; n <= text.size(); ++n) {
+    const std::vector<TokenId> ids = tok->Encode(text.substr(0, n));
+    auto one_shot = tok->Decode(ids);
+    ASSERT_TRUE(one_shot.ok());
+    StreamingDetokenizer stream(&*tok);
+    std::string out;
+    for (TokenId id : ids) {
+      ASSERT_TRUE(stream.Feed(id, &out).ok());
+      ASSERT_EQ(CompleteUtf8Prefix(out), out.size()) << "prefix " << n;
+    }
+    stream.Finish(&out);
+    EXPECT_EQ(out, *one_shot) << "prefix " << n;
+    EXPECT_EQ(out, text.substr(0, n)) << "prefix " << n;  // every vocabulary here is lossless
   }
 }
 

@@ -10,3 +10,8 @@ tessera_test(tokenizer_encode_test
   DEPS tessera_tokenizer
   LABELS unit tokenizer
   TIMEOUT 60)
+tessera_test(tokenizer_decode_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/tokenizer_decode_test.cc
+  DEPS tessera_tokenizer
+  LABELS unit tokenizer
+  TIMEOUT 60)
