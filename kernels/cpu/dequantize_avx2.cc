@@ -167,9 +167,12 @@ void DequantizeQ2_K(const void* src, float* y, int64_t n) {
     const float d = HalfToFloat(x[i].d);
     const float dmin = HalfToFloat(x[i].dmin);
     int is = 0;
+#pragma GCC unroll 8
     for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 8
       for (int j = 0; j < 4; ++j, y += 32) {
         const __m256i q = TwoBits32(x[i].qs + 32 * h, 2 * j);
+#pragma GCC unroll 8
         for (int k = 0; k < 2; ++k) {
           const uint8_t sc = x[i].scales[is++];
           const __m256 dl = _mm256_set1_ps(d * static_cast<float>(sc & 0xF));
@@ -189,13 +192,16 @@ void DequantizeQ3_K(const void* src, float* y, int64_t n) {
     const uint8_t* s12 = x[i].scales;
     const __m256i hmask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].hmask));
     int is = 0;
+#pragma GCC unroll 8
     for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 8
       for (int j = 0; j < 4; ++j, y += 32) {
         const int bit = 4 * h + j;
         const __m256i hb =
             _mm256_and_si256(_mm256_srl_epi16(hmask, _mm_cvtsi32_si128(bit)), _mm256_set1_epi8(1));
         const __m256i q = _mm256_sub_epi8(
             _mm256_or_si256(TwoBits32(x[i].qs + 32 * h, 2 * j), _mm256_slli_epi16(hb, 2)), four);
+#pragma GCC unroll 8
         for (int k = 0; k < 2; ++k, ++is) {
           const int low = is < 8 ? (s12[is] & 0xF) : (s12[is - 8] >> 4);
           const int high = (s12[8 + (is % 4)] >> (2 * (is / 4))) & 3;
@@ -228,6 +234,7 @@ void DequantizeQ4_K(const void* src, float* y, int64_t n) {
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const float d = HalfToFloat(x[i].d);
     const float dmin = HalfToFloat(x[i].dmin);
+#pragma GCC unroll 8
     for (int p = 0; p < 4; ++p, y += 64) {
       __m256 d1, m1, d2, m2;
       ScaleMin(2 * p, x[i].scales, d, dmin, &d1, &m1);
@@ -247,6 +254,7 @@ void DequantizeQ5_K(const void* src, float* y, int64_t n) {
     const float d = HalfToFloat(x[i].d);
     const float dmin = HalfToFloat(x[i].dmin);
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qh));
+#pragma GCC unroll 8
     for (int p = 0; p < 4; ++p, y += 64) {
       __m256 d1, m1, d2, m2;
       ScaleMin(2 * p, x[i].scales, d, dmin, &d1, &m1);
@@ -269,6 +277,7 @@ void DequantizeQ6_K(const void* src, float* y, int64_t n) {
   const __m256i m32 = _mm256_set1_epi8(32);
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const float d = HalfToFloat(x[i].d);
+#pragma GCC unroll 8
     for (int h = 0; h < 2; ++h, y += 128) {
       const uint8_t* ql = x[i].ql + 64 * h;
       const int8_t* sc = x[i].scales + 8 * h;
@@ -278,6 +287,7 @@ void DequantizeQ6_K(const void* src, float* y, int64_t n) {
       const __m256i low[4] = {_mm256_and_si256(a, mask4), _mm256_and_si256(b, mask4),
                               _mm256_and_si256(_mm256_srli_epi16(a, 4), mask4),
                               _mm256_and_si256(_mm256_srli_epi16(b, 4), mask4)};
+#pragma GCC unroll 8
       for (int r = 0; r < 4; ++r) {
         const __m256i top = _mm256_and_si256(_mm256_srl_epi16(c, _mm_cvtsi32_si128(2 * r)), mask2);
         const __m256i q = _mm256_sub_epi8(_mm256_or_si256(low[r], _mm256_slli_epi16(top, 4)), m32);
@@ -295,6 +305,7 @@ void DequantizeIQ4_XS(const void* src, float* y, int64_t n) {
       _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIq4nlValues)));
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const float d = HalfToFloat(x[i].d);
+#pragma GCC unroll 8
     for (int b = 0; b < 8; ++b, y += 32) {
       const int ls =
           ((x[i].scales_l[b / 2] >> (4 * (b % 2))) & 0xF) | (((x[i].scales_h >> (2 * b)) & 3) << 4);

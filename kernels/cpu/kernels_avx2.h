@@ -27,4 +27,9 @@ VecDotFn IntegerDot(gguf::GgmlType type);
 void FloatGemm(const float* w, int64_t ldw, int64_t rows, const float* x, int64_t ldx,
                int64_t batch, int64_t n, float* y, int64_t ldy);
 
+// Prefill form of the same product with x transposed: y[b * ldy + r] =
+// Σ_k w[r * ldw + k] · xt[k * ldxt + b]; ldxt ≥ batch rounded up to 16, padding readable.
+void FloatGemmTransposedX(const float* w, int64_t ldw, int64_t rows, const float* xt, int64_t ldxt,
+                          int64_t batch, int64_t n, float* y, int64_t ldy);
+
 }  // namespace tessera::cpu::avx2

@@ -7,6 +7,7 @@
 #include "common/quant/type_traits.h"
 #include "kernels/cpu/dequantize_fast.h"
 #include "kernels/cpu/kernels_avx2.h"
+#include "kernels/cpu/kernels_avx512.h"
 
 namespace tessera::cpu {
 namespace {
@@ -68,15 +69,34 @@ void IntegerMatmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, con
   }
 }
 
+// x (batch × n) transposed to n × ldxt with ldxt = batch rounded up to 16, zero padded.
+std::vector<float> TransposeActivations(const float* x, int64_t batch, int64_t n, int64_t* ldxt) {
+  *ldxt = (batch + 15) / 16 * 16;
+  std::vector<float> xt(static_cast<size_t>(n * *ldxt), 0.0f);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t k = 0; k < n; ++k) xt[k * *ldxt + b] = x[b * n + k];
+  }
+  return xt;
+}
+
 void FloatMatmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
                  int64_t batch, float* y, int64_t ldy, ThreadPool* pool, Isa isa) {
-  const FloatGemmFn gemm = AtLeast(isa, Isa::kAvx2) ? avx2::FloatGemm : ScalarFloatGemm;
   const DequantizeRowFn dequantize = FastDequantizer(w.type, isa);
   const bool direct = w.type == gguf::GgmlType::kF32;  // rows are already floats
   const int threads = pool ? pool->size() : 1;
   const int64_t n_rows = row_end - row_begin;
-  // A tile of dequantized rows stays in L2 while every vector of the batch passes over it.
-  const int64_t max_tile = std::clamp<int64_t>((256 * 1024 / 4) / w.cols, 1, 16);
+  // Prefill: outer-product kernels over x transposed once here (cheap next to the product).
+  const bool prefill = batch >= kPrefillBatch && AtLeast(isa, Isa::kAvx2);
+  int64_t ldxt = 0;
+  std::vector<float> xt;
+  if (prefill) xt = TransposeActivations(x, batch, w.cols, &ldxt);
+  const auto transposed_gemm =
+      AtLeast(isa, Isa::kAvx512) ? avx512::FloatGemmTransposedX : avx2::FloatGemmTransposedX;
+  const FloatGemmFn gemm = AtLeast(isa, Isa::kAvx2) ? avx2::FloatGemm : ScalarFloatGemm;
+  // A tile of dequantized rows stays in L2 while every vector of the batch passes over it;
+  // prefill tiles are multiples of the 6-row register tile.
+  int64_t max_tile = std::clamp<int64_t>((512 * 1024 / 4) / w.cols, 1, prefill ? 24 : 16);
+  if (prefill && max_tile >= 6) max_tile -= max_tile % 6;
   const int64_t tile = RowsPerTask(n_rows, threads, max_tile);
   std::vector<std::vector<float>> scratch(direct ? 0 : threads);
   for (auto& s : scratch) s.resize(static_cast<size_t>(tile * w.cols));
@@ -93,7 +113,12 @@ void FloatMatmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const
       }
       tile_w = buf;
     }
-    gemm(tile_w, w.cols, rows, x, w.cols, batch, w.cols, y + (r0 - row_begin), ldy);
+    float* y_tile = y + (r0 - row_begin);
+    if (prefill) {
+      transposed_gemm(tile_w, w.cols, rows, xt.data(), ldxt, batch, w.cols, y_tile, ldy);
+    } else {
+      gemm(tile_w, w.cols, rows, x, w.cols, batch, w.cols, y_tile, ldy);
+    }
   };
   const int64_t n_tasks = (n_rows + tile - 1) / tile;
   if (pool) {

@@ -82,10 +82,13 @@ float DotQ4_K(const void* wp, const void* ap, int64_t n) {
   float sum = 0.0f;
   for (int64_t i = 0; i < n / kQKK; ++i) {
     uint8_t sc[8], m[8];
+#pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) quant::UnpackScaleMinK4(j, w[i].scales, &sc[j], &m[j]);
     int min_sum = 0;
+#pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) min_sum += m[j] * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
     __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 8
     for (int p = 0; p < 4; ++p) {
       const __m256i raw = Load32(w[i].qs + 32 * p);
       const __m256i lo = _mm256_and_si256(raw, mask);
@@ -111,8 +114,10 @@ float DotQ6_K(const void* wp, const void* ap, int64_t n) {
   for (int64_t i = 0; i < n / kQKK; ++i) {
     // Quants are stored as u = q + 32; the 32·Σa part comes from the activation's bsums.
     int offset_sum = 0;
+#pragma GCC unroll 8
     for (int s = 0; s < 16; ++s) offset_sum += w[i].scales[s] * a[i].bsums[s];
     __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 8
     for (int h = 0; h < 2; ++h) {
       const uint8_t* ql = w[i].ql + 64 * h;
       const int8_t* sc = w[i].scales + 8 * h;
@@ -123,6 +128,7 @@ float DotQ6_K(const void* wp, const void* ap, int64_t n) {
       const __m256i low[4] = {_mm256_and_si256(qa, mask4), _mm256_and_si256(qb, mask4),
                               _mm256_and_si256(_mm256_srli_epi16(qa, 4), mask4),
                               _mm256_and_si256(_mm256_srli_epi16(qb, 4), mask4)};
+#pragma GCC unroll 8
       for (int r = 0; r < 4; ++r) {
         const __m256i top = _mm256_and_si256(_mm256_srl_epi16(c, _mm_cvtsi32_si128(2 * r)), mask2);
         const __m256i u = _mm256_or_si256(low[r], _mm256_slli_epi16(top, 4));
@@ -226,6 +232,7 @@ float DotIQ4_XS(const void* wp, const void* ap, int64_t n) {
   float sum = 0.0f;
   for (int64_t i = 0; i < n / kQKK; ++i) {
     __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 8
     for (int b = 0; b < 8; ++b) {
       const int ls =
           ((w[i].scales_l[b / 2] >> (4 * (b % 2))) & 0xF) | (((w[i].scales_h >> (2 * b)) & 3) << 4);
@@ -247,11 +254,14 @@ float DotQ5_K(const void* wp, const void* ap, int64_t n) {
   float sum = 0.0f;
   for (int64_t i = 0; i < n / kQKK; ++i) {
     uint8_t sc[8], m[8];
+#pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) quant::UnpackScaleMinK4(j, w[i].scales, &sc[j], &m[j]);
     int min_sum = 0;
+#pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) min_sum += m[j] * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
     const __m256i qh = Load32(w[i].qh);
     __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 8
     for (int p = 0; p < 4; ++p) {
       const __m256i raw = Load32(w[i].qs + 32 * p);
       const __m256i b1 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * p)), one);
@@ -290,9 +300,12 @@ float DotQ2_K(const void* wp, const void* ap, int64_t n) {
   float sum = 0.0f;
   for (int64_t i = 0; i < n / kQKK; ++i) {
     int min_sum = 0;
+#pragma GCC unroll 8
     for (int s = 0; s < 16; ++s) min_sum += (w[i].scales[s] >> 4) * a[i].bsums[s];
     __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 8
     for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 8
       for (int j = 0; j < 4; ++j) {
         const int s = 8 * h + 2 * j;
         const __m256i u = TwoBits32(w[i].qs + 32 * h, 2 * j);
@@ -316,6 +329,7 @@ float DotQ3_K(const void* wp, const void* ap, int64_t n) {
   for (int64_t i = 0; i < n / kQKK; ++i) {
     int scales[16];
     const uint8_t* s12 = w[i].scales;
+#pragma GCC unroll 8
     for (int s = 0; s < 16; ++s) {
       const int low = s < 8 ? (s12[s] & 0xF) : (s12[s - 8] >> 4);
       const int high = (s12[8 + (s % 4)] >> (2 * (s / 4))) & 3;
@@ -323,10 +337,13 @@ float DotQ3_K(const void* wp, const void* ap, int64_t n) {
     }
     // Quants are used as u = q + 4 in [0, 7]; the 4·Σa part comes from the bsums.
     int offset_sum = 0;
+#pragma GCC unroll 8
     for (int s = 0; s < 16; ++s) offset_sum += scales[s] * a[i].bsums[s];
     const __m256i hmask = Load32(w[i].hmask);
     __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 8
     for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 8
       for (int j = 0; j < 4; ++j) {
         const int s = 8 * h + 2 * j;
         const __m256i hb =
