@@ -147,4 +147,13 @@ static inline void UnpackScaleMinK4(int j, const uint8_t* q, uint8_t* scale, uin
   }
 }
 
+// Q3_K: the 16 signed 6-bit sub-block scales S_i from the packed 12 bytes (spec 15.2).
+static inline void UnpackQ3KScales(const uint8_t* s12, int* out) {
+  for (int i = 0; i < 16; ++i) {
+    const int low = i < 8 ? (s12[i] & 0xF) : (s12[i - 8] >> 4);
+    const int high = (s12[8 + (i % 4)] >> (2 * (i / 4))) & 3;
+    out[i] = (low | (high << 4)) - 32;
+  }
+}
+
 }  // namespace tessera::quant

@@ -117,19 +117,6 @@ void DequantizeQ2_K(const void* src, float* y, int64_t n) {
   }
 }
 
-namespace {
-
-// Q3_K: the 16 signed 6-bit scales S_i (spec 15.2).
-void UnpackQ3KScales(const uint8_t* s12, int* out) {
-  for (int i = 0; i < 16; ++i) {
-    const int low = i < 8 ? (s12[i] & 0xF) : (s12[i - 8] >> 4);
-    const int high = (s12[8 + (i % 4)] >> (2 * (i / 4))) & 3;
-    out[i] = (low | (high << 4)) - 32;
-  }
-}
-
-}  // namespace
-
 void DequantizeQ3_K(const void* src, float* y, int64_t n) {
   const auto* x = static_cast<const BlockQ3_K*>(src);
   for (int64_t i = 0; i < n / kQKK; ++i) {

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "common/quant/blocks.h"
+#include "kernels/cpu/avx2_helpers.h"
 #include "kernels/cpu/kernels_avx2.h"
 
 namespace tessera::cpu::avx2 {
@@ -14,8 +15,6 @@ namespace {
 
 using quant::kQK;
 using quant::kQKK;
-
-float HalfToFloat(uint16_t h) { return _cvtsh_ss(h); }
 
 __m256 I8x8ToFloat(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
 
@@ -39,30 +38,6 @@ void StoreScaledAdd16(__m128i q, __m256 d, __m256 m, float* y) {
 
 __m128i Lo128(__m256i v) { return _mm256_castsi256_si128(v); }
 __m128i Hi128(__m256i v) { return _mm256_extracti128_si256(v, 1); }
-
-// 16 packed bytes -> 32 nibbles in element order (low nibbles first, then high).
-__m256i Nibbles32(const uint8_t* qs) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i mask = _mm_set1_epi8(0x0F);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), mask), _mm_and_si128(raw, mask));
-}
-
-// Byte j = 0x10 where bit j of `bits` is set, else 0.
-__m256i FifthBits32(uint32_t bits) {
-  const __m256i spread =
-      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
-                          _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
-                                           2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-  const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
-  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
-  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
-}
-
-uint32_t LoadU32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 
 void DequantizeF16(const void* src, float* y, int64_t n) {
   const auto* h = static_cast<const uint16_t*>(src);
@@ -145,20 +120,13 @@ void DequantizeQ8_0(const void* src, float* y, int64_t n) {
 
 void DequantizeIQ4_NL(const void* src, float* y, int64_t n) {
   const auto* x = static_cast<const quant::BlockIQ4_NL*>(src);
-  const __m256i table = _mm256_broadcastsi128_si256(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIq4nlValues)));
+  const __m256i table = Iq4Table(quant::kIq4nlValues);
   for (int64_t i = 0; i < n / kQK; ++i, y += kQK) {
     const __m256 d = _mm256_set1_ps(HalfToFloat(x[i].d));
     const __m256i q = _mm256_shuffle_epi8(table, Nibbles32(x[i].qs));
     StoreScaled16(Lo128(q), d, y);
     StoreScaled16(Hi128(q), d, y + 16);
   }
-}
-
-// Q2_K / Q3_K: 2-bit field `shift` of the 32 bytes at q.
-__m256i TwoBits32(const uint8_t* q, int shift) {
-  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
-  return _mm256_and_si256(_mm256_srl_epi16(raw, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(3));
 }
 
 void DequantizeQ2_K(const void* src, float* y, int64_t n) {
@@ -189,108 +157,66 @@ void DequantizeQ3_K(const void* src, float* y, int64_t n) {
   const __m256i four = _mm256_set1_epi8(4);
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const float d = HalfToFloat(x[i].d);
-    const uint8_t* s12 = x[i].scales;
-    const __m256i hmask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].hmask));
-    int is = 0;
+    int scales[16];
+    quant::UnpackQ3KScales(x[i].scales, scales);
+    const __m256i hmask = Load32(x[i].hmask);
 #pragma GCC unroll 8
     for (int h = 0; h < 2; ++h) {
 #pragma GCC unroll 8
       for (int j = 0; j < 4; ++j, y += 32) {
-        const int bit = 4 * h + j;
-        const __m256i hb =
-            _mm256_and_si256(_mm256_srl_epi16(hmask, _mm_cvtsi32_si128(bit)), _mm256_set1_epi8(1));
+        const __m256i hb = BitOfBytes(hmask, 4 * h + j);
         const __m256i q = _mm256_sub_epi8(
             _mm256_or_si256(TwoBits32(x[i].qs + 32 * h, 2 * j), _mm256_slli_epi16(hb, 2)), four);
-#pragma GCC unroll 8
-        for (int k = 0; k < 2; ++k, ++is) {
-          const int low = is < 8 ? (s12[is] & 0xF) : (s12[is - 8] >> 4);
-          const int high = (s12[8 + (is % 4)] >> (2 * (is / 4))) & 3;
-          const __m256 dl = _mm256_set1_ps(d * static_cast<float>((low | (high << 4)) - 32));
-          StoreScaled16(k == 0 ? Lo128(q) : Hi128(q), dl, y + 16 * k);
-        }
+        const int s = 8 * h + 2 * j;
+        StoreScaled16(Lo128(q), _mm256_set1_ps(d * static_cast<float>(scales[s])), y);
+        StoreScaled16(Hi128(q), _mm256_set1_ps(d * static_cast<float>(scales[s + 1])), y + 16);
       }
     }
   }
 }
 
-void ScaleMin(int j, const uint8_t* q, float d, float dmin, __m256* dl, __m256* ml) {
-  uint8_t sc, m;
-  quant::UnpackScaleMinK4(j, q, &sc, &m);
-  *dl = _mm256_set1_ps(d * static_cast<float>(sc));
-  *ml = _mm256_set1_ps(dmin * static_cast<float>(m));
-}
-
-// Q4_K / Q5_K: 32 low and 32 high quants of one 64-element group, with their scales.
-void StoreK4Group(__m256i lo, __m256i hi, __m256 d1, __m256 m1, __m256 d2, __m256 m2, float* y) {
-  StoreScaledSub16(Lo128(lo), d1, m1, y);
-  StoreScaledSub16(Hi128(lo), d1, m1, y + 16);
-  StoreScaledSub16(Lo128(hi), d2, m2, y + 32);
-  StoreScaledSub16(Hi128(hi), d2, m2, y + 48);
-}
-
-void DequantizeQ4_K(const void* src, float* y, int64_t n) {
-  const auto* x = static_cast<const quant::BlockQ4_K*>(src);
-  const __m256i mask = _mm256_set1_epi8(0x0F);
+// Q4_K / Q5_K (`Block` tells which): groups of 64 with two (scale, min) pairs each.
+template <typename Block>
+void DequantizeK4(const void* src, float* y, int64_t n) {
+  const auto* x = static_cast<const Block*>(src);
+  constexpr bool kFifthBit = sizeof(Block) == sizeof(quant::BlockQ5_K);
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const float d = HalfToFloat(x[i].d);
     const float dmin = HalfToFloat(x[i].dmin);
+    __m256i qh;
+    if constexpr (kFifthBit) qh = Load32(x[i].qh);
 #pragma GCC unroll 8
     for (int p = 0; p < 4; ++p, y += 64) {
-      __m256 d1, m1, d2, m2;
-      ScaleMin(2 * p, x[i].scales, d, dmin, &d1, &m1);
-      ScaleMin(2 * p + 1, x[i].scales, d, dmin, &d2, &m2);
-      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs + 32 * p));
-      StoreK4Group(_mm256_and_si256(raw, mask), _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask),
-                   d1, m1, d2, m2, y);
-    }
-  }
-}
-
-void DequantizeQ5_K(const void* src, float* y, int64_t n) {
-  const auto* x = static_cast<const quant::BlockQ5_K*>(src);
-  const __m256i mask = _mm256_set1_epi8(0x0F);
-  const __m256i one = _mm256_set1_epi8(1);
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    const float d = HalfToFloat(x[i].d);
-    const float dmin = HalfToFloat(x[i].dmin);
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qh));
-#pragma GCC unroll 8
-    for (int p = 0; p < 4; ++p, y += 64) {
-      __m256 d1, m1, d2, m2;
-      ScaleMin(2 * p, x[i].scales, d, dmin, &d1, &m1);
-      ScaleMin(2 * p + 1, x[i].scales, d, dmin, &d2, &m2);
-      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs + 32 * p));
-      const __m256i b1 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * p)), one);
-      const __m256i b2 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * p + 1)), one);
-      const __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, mask), _mm256_slli_epi16(b1, 4));
-      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), mask),
-                                         _mm256_slli_epi16(b2, 4));
-      StoreK4Group(lo, hi, d1, m1, d2, m2, y);
+      uint8_t sc1, m1, sc2, m2;
+      quant::UnpackScaleMinK4(2 * p, x[i].scales, &sc1, &m1);
+      quant::UnpackScaleMinK4(2 * p + 1, x[i].scales, &sc2, &m2);
+      const __m256 d1 = _mm256_set1_ps(d * static_cast<float>(sc1));
+      const __m256 min1 = _mm256_set1_ps(dmin * static_cast<float>(m1));
+      const __m256 d2 = _mm256_set1_ps(d * static_cast<float>(sc2));
+      const __m256 min2 = _mm256_set1_ps(dmin * static_cast<float>(m2));
+      __m256i lo, hi;
+      K4Quants(x[i].qs, kFifthBit ? &qh : nullptr, p, &lo, &hi);
+      StoreScaledSub16(Lo128(lo), d1, min1, y);
+      StoreScaledSub16(Hi128(lo), d1, min1, y + 16);
+      StoreScaledSub16(Lo128(hi), d2, min2, y + 32);
+      StoreScaledSub16(Hi128(hi), d2, min2, y + 48);
     }
   }
 }
 
 void DequantizeQ6_K(const void* src, float* y, int64_t n) {
   const auto* x = static_cast<const quant::BlockQ6_K*>(src);
-  const __m256i mask4 = _mm256_set1_epi8(0x0F);
-  const __m256i mask2 = _mm256_set1_epi8(0x03);
   const __m256i m32 = _mm256_set1_epi8(32);
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const float d = HalfToFloat(x[i].d);
 #pragma GCC unroll 8
     for (int h = 0; h < 2; ++h, y += 128) {
-      const uint8_t* ql = x[i].ql + 64 * h;
       const int8_t* sc = x[i].scales + 8 * h;
-      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
-      const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qh + 32 * h));
-      const __m256i low[4] = {_mm256_and_si256(a, mask4), _mm256_and_si256(b, mask4),
-                              _mm256_and_si256(_mm256_srli_epi16(a, 4), mask4),
-                              _mm256_and_si256(_mm256_srli_epi16(b, 4), mask4)};
+      __m256i u[4];
+      Q6KQuants(x[i].ql + 64 * h, x[i].qh + 32 * h, u);
 #pragma GCC unroll 8
       for (int r = 0; r < 4; ++r) {
-        const __m256i top = _mm256_and_si256(_mm256_srl_epi16(c, _mm_cvtsi32_si128(2 * r)), mask2);
-        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(low[r], _mm256_slli_epi16(top, 4)), m32);
+        const __m256i q = _mm256_sub_epi8(u[r], m32);
         StoreScaled16(Lo128(q), _mm256_set1_ps(d * static_cast<float>(sc[2 * r])), y + 32 * r);
         StoreScaled16(Hi128(q), _mm256_set1_ps(d * static_cast<float>(sc[2 * r + 1])),
                       y + 32 * r + 16);
@@ -301,8 +227,7 @@ void DequantizeQ6_K(const void* src, float* y, int64_t n) {
 
 void DequantizeIQ4_XS(const void* src, float* y, int64_t n) {
   const auto* x = static_cast<const quant::BlockIQ4_XS*>(src);
-  const __m256i table = _mm256_broadcastsi128_si256(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIq4nlValues)));
+  const __m256i table = Iq4Table(quant::kIq4nlValues);
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const float d = HalfToFloat(x[i].d);
 #pragma GCC unroll 8
@@ -341,9 +266,9 @@ DequantizeRowFn Dequantizer(gguf::GgmlType type) {
     case GgmlType::kQ3_K:
       return DequantizeQ3_K;
     case GgmlType::kQ4_K:
-      return DequantizeQ4_K;
+      return DequantizeK4<quant::BlockQ4_K>;
     case GgmlType::kQ5_K:
-      return DequantizeQ5_K;
+      return DequantizeK4<quant::BlockQ5_K>;
     case GgmlType::kQ6_K:
       return DequantizeQ6_K;
     case GgmlType::kIQ4_NL:

@@ -5,9 +5,9 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <cstring>
 
 #include "common/quant/blocks.h"
+#include "kernels/cpu/avx2_helpers.h"
 #include "kernels/cpu/kernels_avx2.h"
 
 namespace tessera::cpu::avx2 {
@@ -16,35 +16,10 @@ namespace {
 using quant::kQK;
 using quant::kQKK;
 
-float HalfToFloat(uint16_t h) { return _cvtsh_ss(h); }
-
-float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-int HorizontalSumI32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-  return _mm_cvtsi128_si32(s);
-}
-
 // 8 int32 partial sums of Σ w·a over 32 signed bytes each (|w|, |a| ≤ 127 fits maddubs).
 __m256i DotI8(__m256i w, __m256i a) {
   const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
   return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-}
-
-__m256i Load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
-// 16 packed bytes -> 32 nibbles in element order (low nibbles first, then high).
-__m256i Nibbles32(const uint8_t* qs) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i mask = _mm_set1_epi8(0x0F);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), mask), _mm_and_si128(raw, mask));
 }
 
 float DotQ8_0(const void* wp, const void* ap, int64_t n) {
@@ -75,24 +50,25 @@ float DotQ4_0(const void* wp, const void* ap, int64_t n) {
 // Σ over 32 bytes of u·a, u unsigned ≤ 63, as 16 int16 pair sums (no overflow: 2·63·127).
 __m256i PairsU8(__m256i u, __m256i a) { return _mm256_maddubs_epi16(u, a); }
 
-float DotQ4_K(const void* wp, const void* ap, int64_t n) {
-  const auto* w = static_cast<const quant::BlockQ4_K*>(wp);
+// Q4_K / Q5_K: Σ_s d·sc_s·Σ(u·a) − dmin·m_s·Σa, the Σa from the activation's bsums.
+template <typename Block>
+float DotK4(const void* wp, const void* ap, int64_t n) {
+  const auto* w = static_cast<const Block*>(wp);
   const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
-  const __m256i mask = _mm256_set1_epi8(0x0F);
+  constexpr bool kFifthBit = sizeof(Block) == sizeof(quant::BlockQ5_K);
   float sum = 0.0f;
   for (int64_t i = 0; i < n / kQKK; ++i) {
     uint8_t sc[8], m[8];
-#pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) quant::UnpackScaleMinK4(j, w[i].scales, &sc[j], &m[j]);
     int min_sum = 0;
-#pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) min_sum += m[j] * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
+    __m256i qh;
+    if constexpr (kFifthBit) qh = Load32(w[i].qh);
     __m256i isum = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int p = 0; p < 4; ++p) {
-      const __m256i raw = Load32(w[i].qs + 32 * p);
-      const __m256i lo = _mm256_and_si256(raw, mask);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+      __m256i lo, hi;
+      K4Quants(w[i].qs, kFifthBit ? &qh : nullptr, p, &lo, &hi);
       const __m256i plo = PairsU8(lo, Load32(a[i].qs + 64 * p));
       const __m256i phi = PairsU8(hi, Load32(a[i].qs + 64 * p + 32));
       isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, _mm256_set1_epi16(sc[2 * p])));
@@ -105,11 +81,12 @@ float DotQ4_K(const void* wp, const void* ap, int64_t n) {
   return sum;
 }
 
+float DotQ4_K(const void* w, const void* a, int64_t n) { return DotK4<quant::BlockQ4_K>(w, a, n); }
+float DotQ5_K(const void* w, const void* a, int64_t n) { return DotK4<quant::BlockQ5_K>(w, a, n); }
+
 float DotQ6_K(const void* wp, const void* ap, int64_t n) {
   const auto* w = static_cast<const quant::BlockQ6_K*>(wp);
   const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
-  const __m256i mask4 = _mm256_set1_epi8(0x0F);
-  const __m256i mask2 = _mm256_set1_epi8(0x03);
   float sum = 0.0f;
   for (int64_t i = 0; i < n / kQKK; ++i) {
     // Quants are stored as u = q + 32; the 32·Σa part comes from the activation's bsums.
@@ -119,20 +96,13 @@ float DotQ6_K(const void* wp, const void* ap, int64_t n) {
     __m256i isum = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int h = 0; h < 2; ++h) {
-      const uint8_t* ql = w[i].ql + 64 * h;
       const int8_t* sc = w[i].scales + 8 * h;
       const int8_t* aq = a[i].qs + 128 * h;
-      const __m256i qa = Load32(ql);
-      const __m256i qb = Load32(ql + 32);
-      const __m256i c = Load32(w[i].qh + 32 * h);
-      const __m256i low[4] = {_mm256_and_si256(qa, mask4), _mm256_and_si256(qb, mask4),
-                              _mm256_and_si256(_mm256_srli_epi16(qa, 4), mask4),
-                              _mm256_and_si256(_mm256_srli_epi16(qb, 4), mask4)};
+      __m256i u[4];
+      Q6KQuants(w[i].ql + 64 * h, w[i].qh + 32 * h, u);
 #pragma GCC unroll 8
       for (int r = 0; r < 4; ++r) {
-        const __m256i top = _mm256_and_si256(_mm256_srl_epi16(c, _mm_cvtsi32_si128(2 * r)), mask2);
-        const __m256i u = _mm256_or_si256(low[r], _mm256_slli_epi16(top, 4));
-        const __m256i pairs = PairsU8(u, Load32(aq + 32 * r));
+        const __m256i pairs = PairsU8(u[r], Load32(aq + 32 * r));
         const __m256i scales =
             _mm256_set_m128i(_mm_set1_epi16(sc[2 * r + 1]), _mm_set1_epi16(sc[2 * r]));
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, scales));
@@ -144,31 +114,9 @@ float DotQ6_K(const void* wp, const void* ap, int64_t n) {
   return sum;
 }
 
-// Byte j = 0x10 where bit j of `bits` is set, else 0 (the fifth bit of Q5_0 / Q5_1).
-__m256i FifthBits32(uint32_t bits) {
-  const __m256i spread =
-      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
-                          _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
-                                           2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-  const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
-  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
-  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
-}
-
-uint32_t LoadU32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
 // 8 int32 partial sums of Σ u·a, u unsigned ≤ 63.
 __m256i DotU8(__m256i u, __m256i a) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1));
-}
-
-__m256i Iq4Table() {
-  return _mm256_broadcastsi128_si256(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIq4nlValues)));
 }
 
 float DotQ5_0(const void* wp, const void* ap, int64_t n) {
@@ -215,7 +163,7 @@ float DotQ5_1(const void* w, const void* a, int64_t n) {
 float DotIQ4_NL(const void* wp, const void* ap, int64_t n) {
   const auto* w = static_cast<const quant::BlockIQ4_NL*>(wp);
   const auto* a = static_cast<const quant::BlockQ8_0*>(ap);
-  const __m256i table = Iq4Table();
+  const __m256i table = Iq4Table(quant::kIq4nlValues);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
     const __m256 d = _mm256_set1_ps(HalfToFloat(w[i].d) * HalfToFloat(a[i].d));
@@ -228,7 +176,7 @@ float DotIQ4_NL(const void* wp, const void* ap, int64_t n) {
 float DotIQ4_XS(const void* wp, const void* ap, int64_t n) {
   const auto* w = static_cast<const quant::BlockIQ4_XS*>(wp);
   const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
-  const __m256i table = Iq4Table();
+  const __m256i table = Iq4Table(quant::kIq4nlValues);
   float sum = 0.0f;
   for (int64_t i = 0; i < n / kQKK; ++i) {
     __m256i isum = _mm256_setzero_si256();
@@ -244,47 +192,6 @@ float DotIQ4_XS(const void* wp, const void* ap, int64_t n) {
     sum += HalfToFloat(w[i].d) * a[i].d * static_cast<float>(HorizontalSumI32(isum));
   }
   return sum;
-}
-
-float DotQ5_K(const void* wp, const void* ap, int64_t n) {
-  const auto* w = static_cast<const quant::BlockQ5_K*>(wp);
-  const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
-  const __m256i mask = _mm256_set1_epi8(0x0F);
-  const __m256i one = _mm256_set1_epi8(1);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    uint8_t sc[8], m[8];
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) quant::UnpackScaleMinK4(j, w[i].scales, &sc[j], &m[j]);
-    int min_sum = 0;
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) min_sum += m[j] * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
-    const __m256i qh = Load32(w[i].qh);
-    __m256i isum = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int p = 0; p < 4; ++p) {
-      const __m256i raw = Load32(w[i].qs + 32 * p);
-      const __m256i b1 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * p)), one);
-      const __m256i b2 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * p + 1)), one);
-      const __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, mask), _mm256_slli_epi16(b1, 4));
-      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), mask),
-                                         _mm256_slli_epi16(b2, 4));
-      const __m256i plo = PairsU8(lo, Load32(a[i].qs + 64 * p));
-      const __m256i phi = PairsU8(hi, Load32(a[i].qs + 64 * p + 32));
-      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, _mm256_set1_epi16(sc[2 * p])));
-      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, _mm256_set1_epi16(sc[2 * p + 1])));
-    }
-    const float d = HalfToFloat(w[i].d) * a[i].d;
-    const float dmin = HalfToFloat(w[i].dmin) * a[i].d;
-    sum += d * static_cast<float>(HorizontalSumI32(isum)) - dmin * static_cast<float>(min_sum);
-  }
-  return sum;
-}
-
-// Q2_K / Q3_K: 2-bit field `shift` of the 32 bytes at q.
-__m256i TwoBits32(const uint8_t* q, int shift) {
-  return _mm256_and_si256(_mm256_srl_epi16(Load32(q), _mm_cvtsi32_si128(shift)),
-                          _mm256_set1_epi8(3));
 }
 
 // Two 16-element sub-blocks of one 32-byte quant vector: low 8 int16 lanes scale `s0`,
@@ -324,17 +231,10 @@ float DotQ2_K(const void* wp, const void* ap, int64_t n) {
 float DotQ3_K(const void* wp, const void* ap, int64_t n) {
   const auto* w = static_cast<const quant::BlockQ3_K*>(wp);
   const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
-  const __m256i one = _mm256_set1_epi8(1);
   float sum = 0.0f;
   for (int64_t i = 0; i < n / kQKK; ++i) {
     int scales[16];
-    const uint8_t* s12 = w[i].scales;
-#pragma GCC unroll 8
-    for (int s = 0; s < 16; ++s) {
-      const int low = s < 8 ? (s12[s] & 0xF) : (s12[s - 8] >> 4);
-      const int high = (s12[8 + (s % 4)] >> (2 * (s / 4))) & 3;
-      scales[s] = (low | (high << 4)) - 32;
-    }
+    quant::UnpackQ3KScales(w[i].scales, scales);
     // Quants are used as u = q + 4 in [0, 7]; the 4·Σa part comes from the bsums.
     int offset_sum = 0;
 #pragma GCC unroll 8
@@ -346,8 +246,7 @@ float DotQ3_K(const void* wp, const void* ap, int64_t n) {
 #pragma GCC unroll 8
       for (int j = 0; j < 4; ++j) {
         const int s = 8 * h + 2 * j;
-        const __m256i hb =
-            _mm256_and_si256(_mm256_srl_epi16(hmask, _mm_cvtsi32_si128(4 * h + j)), one);
+        const __m256i hb = BitOfBytes(hmask, 4 * h + j);
         const __m256i u =
             _mm256_or_si256(TwoBits32(w[i].qs + 32 * h, 2 * j), _mm256_slli_epi16(hb, 2));
         const __m256i pairs = PairsU8(u, Load32(a[i].qs + 128 * h + 32 * j));
