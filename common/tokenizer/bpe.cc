@@ -1,6 +1,8 @@
 #include "common/tokenizer/bpe.h"
 
-#include <queue>
+#include <algorithm>
+#include <functional>
+#include <string>
 
 #include "common/tokenizer/byte_level.h"
 
@@ -15,12 +17,6 @@ absl::StatusOr<BpeEncoder> BpeEncoder::Create(const Vocabulary* vocab) {
   BpeEncoder encoder(vocab, std::move(*pre));
   for (int b = 0; b < 256; ++b) encoder.byte_token_[b] = vocab->Find(ByteToChar(b));
   return encoder;
-}
-
-void BpeEncoder::Encode(std::string_view text, std::vector<TokenId>* out) const {
-  std::vector<std::string_view> words;
-  pre_.Split(text, &words);
-  for (std::string_view word : words) EncodeWord(word, out);
 }
 
 namespace {
@@ -48,9 +44,25 @@ struct Candidate {
 
 }  // namespace
 
-void BpeEncoder::EncodeWord(std::string_view word, std::vector<TokenId>* out) const {
+// Buffers reused across the words of one Encode call.
+struct BpeEncoder::Scratch {
+  std::vector<Symbol> symbols;
+  std::vector<Candidate> heap;
+  std::string byte_level;
+};
+
+void BpeEncoder::Encode(std::string_view text, std::vector<TokenId>* out) const {
+  std::vector<std::string_view> words;
+  pre_.Split(text, &words);
+  Scratch scratch;
+  for (std::string_view word : words) EncodeWord(word, scratch, out);
+}
+
+void BpeEncoder::EncodeWord(std::string_view word, Scratch& scratch,
+                            std::vector<TokenId>* out) const {
   if (vocab_->pre_tokenizer()->ignore_merges) {
-    std::string byte_level;
+    std::string& byte_level = scratch.byte_level;
+    byte_level.clear();
     AppendByteLevel(word, &byte_level);
     if (TokenId id = vocab_->Find(byte_level); id != kNoToken) {
       out->push_back(id);
@@ -65,11 +77,18 @@ void BpeEncoder::EncodeWord(std::string_view word, std::vector<TokenId>* out) co
     return;
   }
   // Every byte starts as its own symbol: one byte-level character each.
-  std::vector<Symbol> symbols(n);
+  std::vector<Symbol>& symbols = scratch.symbols;
+  symbols.resize(n);
   for (int i = 0; i < n; ++i) {
     symbols[i] = {byte_token_[static_cast<uint8_t>(word[i])], i - 1, i + 1 < n ? i + 1 : -1};
   }
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
+  // A min-heap (std::greater) over the reused buffer.
+  std::vector<Candidate>& heap = scratch.heap;
+  heap.clear();
+  auto push = [&](const Candidate& c) {
+    heap.push_back(c);
+    std::push_heap(heap.begin(), heap.end(), std::greater<Candidate>());
+  };
   auto try_add = [&](int left) {
     if (left < 0) return;
     const int right = symbols[left].next;
@@ -77,13 +96,14 @@ void BpeEncoder::EncodeWord(std::string_view word, std::vector<TokenId>* out) co
     const TokenId l = symbols[left].id, r = symbols[right].id;
     if (l == kNoToken || r == kNoToken) return;
     if (const Vocabulary::Merge* m = vocab_->FindMerge(l, r)) {
-      queue.push({m->rank, left, l, r, m->result});
+      push({m->rank, left, l, r, m->result});
     }
   };
   for (int i = 0; i + 1 < n; ++i) try_add(i);
-  while (!queue.empty()) {
-    const Candidate c = queue.top();
-    queue.pop();
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), std::greater<Candidate>());
+    const Candidate c = heap.back();
+    heap.pop_back();
     Symbol& left = symbols[c.left];
     // Stale when either side has merged since the candidate was queued.
     if (left.id != c.left_id || left.next < 0 || symbols[left.next].id != c.right_id) continue;

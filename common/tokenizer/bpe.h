@@ -22,8 +22,9 @@ class BpeEncoder {
 
  private:
   BpeEncoder(const Vocabulary* vocab, PreTokenizer pre) : vocab_(vocab), pre_(std::move(pre)) {}
+  struct Scratch;
   // One pre-tokenized word.
-  void EncodeWord(std::string_view word, std::vector<TokenId>* out) const;
+  void EncodeWord(std::string_view word, Scratch& scratch, std::vector<TokenId>* out) const;
 
   const Vocabulary* vocab_;
   PreTokenizer pre_;

@@ -1,5 +1,6 @@
 #include "common/tokenizer/special_tokens.h"
 
+#include <algorithm>
 #include <cctype>
 
 namespace tessera::tokenizer {
@@ -29,25 +30,83 @@ void SplitFragment(const Vocabulary& vocab, TokenId token, std::string_view raw,
   if (pos < raw.size()) out->push_back({raw.substr(pos), kNoToken});
 }
 
+int32_t FindChild(const std::vector<std::pair<uint8_t, int32_t>>& children, uint8_t b) {
+  for (const auto& [byte, child] : children) {
+    if (byte == b) return child;
+  }
+  return -1;
+}
+
 }  // namespace
 
-std::vector<Fragment> PartitionSpecialTokens(const Vocabulary& vocab, std::string_view text,
-                                             bool parse_special) {
+SpecialTokenMatcher::SpecialTokenMatcher(const Vocabulary* vocab) : vocab_(vocab) {
+  root_.fill(-1);
+  nodes_.emplace_back();
+  const std::vector<TokenId>& tokens = vocab_->special_tokens_longest_first();
+  for (size_t order = 0; order < tokens.size(); ++order) {
+    const std::string& text = vocab_->text(tokens[order]);
+    const uint8_t first = static_cast<uint8_t>(text[0]);
+    if (root_[first] < 0) {
+      root_[first] = static_cast<int32_t>(nodes_.size());
+      nodes_.emplace_back();
+    }
+    int32_t node = root_[first];
+    for (size_t i = 1; i < text.size(); ++i) {
+      const uint8_t b = static_cast<uint8_t>(text[i]);
+      int32_t child = FindChild(nodes_[node].children, b);
+      if (child < 0) {
+        child = static_cast<int32_t>(nodes_.size());
+        nodes_[node].children.emplace_back(b, child);
+        nodes_.emplace_back();
+      }
+      node = child;
+    }
+    // Duplicate texts: the first (longest-first order) keeps the node.
+    if (nodes_[node].order < 0) nodes_[node].order = static_cast<int32_t>(order);
+  }
+}
+
+std::vector<int32_t> SpecialTokenMatcher::Occurring(std::string_view text,
+                                                    bool parse_special) const {
+  const std::vector<TokenId>& tokens = vocab_->special_tokens_longest_first();
+  std::vector<bool> found(tokens.size(), false);
+  bool any = false;
+  for (size_t start = 0; start < text.size(); ++start) {
+    int32_t node = root_[static_cast<uint8_t>(text[start])];
+    for (size_t i = start + 1; node >= 0; ++i) {
+      if (nodes_[node].order >= 0) {
+        const TokenType type = vocab_->type(tokens[nodes_[node].order]);
+        if (parse_special || (type != TokenType::kControl && type != TokenType::kUnknown)) {
+          found[nodes_[node].order] = true;
+          any = true;
+        }
+      }
+      if (i == text.size()) break;
+      node = FindChild(nodes_[node].children, static_cast<uint8_t>(text[i]));
+    }
+  }
+  std::vector<int32_t> orders;
+  if (!any) return orders;
+  for (size_t o = 0; o < found.size(); ++o) {
+    if (found[o]) orders.push_back(static_cast<int32_t>(o));
+  }
+  return orders;
+}
+
+std::vector<Fragment> SpecialTokenMatcher::Partition(std::string_view text,
+                                                     bool parse_special) const {
   std::vector<Fragment> fragments;
   if (text.empty()) return fragments;
   fragments.push_back({text, kNoToken});
   std::vector<Fragment> next;
-  for (TokenId token : vocab.special_tokens_longest_first()) {
-    const TokenType type = vocab.type(token);
-    if (!parse_special && (type == TokenType::kControl || type == TokenType::kUnknown)) continue;
-    // Cheap rejection: most special tokens do not occur in the text at all.
-    if (text.find(vocab.text(token)) == std::string_view::npos) continue;
+  for (int32_t order : Occurring(text, parse_special)) {
+    const TokenId token = vocab_->special_tokens_longest_first()[order];
     next.clear();
     for (const Fragment& f : fragments) {
       if (f.token != kNoToken) {
         next.push_back(f);
       } else {
-        SplitFragment(vocab, token, f.text, &next);
+        SplitFragment(*vocab_, token, f.text, &next);
       }
     }
     fragments.swap(next);

@@ -28,9 +28,40 @@ struct Candidate {
   }
 };
 
+constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581 "▁"
+
+// True when `text` has "▁" right after some other character.
+bool HasInnerSpace(std::string_view text) {
+  for (size_t p = text.find(kSpace, 1); p != std::string_view::npos; p = text.find(kSpace, p + 1)) {
+    if (p < kSpace.size() || text.substr(p - kSpace.size(), kSpace.size()) != kSpace) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
-void SpmEncode(const Vocabulary& vocab, std::string_view text, std::vector<TokenId>* out) {
+SpmEncoder::SpmEncoder(const Vocabulary* vocab) : vocab_(vocab) {
+  split_at_spaces_ = true;
+  for (TokenId id = 0; id < vocab_->size() && split_at_spaces_; ++id) {
+    if (HasInnerSpace(vocab_->text(id))) split_at_spaces_ = false;
+  }
+}
+
+void SpmEncoder::Encode(std::string_view text, std::vector<TokenId>* out) const {
+  if (!split_at_spaces_) return EncodeChunk(text, out);
+  // Cut before every "▁" run that follows another character.
+  size_t start = 0;
+  for (size_t p = text.find(kSpace, 1); p != std::string_view::npos;
+       p = text.find(kSpace, p + kSpace.size())) {
+    if (p >= kSpace.size() && text.substr(p - kSpace.size(), kSpace.size()) == kSpace) continue;
+    EncodeChunk(text.substr(start, p - start), out);
+    start = p;
+  }
+  EncodeChunk(text.substr(start), out);
+}
+
+void SpmEncoder::EncodeChunk(std::string_view text, std::vector<TokenId>* out) const {
+  const Vocabulary& vocab = *vocab_;
   std::vector<Piece> pieces;
   for (size_t offset = 0; offset < text.size();) {
     const size_t n = std::min(Utf8SequenceLength(text[offset]), text.size() - offset);

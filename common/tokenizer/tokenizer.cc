@@ -6,8 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/gguf/split.h"
 #include "common/tokenizer/byte_level.h"
-#include "common/tokenizer/special_tokens.h"
-#include "common/tokenizer/spm.h"
 #include "common/tokenizer/utf8.h"
 
 namespace tessera::tokenizer {
@@ -110,7 +108,10 @@ absl::StatusOr<Tokenizer> Tokenizer::FromMetadata(const gguf::Metadata& md) {
     auto bpe = BpeEncoder::Create(t.vocab_.get());
     if (!bpe.ok()) return bpe.status();
     t.bpe_.emplace(std::move(*bpe));
+  } else {
+    t.spm_.emplace(t.vocab_.get());
   }
+  t.specials_ = std::make_unique<SpecialTokenMatcher>(t.vocab_.get());
   t.pieces_.reserve(t.vocab_->size());
   for (TokenId id = 0; id < t.vocab_->size(); ++id) {
     t.pieces_.push_back(DecodedPiece(*t.vocab_, id));
@@ -133,7 +134,7 @@ std::vector<TokenId> Tokenizer::Encode(std::string_view text, const EncodeOption
   std::vector<TokenId> out;
   out.reserve(text.size() / 3 + 2);
   if (options.add_special && v.add_bos()) out.push_back(v.special().bos);
-  const std::vector<Fragment> fragments = PartitionSpecialTokens(v, text, options.parse_special);
+  const std::vector<Fragment> fragments = specials_->Partition(text, options.parse_special);
   if (v.kind() == VocabKind::kBytePairEncoding) {
     for (const Fragment& f : fragments) {
       if (f.token != kNoToken) {
@@ -162,7 +163,7 @@ std::vector<TokenId> Tokenizer::Encode(std::string_view text, const EncodeOption
           escaped.push_back(c);
         }
       }
-      SpmEncode(v, escaped, &out);
+      spm_->Encode(escaped, &out);
       after_special = false;
     }
   }

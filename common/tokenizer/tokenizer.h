@@ -5,6 +5,7 @@
 //   absl::StatusOr<std::string> text = tok->Decode(ids);
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +15,8 @@
 #include "absl/types/span.h"
 #include "common/gguf/metadata.h"
 #include "common/tokenizer/bpe.h"
+#include "common/tokenizer/special_tokens.h"
+#include "common/tokenizer/spm.h"
 #include "common/tokenizer/vocabulary.h"
 
 namespace tessera::tokenizer {
@@ -66,7 +69,9 @@ class Tokenizer {
 
   // Heap-held so the encoder's pointer stays valid when the Tokenizer moves.
   std::unique_ptr<Vocabulary> vocab_;
+  std::unique_ptr<SpecialTokenMatcher> specials_;
   std::optional<BpeEncoder> bpe_;
+  std::optional<SpmEncoder> spm_;
   std::vector<std::string> pieces_;  // decoded bytes of every token
 };
 

@@ -59,6 +59,14 @@ TEST(BpeEncodeTest, SpecialTokensOnlyWhenParsingSpecial) {
   EXPECT_THAT(t.Encode("<|im_end|><|endoftext|>", {.parse_special = true}), ElementsAre(263, 262));
 }
 
+TEST(BpeEncodeTest, UserDefinedTokensAreMatchedLongestFirstEvenAsPlainText) {
+  // USER_DEFINED "xyz"(265) and "wx"(266): llama.cpp takes the longer token first wherever it
+  // occurs, so "wxyz" is w + xyz even though "wx" starts earlier.
+  Tokenizer t = Make(testing::TinyBpe("gpt-2", {{"xyz", 4}, {"wx", 4}}));
+  EXPECT_THAT(t.Encode("wxyz"), ElementsAre('w', 265));
+  EXPECT_THAT(t.Encode("wx wxyzwx"), ElementsAre(266, ' ', 'w', 265, 266));
+}
+
 TEST(BpeEncodeTest, AddSpecialFollowsTheVocabulary) {
   EXPECT_THAT(Make(testing::TinyBpe("gpt-2")).Encode("he", {.add_special = true}),
               ElementsAre(256));

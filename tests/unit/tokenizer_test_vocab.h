@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/gguf/value.h"
@@ -37,7 +38,9 @@ inline std::vector<std::string> GptAlphabet() {
 // order: "h e"(256 "he"), "Ġ t"(257), "Ġt he"(258 "Ġthe"), "l l"(259), "he ll"(260 "hell"),
 // "l o"(261), then CONTROL "<|endoftext|>"(262) and "<|im_end|>"(263), and "hello"(264), a
 // token no merge path reaches (only ignore_merges pre-tokenizers emit it).
-inline gguf::GgufWriter TinyBpe(const std::string& pre = "gpt-2") {
+// `extra` tokens (text, type) are appended from id 265 on.
+inline gguf::GgufWriter TinyBpe(const std::string& pre = "gpt-2",
+                                const std::vector<std::pair<std::string, int32_t>>& extra = {}) {
   std::vector<std::string> tokens = GptAlphabet();
   for (const char* t : {"he", "\xC4\xA0t", "\xC4\xA0the", "ll", "hell", "lo", "<|endoftext|>",
                         "<|im_end|>", "hello"}) {
@@ -45,6 +48,10 @@ inline gguf::GgufWriter TinyBpe(const std::string& pre = "gpt-2") {
   }
   std::vector<int32_t> types(tokens.size(), 1);
   types[262] = types[263] = 3;
+  for (const auto& [text, type] : extra) {
+    tokens.push_back(text);
+    types.push_back(type);
+  }
   gguf::GgufWriter w;
   auto& md = w.metadata();
   md.Set("general.architecture", gguf::Value::String("llama"));
