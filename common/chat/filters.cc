@@ -304,7 +304,7 @@ Value CallFilter(const std::string& name, const Value& v, const CallArgs& args) 
       for (const auto& [k, x] : args.keyword) d.Set(k, x);
       return Value(PercentFormat(ToStr(v), Value::Dict(std::move(d))));
     }
-    return Value(PercentFormat(ToStr(v), Value::List(args.positional)));
+    return Value(PercentFormat(ToStr(v), Value::Tuple(args.positional)));
   }
   if (name == "first" || name == "last") {
     ValueList items = Iterate(v);
@@ -369,8 +369,15 @@ Value CallFilter(const std::string& name, const Value& v, const CallArgs& args) 
     return ToJson(v, BoundArgs(name, args, {"ensure_ascii", "indent", "separators", "sort_keys"}));
   }
   if (name == "attr") {
+    // Only real attributes (methods, namespace members): never a dict's keys.
     BoundArgs a(name, args, {"name"});
-    return GetAttribute(v, ToStr(a.Get(0)));
+    std::string attr = ToStr(a.Get(0));
+    if (v.is_dict()) {
+      Value key_free = GetAttribute(Value::Dict(ValueDict()), attr);
+      if (key_free.is_undefined()) return GetAttribute(Value::None(), attr);
+      return GetAttribute(v, attr);
+    }
+    return GetAttribute(v, attr);
   }
   if (name == "map") return Map(v, args);
   if (name == "select" || name == "reject") return SelectOrReject(v, args, false, name == "select");

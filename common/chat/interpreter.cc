@@ -57,10 +57,10 @@ Value Arithmetic(const std::string& op, const Value& a, const Value& b) {
     if (ints) return Value(a.as_int() + b.as_int());
     if (nums) return Value(a.as_double() + b.as_double());
     if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
-    if (a.is_list() && b.is_list()) {
+    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
       ValueList l = a.list();
       l.insert(l.end(), b.list().begin(), b.list().end());
-      return Value::List(std::move(l));
+      return a.is_tuple() ? Value::Tuple(std::move(l)) : Value::List(std::move(l));
     }
     if (a.is_string()) TypeErr("can only concatenate str (not \"" + TypeName(b) + "\") to str");
     if (a.is_list()) TypeErr("can only concatenate list (not \"" + TypeName(b) + "\") to list");
@@ -399,7 +399,7 @@ class Interpreter {
                                ? Eval(*p.default_value, frame)
                                : Value::Undefined("parameter '" + p.name + "' was not provided");
     }
-    frame.vars["varargs"] = Value::List(std::move(varargs));
+    frame.vars["varargs"] = Value::Tuple(std::move(varargs));
     frame.vars["kwargs"] = Value::Dict(std::move(kwargs));
   }
 
@@ -464,7 +464,8 @@ class Interpreter {
         ValueList items;
         items.reserve(e.operands.size());
         for (const auto& o : e.operands) items.push_back(Eval(*o, frame));
-        return Value::List(std::move(items));
+        return e.kind == Expr::Kind::kTuple ? Value::Tuple(std::move(items))
+                                            : Value::List(std::move(items));
       }
       case Expr::Kind::kDict: {
         ValueDict d;
@@ -541,7 +542,7 @@ class Interpreter {
       ValueList out;
       for (int64_t i : SliceIndices(static_cast<int64_t>(obj.list().size()), b[0], b[1], b[2]))
         out.push_back(obj.list()[i]);
-      return Value::List(std::move(out));
+      return obj.is_tuple() ? Value::Tuple(std::move(out)) : Value::List(std::move(out));
     }
     if (obj.is_string()) {
       std::u32string cps = DecodeUtf8(obj.as_string());
@@ -559,34 +560,40 @@ class Interpreter {
   int depth_ = 0;
 };
 
-void CheckExpr(const Expr* e) {
+// Jinja2 fails at compile time on an unknown filter or test, except inside an `if` or a
+// conditional expression ("soft" frames), where it fails only if the call is reached.
+void CheckExpr(const Expr* e, bool soft) {
   if (e == nullptr) return;
-  if (e->kind == Expr::Kind::kFilter && !IsKnownFilter(e->name)) {
+  if (!soft && e->kind == Expr::Kind::kFilter && !IsKnownFilter(e->name)) {
     throw TemplateError("no filter named '" + e->name + "'", e->line);
   }
-  if (e->kind == Expr::Kind::kTest && !IsKnownTest(e->name)) {
+  if (!soft && e->kind == Expr::Kind::kTest && !IsKnownTest(e->name)) {
     throw TemplateError("no test named '" + e->name + "'", e->line);
   }
-  for (const auto& o : e->operands) CheckExpr(o.get());
-  for (const auto& a : e->args) CheckExpr(a.value.get());
+  soft = soft || e->kind == Expr::Kind::kCondition;
+  for (const auto& o : e->operands) CheckExpr(o.get(), soft);
+  for (const auto& a : e->args) CheckExpr(a.value.get(), soft);
+}
+
+void CheckStmts(const StmtList& program, bool soft) {
+  for (const auto& s : program) {
+    CheckExpr(s->expr.get(), soft);
+    CheckExpr(s->filter.get(), soft);
+    for (const auto& [cond, body] : s->branches) {
+      CheckExpr(cond.get(), true);
+      CheckStmts(body, true);
+    }
+    for (const auto& p : s->params) CheckExpr(p.default_value.get(), false);
+    for (const auto& [name, expr] : s->assigns) CheckExpr(expr.get(), soft);
+    // Loops, macros, call/filter/set blocks and `with` open inner frames, which are never soft.
+    CheckStmts(s->body, false);
+    CheckStmts(s->else_body, false);
+  }
 }
 
 }  // namespace
 
-void CheckNames(const StmtList& program) {
-  for (const auto& s : program) {
-    CheckExpr(s->expr.get());
-    CheckExpr(s->filter.get());
-    for (const auto& [cond, body] : s->branches) {
-      CheckExpr(cond.get());
-      CheckNames(body);
-    }
-    for (const auto& p : s->params) CheckExpr(p.default_value.get());
-    for (const auto& [name, expr] : s->assigns) CheckExpr(expr.get());
-    CheckNames(s->body);
-    CheckNames(s->else_body);
-  }
-}
+void CheckNames(const StmtList& program) { CheckStmts(program, false); }
 
 std::string Execute(const StmtList& program, const ValueDict& variables, const std::tm& now) {
   return Interpreter(variables, now).Run(program);

@@ -16,7 +16,8 @@ namespace tessera::chat {
 std::string Execute(const StmtList& program, const ValueDict& variables, const std::tm& now);
 
 // Checks, as Jinja2 does when it compiles a template, that every filter and test named in
-// `program` exists, so an unknown one fails even in a branch never taken.
+// `program` exists (outside `if` statements and conditional expressions, where Jinja2
+// defers the check to the call: there an unknown one fails when reached).
 void CheckNames(const StmtList& program);
 
 }  // namespace tessera::chat

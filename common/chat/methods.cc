@@ -187,9 +187,10 @@ Value CallStringMethod(const std::string& s, const std::string& name, CallArgs& 
     std::string sep = *a.String(0);
     size_t f = name == "partition" ? s.find(sep) : s.rfind(sep);
     if (f == std::string::npos) {
-      return name == "partition" ? StringList({s, "", ""}) : StringList({"", "", s});
+      return Value::Tuple(
+          (name == "partition" ? StringList({s, "", ""}) : StringList({"", "", s})).list());
     }
-    return StringList({s.substr(0, f), sep, s.substr(f + sep.size())});
+    return Value::Tuple(StringList({s.substr(0, f), sep, s.substr(f + sep.size())}).list());
   }
   throw TemplateError("'str object' has no attribute '" + name + "'");
 }
@@ -209,7 +210,7 @@ bool IsStringMethod(const std::string& n) {
 Value DictItems(const ValueDict& d) {
   ValueList items;
   items.reserve(d.size());
-  for (const auto& [k, v] : d.entries()) items.push_back(Value::List({Value(k), v}));
+  for (const auto& [k, v] : d.entries()) items.push_back(Value::Tuple({Value(k), v}));
   return Value::List(std::move(items));
 }
 

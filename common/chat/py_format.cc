@@ -49,7 +49,7 @@ double RequireNumber(const Value& v, char type) {
 std::string PercentFormat(const std::string& fmt, const Value& args) {
   std::vector<Value> positional;
   const ValueDict* mapping = nullptr;
-  if (args.is_list()) {
+  if (args.is_tuple()) {
     positional = args.list();
   } else if (args.is_dict()) {
     mapping = &args.dict();

@@ -137,9 +137,7 @@ std::vector<std::string> PySplit(std::string_view s, const std::optional<std::st
     while (i < n && IsPySpace(cps[i])) ++i;
     if (i >= n) break;
     if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) >= maxsplit) {
-      size_t e = n;
-      while (e > i && IsPySpace(cps[e - 1])) --e;
-      std::u32string piece = cps.substr(i, e - i);
+      std::u32string piece = cps.substr(i);  // the remainder keeps its trailing spaces
       if (from_right) std::reverse(piece.begin(), piece.end());
       parts.push_back(EncodeUtf8(piece));
       break;
@@ -250,7 +248,13 @@ bool IsDigitCp(char32_t cp) { return cp >= '0' && cp <= '9'; }
 std::string PyUpper(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  for (char32_t cp : DecodeUtf8(s)) AppendUtf8(ToUpperCp(cp), &out);
+  for (char32_t cp : DecodeUtf8(s)) {
+    if (cp == 0xDF) {  // ß: Python applies the full (one-to-two) case mapping
+      out += "SS";
+      continue;
+    }
+    AppendUtf8(ToUpperCp(cp), &out);
+  }
   return out;
 }
 

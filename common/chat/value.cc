@@ -28,6 +28,12 @@ Value Value::List(ValueList items) {
   return v;
 }
 
+Value Value::Tuple(ValueList items) {
+  Value v = List(std::move(items));
+  v.tuple_ = true;
+  return v;
+}
+
 Value Value::Dict(ValueDict dict) {
   Value v;
   v.kind_ = Kind::kDict;
@@ -117,7 +123,7 @@ bool Equals(const Value& a, const Value& b) {
     case Value::Kind::kList: {
       const ValueList& x = a.list();
       const ValueList& y = b.list();
-      if (x.size() != y.size()) return false;
+      if (x.size() != y.size() || a.is_tuple() != b.is_tuple()) return false;
       for (size_t i = 0; i < x.size(); ++i) {
         if (!Equals(x[i], y[i])) return false;
       }
@@ -264,13 +270,14 @@ std::string Repr(const Value& v) {
     case Value::Kind::kString:
       return StringRepr(v.as_string());
     case Value::Kind::kList: {
-      std::string out = "[";
+      std::string out = v.is_tuple() ? "(" : "[";
       bool first = true;
       for (const Value& item : v.list()) {
         if (!first) out += ", ";
         first = false;
         out += Repr(item);
       }
+      if (v.is_tuple()) return out + (v.list().size() == 1 ? ",)" : ")");
       return out + "]";
     }
     case Value::Kind::kDict: {

@@ -57,6 +57,8 @@ class Value {
   explicit Value(std::string_view s) : kind_(Kind::kString), str_(s) {}
   explicit Value(const char* s) : kind_(Kind::kString), str_(s) {}
   static Value List(ValueList items);
+  // A Python tuple: a list that prints as (a, b) and never equals a list.
+  static Value Tuple(ValueList items);
   static Value Dict(ValueDict dict);
   static Value Namespace(ValueDict attrs);
   static Value Function(std::string name, std::function<Value(CallArgs&)> fn);
@@ -72,7 +74,9 @@ class Value {
     return kind_ == Kind::kInt || kind_ == Kind::kFloat || kind_ == Kind::kBool;
   }
   bool is_string() const { return kind_ == Kind::kString; }
+  // Lists and tuples.
   bool is_list() const { return kind_ == Kind::kList; }
+  bool is_tuple() const { return kind_ == Kind::kList && tuple_; }
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_namespace() const { return kind_ == Kind::kNamespace; }
   bool is_callable() const { return kind_ == Kind::kCallable; }
@@ -94,6 +98,7 @@ class Value {
 
  private:
   Kind kind_ = Kind::kUndefined;
+  bool tuple_ = false;
   int64_t int_ = 0;
   double float_ = 0;
   std::string str_;
