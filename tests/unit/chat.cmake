@@ -1,0 +1,22 @@
+# Chat templates: the Jinja2 engine (common/chat) and the built-in templates. The engine
+# parses templates taken from model files, so its tests also run under ASan/UBSan.
+tessera_test(chat_value_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/chat_value_test.cc
+  DEPS tessera_chat
+  LABELS chat sanitize
+  TIMEOUT 60)
+tessera_test(chat_engine_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/chat_engine_test.cc
+  DEPS tessera_chat absl::strings
+  LABELS chat sanitize
+  TIMEOUT 60)
+tessera_test(chat_jinja2_parity_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/chat_jinja2_parity_test.cc
+  DEPS tessera_chat
+  LABELS chat sanitize
+  TIMEOUT 60)
+tessera_test(chat_builtin_templates_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/chat_builtin_templates_test.cc
+  DEPS tessera_chat
+  LABELS chat sanitize
+  TIMEOUT 60)

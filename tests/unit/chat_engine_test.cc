@@ -1,0 +1,158 @@
+// The template engine's contract beyond plain rendering: errors are values that name the
+// template line, raise_exception's message comes back verbatim, unsupported constructs are
+// refused, and hostile templates fail cleanly. Expected strings are derived by hand from
+// Jinja2's documented behaviour.
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "common/chat/template.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace tessera::chat {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+absl::StatusOr<std::string> Render(const std::string& source, const Json& vars = Json::object()) {
+  auto tmpl = ChatTemplate::Parse(source);
+  if (!tmpl.ok()) return tmpl.status();
+  return tmpl->Render(vars, MakeTime(2026, 1, 15, 12, 0, 0));
+}
+
+TEST(ChatEngine, RaiseExceptionReturnsTheMessageVerbatim) {
+  auto r = Render("a\n{% if true %}{{ raise_exception('roles must alternate') }}{% endif %}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(r.status().message(), "roles must alternate");
+}
+
+TEST(ChatEngine, RaiseInsideAMacroPropagates) {
+  auto r = Render("{% macro f() %}{{ raise_exception('deep') }}{% endmacro %}x{{ f() }}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(r.status().message(), "deep");
+}
+
+TEST(ChatEngine, RunTimeErrorsNameTheLine) {
+  auto r = Render("first\nsecond\n{{ nothing.attr }}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "line 3")) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "'nothing' is undefined")) << r.status();
+}
+
+TEST(ChatEngine, MissingKeyIsUndefinedButItsAttributeIsAnError) {
+  Json vars = {{"m", {{"role", "user"}}}};
+  EXPECT_EQ(*Render("[{{ m.content }}][{{ m.content is defined }}]", vars), "[][False]");
+  auto r = Render("{{ m.content.strip() }}", vars);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "'dict object' has no attribute 'content'"))
+      << r.status();
+}
+
+TEST(ChatEngine, UnsupportedTagsAreRefusedWithTheirLine) {
+  for (const char* tag : {"include 'x'", "import 'x' as y", "extends 'base'", "do x"}) {
+    auto r = Render(std::string("ok\n\n{% ") + tag + " %}");
+    ASSERT_FALSE(r.ok()) << tag;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "line 3")) << r.status();
+  }
+  auto recursive = Render("{% for x in y recursive %}{% endfor %}");
+  ASSERT_FALSE(recursive.ok());
+  EXPECT_TRUE(absl::StrContains(recursive.status().message(), "recursive"));
+}
+
+TEST(ChatEngine, UnknownFilterFailsAtParseUnlessInsideAnIf) {
+  auto top = ChatTemplate::Parse("a\n{{ x | frobnicate }}");
+  ASSERT_FALSE(top.ok());
+  EXPECT_TRUE(absl::StrContains(top.status().message(), "line 2"));
+  EXPECT_TRUE(absl::StrContains(top.status().message(), "frobnicate"));
+  // As in Jinja2 3: inside an if it only fails when reached.
+  EXPECT_EQ(*Render("{% if false %}{{ x | frobnicate }}{% endif %}ok"), "ok");
+  auto reached = Render("{% if true %}{{ x | frobnicate }}{% endif %}");
+  ASSERT_FALSE(reached.ok());
+  EXPECT_TRUE(absl::StrContains(reached.status().message(), "frobnicate"));
+}
+
+TEST(ChatEngine, SyntaxErrorsNameTheLine) {
+  struct Bad {
+    const char* source;
+    const char* line;
+  };
+  for (const Bad& b :
+       {Bad{"a\n{% if true %}x", "line 2"}, Bad{"\n\n{{ x ", "line 3"}, Bad{"{% for %}", "line 1"},
+        Bad{"a\n{# open", "line 2"}, Bad{"{{ 'unterminated }}", "line 1"},
+        Bad{"{{ (1 }}", "line 1"}, Bad{"{% endif %}", "line 1"}, Bad{"{{ 1 + }}", "line 1"}}) {
+    auto r = ChatTemplate::Parse(b.source);
+    ASSERT_FALSE(r.ok()) << b.source;
+    EXPECT_TRUE(absl::StrContains(r.status().message(), b.line))
+        << b.source << " -> " << r.status();
+  }
+}
+
+TEST(ChatEngine, SandboxRefusesMutation) {
+  auto r = Render("{% set l = [] %}{{ l.append(1) }}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "unsafe")) << r.status();
+}
+
+TEST(ChatEngine, RunawayRecursionFailsCleanly) {
+  auto r = Render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "recursion")) << r.status();
+}
+
+TEST(ChatEngine, VariablesMustBeAnObject) {
+  auto tmpl = ChatTemplate::Parse("x");
+  ASSERT_TRUE(tmpl.ok());
+  EXPECT_FALSE(tmpl->Render(Json::array(), MakeTime(2026, 1, 15, 12, 0, 0)).ok());
+}
+
+TEST(ChatEngine, StrftimeNowUsesTheGivenClock) {
+  // 2026-01-15 is a Thursday, the 15th day of the year.
+  EXPECT_EQ(*Render("{{ strftime_now('%Y-%m-%d %H:%M:%S %A %j %d %B %Y') }}"),
+            "2026-01-15 12:00:00 Thursday 015 15 January 2026");
+}
+
+TEST(ChatEngine, GenerationBlockRendersItsBody) {
+  EXPECT_EQ(*Render("{% generation %}{{ 'x' }}y{% endgeneration %}"), "xy");
+}
+
+TEST(ChatEngine, JsonIntegersStayIntsAndFloatsStayFloats) {
+  Json vars = Json::parse(R"({"i": 3, "f": 3.0, "big": 10000000000, "neg": -1.5e-7})");
+  EXPECT_EQ(
+      *Render("{{ i }} {{ f }} {{ big }} {{ neg }} {{ i is integer }} {{ f is float }}", vars),
+      "3 3.0 10000000000 -1.5e-07 True True");
+}
+
+TEST(ChatEngine, ObjectKeyOrderIsKept) {
+  Json vars = Json::parse(R"({"d": {"zeta": 1, "alpha": 2, "mid": 3}})");
+  EXPECT_EQ(*Render("{{ d | tojson }}|{% for k in d %}{{ k }},{% endfor %}", vars),
+            "{\"zeta\": 1, \"alpha\": 2, \"mid\": 3}|zeta,alpha,mid,");
+}
+
+TEST(ChatEngine, NonAsciiIsCountedAndSlicedByCodePoint) {
+  Json vars = {{"s", "h\u00e9\u65e5\xF0\x9F\x98\x80!"}};  // h é 日 😀 !
+  EXPECT_EQ(*Render("{{ s | length }}|{{ s[1:3] }}|{{ s[-2] }}|{{ s[::-1] }}", vars),
+            "5|\u00e9\u65e5|\xF0\x9F\x98\x80|!\xF0\x9F\x98\x80\u65e5\u00e9h");
+}
+
+TEST(ChatEngine, InvalidUtf8PassesThroughUnchanged) {
+  Json vars = {{"s", std::string("a\xff") + "b"}};
+  // nlohmann refuses to hold invalid UTF-8 only when dumping; the engine keeps the bytes.
+  EXPECT_EQ(*Render("{{ s }}", vars), std::string("a\xff") + "b");
+}
+
+TEST(ChatEngine, ParsedTemplateRendersManyTimes) {
+  auto tmpl =
+      ChatTemplate::Parse("{% set ns = namespace(n=0) %}{% set ns.n = ns.n + x %}{{ ns.n }}");
+  ASSERT_TRUE(tmpl.ok());
+  // Namespaces are per render: no state leaks from one render to the next.
+  EXPECT_EQ(*tmpl->Render(Json{{"x", 1}}, MakeTime(2026, 1, 15, 12, 0, 0)), "1");
+  EXPECT_EQ(*tmpl->Render(Json{{"x", 2}}, MakeTime(2026, 1, 15, 12, 0, 0)), "2");
+}
+
+}  // namespace
+}  // namespace tessera::chat
