@@ -1,25 +1,25 @@
 tessera_test(quant_types_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/quant_types_test.cc
   DEPS tessera_quant
-  LABELS unit quant
+  LABELS unit quant sanitize
   TIMEOUT 60)
 tessera_test(quantize_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/quantize_test.cc
   DEPS tessera_quant
-  LABELS unit quant
+  LABELS unit quant sanitize
   TIMEOUT 60)
 tessera_test(dequantize_fast_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/dequantize_fast_test.cc
   DEPS tessera_kernels_cpu tessera_quant
-  LABELS unit quant
+  LABELS unit quant sanitize
   TIMEOUT 60)
 tessera_test(thread_pool_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/thread_pool_test.cc
   DEPS tessera_kernels_cpu
-  LABELS unit quant
+  LABELS unit quant sanitize
   TIMEOUT 60)
 tessera_test(matmul_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/matmul_test.cc
   DEPS tessera_kernels_cpu tessera_kernels_reference tessera_quant
-  LABELS unit quant
+  LABELS unit quant sanitize
   TIMEOUT 120)
