@@ -11,6 +11,7 @@ using Args = std::vector<std::string>;
 
 int RunInspect(const Args& args);
 int RunGenModel(const Args& args);
+int RunValidate(const Args& args);
 int RunTokenize(const Args& args);
 int RunDetokenize(const Args& args);
 int RunChatTemplate(const Args& args);

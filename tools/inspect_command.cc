@@ -12,6 +12,7 @@
 #include "common/quant/dequantize.h"
 #include "nlohmann/json.hpp"
 #include "tools/commands.h"
+#include "tools/format.h"
 
 namespace tessera::cli {
 namespace {
@@ -39,17 +40,6 @@ constexpr char kUsage[] =
 // Special token ids reported in the tokenizer summary (spec 14.1).
 constexpr const char* kSpecialIds[] = {"bos",       "eos",     "eot", "eom", "unknown",
                                        "seperator", "padding", "cls", "mask"};
-
-// The shortest decimal that reads back as the same float32, so 1e-5f prints as 1e-05
-// rather than as its double expansion 9.999999747378752e-06.
-double ShortestFloat32(double d) {
-  float f = static_cast<float>(d);
-  for (int precision = 6; precision < 9; ++precision) {
-    double candidate = std::strtod(absl::StrFormat("%.*g", precision, f).c_str(), nullptr);
-    if (static_cast<float>(candidate) == f) return candidate;
-  }
-  return d;
-}
 
 Json ValueToJson(const Value& v) {
   switch (v.type()) {
@@ -79,17 +69,6 @@ Json ValueToJson(const Value& v) {
 // True for keys that hold the model's configuration rather than tokenizer data.
 bool IsHyperParameter(const std::string& key, const std::string& arch) {
   return !arch.empty() && absl::StartsWith(key, arch + ".");
-}
-
-std::string HumanBytes(uint64_t n) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  return u == 0 ? absl::StrFormat("%d B", n) : absl::StrFormat("%.1f %s", v, units[u]);
 }
 
 Json TokenizerSummary(const Metadata& md) {

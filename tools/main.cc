@@ -19,6 +19,8 @@ constexpr Command kCommands[] = {
      tessera::cli::RunInspect},
     {"gen-model", "write a small synthetic GGUF model (tests, demos, the default model)",
      tessera::cli::RunGenModel},
+    {"validate", "check in seconds that a model loads: tensors, fixups, TP plan, memory",
+     tessera::cli::RunValidate},
     {"tokenize", "text on stdin -> token ids", tessera::cli::RunTokenize},
     {"detokenize", "token ids on stdin -> text", tessera::cli::RunDetokenize},
     {"chat-template", "render a chat template with a JSON context", tessera::cli::RunChatTemplate},

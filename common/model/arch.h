@@ -1,0 +1,93 @@
+// The architecture registry: one table per architecture saying which metadata keys it reads
+// (with defaults), which tensors it expects (name pattern, shape as a function of the
+// hyper-parameters, optional or not, whether its consumer needs float) and how each tensor
+// is split across tensor-parallel ranks. Facts: ../shared/spec/architectures.md.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "common/model/hparams.h"
+
+namespace tessera::model {
+
+using Dims = std::vector<int64_t>;  // ggml `ne` order
+
+// ---- Metadata keys -------------------------------------------------------------------------
+
+// kOptional: absence is worth a warning (a default is assumed); kQuiet: absence is normal.
+enum class KeyNeed { kRequired, kOptional, kQuiet };
+
+struct KeySpec {
+  const char* suffix;  // the key is "{arch}.{suffix}"
+  KeyNeed need;
+  std::variant<uint32_t HyperParams::*, float HyperParams::*, bool HyperParams::*,
+               std::vector<uint32_t> HyperParams::*, std::string HyperParams::*>
+      field;
+  double default_value = 0;  // for absent optional numeric keys (derived defaults: see hparams)
+};
+
+// ---- Tensors -------------------------------------------------------------------------------
+
+// Which blocks a per-block tensor belongs to. kGlobal tensors have no block index.
+enum class Scope { kGlobal, kBlock, kDenseBlock, kMoeBlock };
+
+enum class Need { kRequired, kOptional, kNotExpected };
+
+// Answers "does the file hold this tensor?" while presence rules are evaluated.
+using HasTensorFn = std::function<bool(const std::string&)>;
+
+// How a tensor is divided among tensor-parallel ranks.
+enum class SplitKind {
+  kReplicated,    // every rank holds all of it
+  kOutputRows,    // along ne1 (rows of a matrix, or ne0 of its 1-D bias)
+  kInputColumns,  // along ne0 of a matrix: partial products, then all-reduce
+  kHeads,         // along ne2 of a per-head 3-D tensor (attn_k_b, attn_v_b)
+  kExpertRows,    // along ne1 of every expert of a 3-D expert tensor
+  kExpertColumns  // along ne0 of every expert of a 3-D expert tensor
+};
+
+std::string_view SplitKindName(SplitKind k);
+// The ggml dim a split kind divides; -1 for kReplicated.
+int SplitDim(SplitKind k, size_t n_dims);
+
+struct TensorSpec {
+  const char* name;  // "token_embd.weight", or a block pattern "attn_q.weight" (-> blk.N.)
+  Scope scope;
+  std::function<Dims(const HyperParams&, uint32_t layer)> shape;
+  std::function<Need(const HyperParams&, uint32_t layer, const HasTensorFn&)> need;
+  bool needs_float = false;  // the consumer computes with it in float (router, norms, ...)
+  SplitKind split = SplitKind::kReplicated;
+  // The indivisible chunk along the split dim, in elements (a head's rows, say); a split
+  // must give every rank a whole number of chunks. Segments: a fused tensor whose split dim
+  // is several parts each split separately (attn_qkv: Q, K, V).
+  std::function<std::vector<int64_t>(const HyperParams&, uint32_t layer)> segments;  // sizes
+  std::function<int64_t(const HyperParams&, uint32_t layer)> split_unit;
+  // The split dim need not divide evenly (vocabulary rows): the last ranks get fewer.
+  bool uneven_ok = false;
+  const char* role = "";
+};
+
+struct ArchSpec {
+  std::string name;
+  std::vector<KeySpec> keys;
+  std::vector<TensorSpec> tensors;
+  RopeType rope_type = RopeType::kNorm;
+  GatingFunc default_gating = GatingFunc::kSoftmax;
+  bool mla_requires_split_kv_b = false;  // glm-dsa: only the attn_k_b/attn_v_b form
+  std::string notes;                     // one line for `validate`
+};
+
+// The architecture named `name` (the value of general.architecture), or nullptr.
+const ArchSpec* FindArch(std::string_view name);
+// Names of every supported architecture, in registry order.
+std::vector<std::string> SupportedArchNames();
+
+// The full tensor name of `spec` for block `layer` ("blk.3.attn_q.weight").
+std::string TensorName(const TensorSpec& spec, uint32_t layer);
+
+}  // namespace tessera::model

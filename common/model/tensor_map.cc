@@ -1,0 +1,152 @@
+#include "common/model/tensor_map.h"
+
+#include <regex>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/quant/type_traits.h"
+#include "common/util/strings.h"
+
+namespace tessera::model {
+namespace {
+
+std::string DimsString(const Dims& d) { return absl::StrCat("[", absl::StrJoin(d, ", "), "]"); }
+
+std::string TypeName(gguf::GgmlType t) { return gguf::GgmlTypeName(static_cast<uint32_t>(t)); }
+
+bool AppliesTo(const TensorSpec& spec, const HyperParams& hp, uint32_t layer) {
+  switch (spec.scope) {
+    case Scope::kGlobal:
+    case Scope::kBlock:
+      return true;
+    case Scope::kDenseBlock:
+      return !hp.is_moe_block(layer);
+    case Scope::kMoeBlock:
+      return hp.is_moe_block(layer);
+  }
+  return false;
+}
+
+// The block index of "blk.N.*", or -1.
+int64_t BlockIndex(const std::string& name) {
+  static const std::regex kBlock(R"(^blk\.(\d+)\.)");
+  std::smatch m;
+  if (!std::regex_search(name, m, kBlock)) return -1;
+  return std::stoll(m[1].str());
+}
+
+void ChooseFixups(TensorMapping& m) {
+  const gguf::TensorInfo& t = *m.info;
+  if (m.spec->needs_float && t.type != gguf::GgmlType::kF32) {
+    m.fixups.push_back({FixupKind::kDequantize,
+                        absl::StrCat(TypeName(t.type), " -> f32: its consumer computes in float")});
+  }
+  if (std::string_view(m.spec->name) == "attn_kv_b.weight") {
+    m.fixups.push_back({FixupKind::kSplitKvB,
+                        "attn_kv_b -> attn_k_b + attn_v_b (per head, spec 10.4) for the "
+                        "absorbed MLA"});
+  }
+}
+
+}  // namespace
+
+std::string_view MapStatusName(MapStatus s) {
+  switch (s) {
+    case MapStatus::kFound:
+      return "found";
+    case MapStatus::kMissing:
+      return "missing";
+    case MapStatus::kAbsentOptional:
+      return "absent (optional)";
+    case MapStatus::kWrongShape:
+      return "wrong shape";
+    case MapStatus::kUnsupportedType:
+      return "unsupported type";
+    case MapStatus::kSkipped:
+      return "skipped";
+  }
+  return "?";
+}
+
+std::string_view FixupKindName(FixupKind k) {
+  switch (k) {
+    case FixupKind::kDequantize:
+      return "dequantize";
+    case FixupKind::kSplitKvB:
+      return "split_kv_b";
+    case FixupKind::kSkip:
+      return "skip";
+  }
+  return "?";
+}
+
+TensorMap MapTensors(const ArchSpec& arch, const HyperParams& hp, const gguf::GgufModel& model) {
+  TensorMap map;
+  HasTensorFn has = [&](const std::string& n) { return model.FindTensor(n) != nullptr; };
+  absl::flat_hash_set<std::string> claimed;
+
+  for (const TensorSpec& spec : arch.tensors) {
+    uint32_t n_blocks = spec.scope == Scope::kGlobal ? 1 : hp.n_layer;
+    for (uint32_t l = 0; l < n_blocks; ++l) {
+      if (!AppliesTo(spec, hp, l)) continue;
+      Need need = spec.need(hp, l, has);
+      if (need == Need::kNotExpected) continue;
+      TensorMapping m;
+      m.name = TensorName(spec, l);
+      m.spec = &spec;
+      m.layer = l;
+      m.need = need;
+      m.expected = spec.shape(hp, l);
+      m.info = model.FindTensor(m.name);
+      claimed.insert(m.name);
+      if (m.info == nullptr) {
+        m.status = need == Need::kRequired ? MapStatus::kMissing : MapStatus::kAbsentOptional;
+        if (m.status == MapStatus::kMissing) {
+          m.reason = absl::StrCat("required by ", arch.name, " (", spec.role, "), expected shape ",
+                                  DimsString(m.expected));
+          map.problems.push_back(absl::StrCat("tensor ", m.name, ": missing; ", m.reason));
+        }
+      } else if (m.info->dims != m.expected) {
+        m.status = MapStatus::kWrongShape;
+        m.reason = absl::StrCat("expected shape ", DimsString(m.expected), ", file has ",
+                                DimsString(m.info->dims));
+        map.problems.push_back(absl::StrCat("tensor ", m.name, ": ", m.reason));
+      } else if (absl::Status s =
+                     quant::CheckTypeSupported(static_cast<uint32_t>(m.info->type), m.name);
+                 !s.ok()) {
+        m.status = MapStatus::kUnsupportedType;
+        m.reason = std::string(s.message());
+        map.problems.push_back(m.reason);
+      } else {
+        m.status = MapStatus::kFound;
+        ChooseFixups(m);
+      }
+      map.tensors.push_back(std::move(m));
+    }
+  }
+
+  // Everything else in the file: MTP blocks and tensors no table entry claims.
+  for (const gguf::TensorInfo& t : model.tensors()) {
+    if (claimed.contains(t.name)) continue;
+    TensorMapping m;
+    m.name = t.name;
+    m.info = &t;
+    m.status = MapStatus::kSkipped;
+    int64_t block = BlockIndex(t.name);
+    if (block >= static_cast<int64_t>(hp.n_layer) && block < static_cast<int64_t>(hp.n_layer_all)) {
+      m.layer = static_cast<uint32_t>(block);
+      m.reason = "MTP layer, not used for decoding";
+      ++map.mtp_tensors;
+    } else if (block >= static_cast<int64_t>(hp.n_layer_all)) {
+      m.reason = absl::StrCat("block ", block, " is beyond block_count ", hp.n_layer_all);
+    } else {
+      m.reason = absl::StrCat("not used by ", arch.name);
+    }
+    m.fixups.push_back({FixupKind::kSkip, m.reason});
+    map.tensors.push_back(std::move(m));
+  }
+  return map;
+}
+
+}  // namespace tessera::model

@@ -1,0 +1,35 @@
+// Small formatting helpers shared by the CLI's reports.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_format.h"
+
+namespace tessera::cli {
+
+// "1.5 GiB"; plain bytes below 1 KiB.
+inline std::string HumanBytes(uint64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? absl::StrFormat("%d B", n) : absl::StrFormat("%.2f %s", v, units[u]);
+}
+
+// The shortest decimal that reads back as the same float32, so 1e-5f prints as 1e-05
+// rather than as its double expansion 9.999999747378752e-06.
+inline double ShortestFloat32(double d) {
+  float f = static_cast<float>(d);
+  for (int precision = 6; precision < 9; ++precision) {
+    double candidate = std::strtod(absl::StrFormat("%.*g", precision, f).c_str(), nullptr);
+    if (static_cast<float>(candidate) == f) return candidate;
+  }
+  return d;
+}
+
+}  // namespace tessera::cli
