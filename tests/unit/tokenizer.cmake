@@ -15,3 +15,10 @@ tessera_test(tokenizer_decode_test
   DEPS tessera_tokenizer
   LABELS unit tokenizer
   TIMEOUT 60)
+if(TARGET tessera_cli)
+  tessera_test(tokenize_command_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/tokenize_command_test.cc
+    DEPS tessera_cli
+    LABELS unit tokenizer
+    TIMEOUT 60)
+endif()
