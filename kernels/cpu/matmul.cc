@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/quant/type_traits.h"
+#include "kernels/cpu/activation_quant.h"
 #include "kernels/cpu/dequantize_fast.h"
 #include "kernels/cpu/kernels_avx2.h"
 #include "kernels/cpu/kernels_avx512.h"
@@ -45,7 +46,9 @@ void IntegerMatmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, con
   // Q8_K carries a float, so keep the activation rows 4-byte aligned.
   std::vector<float> storage((batch * act_row_bytes + sizeof(float) - 1) / sizeof(float));
   auto* xq = reinterpret_cast<uint8_t*>(storage.data());
-  for (int64_t b = 0; b < batch; ++b) act->quantize(x + b * w.cols, xq + b * act_row_bytes, w.cols);
+  const auto quantize =
+      act->type == gguf::GgmlType::kQ8_K ? QuantizeActivationsQ8_K : QuantizeActivationsQ8_0;
+  for (int64_t b = 0; b < batch; ++b) quantize(x + b * w.cols, xq + b * act_row_bytes, w.cols);
 
   const avx2::VecDotFn dot = avx2::IntegerDot(w.type);
   const int threads = pool ? pool->size() : 1;

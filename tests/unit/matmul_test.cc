@@ -47,7 +47,7 @@ Problem MakeProblem(GgmlType type, int64_t rows, int64_t cols, int64_t batch, ui
 
 // |y − want| bound for output (b, r): float32 accumulation over `cols` terms, plus, on the
 // integer path, the activation rounding Σ|w_k|·e_k with e_k the Q8 rounding bound of x_k's
-// block (quantize.h: amax/254, fp16 scale allowance included).
+// block (activation_quant.h: amax/254·1.125 for Q8_0, amax/254 for Q8_K).
 double Tolerance(const Problem& p, int64_t b, int64_t r, bool integer) {
   const float* w = p.w_dense.data() + r * p.cols;
   const float* x = p.x.data() + b * p.cols;
@@ -58,7 +58,7 @@ double Tolerance(const Problem& p, int64_t b, int64_t r, bool integer) {
   for (int64_t k0 = 0; k0 < p.cols; k0 += block) {
     double amax = 0;
     for (int64_t k = k0; k < k0 + block; ++k) amax = std::max(amax, std::fabs(double{x[k]}));
-    const double e = integer ? amax / 254 * (1 + 0x1p-10) : 0;
+    const double e = !integer ? 0 : amax / 254 * (block == 32 ? 1.125 : 1 + 0x1p-20);
     for (int64_t k = k0; k < k0 + block; ++k) {
       sum_abs += std::fabs(double{w[k]}) * (std::fabs(double{x[k]}) + e);
       act_err += std::fabs(double{w[k]}) * e;

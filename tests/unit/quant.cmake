@@ -23,3 +23,8 @@ tessera_test(matmul_test
   DEPS tessera_kernels_cpu tessera_kernels_reference tessera_quant
   LABELS unit quant sanitize
   TIMEOUT 120)
+tessera_test(activation_quant_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/activation_quant_test.cc
+  DEPS tessera_kernels_cpu
+  LABELS unit quant sanitize
+  TIMEOUT 60)
