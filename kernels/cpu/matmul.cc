@@ -153,6 +153,15 @@ absl::StatusOr<QuantMatrix> QuantMatrix::Make(gguf::GgmlType type, int64_t rows,
   return QuantMatrix{type, rows, cols, row_bytes, bytes.data()};
 }
 
+absl::StatusOr<QuantMatrix> QuantMatrix::FromTensor(const gguf::TensorInfo& tensor,
+                                                    absl::Span<const uint8_t> bytes) {
+  if (tensor.dims.empty() || tensor.dims[0] <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor ", tensor.name, ": shape ", tensor.ShapeString(), " is no matrix"));
+  }
+  return Make(tensor.type, static_cast<int64_t>(tensor.rows()), tensor.dims[0], bytes, tensor.name);
+}
+
 bool HasIntegerKernel(gguf::GgmlType type, Isa isa) {
   return AtLeast(isa, Isa::kAvx2) && avx2::IntegerDot(type) != nullptr;
 }

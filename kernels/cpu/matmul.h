@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/gguf/ggml_type.h"
+#include "common/gguf/reader.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -39,6 +40,10 @@ struct QuantMatrix {
   // rows × cols elements. `name` is used in errors ("tensor blk.0.attn_q.weight: ...").
   static absl::StatusOr<QuantMatrix> Make(gguf::GgmlType type, int64_t rows, int64_t cols,
                                           absl::Span<const uint8_t> bytes, const std::string& name);
+  // The matrix of a GGUF tensor whose data is `bytes` (GgufModel::TensorData): cols =
+  // dims[0], rows = the product of the other dims. Same checks as Make.
+  static absl::StatusOr<QuantMatrix> FromTensor(const gguf::TensorInfo& tensor,
+                                                absl::Span<const uint8_t> bytes);
 };
 
 enum class MatmulPath {

@@ -11,6 +11,7 @@
 #include "common/quant/type_traits.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/dequantize_fast.h"
+#include "kernels/cpu/matmul.h"
 #include "tests/support/shared_data.h"
 
 namespace tessera::quant {
@@ -105,6 +106,27 @@ TEST_F(QuantVectorsTest, OptimisedDequantizationIsBitExact) {
     const int64_t bad = FirstMismatch(got, v.expected);
     EXPECT_EQ(bad, -1) << name << " (" << cpu::FastDequantizerName(v.type) << "): element " << bad
                        << " is " << got[bad] << ", ggml says " << v.expected[bad];
+  }
+}
+
+// The float matmul path with a one-hot x picks out a column of the decoded matrix: it must
+// equal ggml's dequantization exactly (a single product by 1.0 and sums with zeros).
+TEST_F(QuantVectorsTest, FloatMatmulOfOneHotVectorsReproducesColumns) {
+  for (const std::string& name : TypeNames()) {
+    Vectors v = Load(name);
+    if (v.q == nullptr || !CanDequantize(v.type)) continue;
+    auto w = cpu::QuantMatrix::FromTensor(*v.q, v.q_bytes);
+    ASSERT_TRUE(w.ok()) << w.status();
+    const int64_t cols = w->cols, rows = w->rows;
+    for (int64_t col : {int64_t{0}, cols / 2 + 3, cols - 1}) {
+      std::vector<float> x(cols, 0.0f), y(rows);
+      x[col] = 1.0f;
+      cpu::MatmulOptions opt{cpu::MatmulPath::kFloat};
+      ASSERT_TRUE(cpu::Matmul(*w, 0, rows, x.data(), 1, y.data(), rows, nullptr, opt).ok());
+      for (int64_t r = 0; r < rows; ++r) {
+        EXPECT_EQ(y[r], v.expected[r * cols + col]) << name << " row " << r << " col " << col;
+      }
+    }
   }
 }
 
