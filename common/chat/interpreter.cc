@@ -353,21 +353,22 @@ class Interpreter {
   static Value LoopObject(const ValueList& items, int64_t i) {
     const int64_t n = static_cast<int64_t>(items.size());
     ValueDict loop;
-    loop.Set("index", Value(i + 1));
-    loop.Set("index0", Value(i));
-    loop.Set("revindex", Value(n - i));
-    loop.Set("revindex0", Value(n - i - 1));
-    loop.Set("first", Value(i == 0));
-    loop.Set("last", Value(i == n - 1));
-    loop.Set("length", Value(n));
-    loop.Set("depth", Value(int64_t{1}));
-    loop.Set("depth0", Value(int64_t{0}));
-    loop.Set("previtem", i > 0 ? items[i - 1] : Value::Undefined("there is no previous item"));
-    loop.Set("nextitem", i + 1 < n ? items[i + 1] : Value::Undefined("there is no next item"));
-    loop.Set("cycle", Value::Function("cycle", [i](CallArgs& args) {
-               if (args.positional.empty()) TypeErr("no items for cycling given");
-               return args.positional[i % args.positional.size()];
-             }));
+    loop.Reserve(12);
+    loop.Append("index", Value(i + 1));
+    loop.Append("index0", Value(i));
+    loop.Append("revindex", Value(n - i));
+    loop.Append("revindex0", Value(n - i - 1));
+    loop.Append("first", Value(i == 0));
+    loop.Append("last", Value(i == n - 1));
+    loop.Append("length", Value(n));
+    loop.Append("depth", Value(int64_t{1}));
+    loop.Append("depth0", Value(int64_t{0}));
+    loop.Append("previtem", i > 0 ? items[i - 1] : Value::Undefined("there is no previous item"));
+    loop.Append("nextitem", i + 1 < n ? items[i + 1] : Value::Undefined("there is no next item"));
+    loop.Append("cycle", Value::Function("cycle", [i](CallArgs& args) {
+                  if (args.positional.empty()) TypeErr("no items for cycling given");
+                  return args.positional[i % args.positional.size()];
+                }));
     return Value::Dict(std::move(loop));
   }
 

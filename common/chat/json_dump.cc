@@ -33,8 +33,9 @@ Value FromJson(const nlohmann::ordered_json& j) {
       return Value::List(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
-      ValueDict d;
-      for (auto it = j.begin(); it != j.end(); ++it) d.Set(it.key(), FromJson(it.value()));
+      ValueDict d;  // JSON object keys are unique
+      d.Reserve(j.size());
+      for (auto it = j.begin(); it != j.end(); ++it) d.Append(it.key(), FromJson(it.value()));
       return Value::Dict(std::move(d));
     }
     default:

@@ -87,18 +87,43 @@ bool IsPySpace(char32_t cp) {
          cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
+namespace {
+
+// Length of the UTF-8 sequence starting with byte `c` (1 for a stray byte).
+size_t SequenceLength(unsigned char c) {
+  return c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+}
+
+}  // namespace
+
 std::string PyStrip(std::string_view s, const std::optional<std::string>& chars, bool left,
                     bool right) {
-  // Fast path: ASCII whitespace only needs bytes.
-  std::u32string cps = DecodeUtf8(s);
+  // Only the code points at the two ends are decoded: strip() is called on whole messages.
   std::u32string set = chars ? DecodeUtf8(*chars) : std::u32string();
-  auto strip = [&](char32_t cp) { return chars ? InSet(cp, set) : IsPySpace(cp); };
-  size_t b = 0, e = cps.size();
-  if (left)
-    while (b < e && strip(cps[b])) ++b;
-  if (right)
-    while (e > b && strip(cps[e - 1])) --e;
-  return EncodeUtf8(std::u32string_view(cps).substr(b, e - b));
+  auto strip = [&](std::string_view piece) {
+    std::u32string cp = DecodeUtf8(piece);
+    if (cp.size() != 1) return false;
+    return chars ? InSet(cp[0], set) : IsPySpace(cp[0]);
+  };
+  size_t b = 0, e = s.size();
+  if (left) {
+    while (b < e) {
+      size_t len = std::min(SequenceLength(static_cast<unsigned char>(s[b])), e - b);
+      if (!strip(s.substr(b, len))) break;
+      b += len;
+    }
+  }
+  if (right) {
+    while (e > b) {
+      size_t start = e - 1;
+      while (start > b && e - start < 4 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80)
+        --start;
+      if (SequenceLength(static_cast<unsigned char>(s[start])) != e - start) start = e - 1;
+      if (!strip(s.substr(start, e - start))) break;
+      e = start;
+    }
+  }
+  return std::string(s.substr(b, e - b));
 }
 
 std::vector<std::string> PySplit(std::string_view s, const std::optional<std::string>& sep,

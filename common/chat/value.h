@@ -113,6 +113,11 @@ class ValueDict {
   const Value* Find(std::string_view key) const;
   // Adds the key at the end, or replaces its value in place.
   void Set(std::string key, Value value);
+  // Adds a key known to be new (callers building a fresh dict).
+  void Append(std::string key, Value value) {
+    entries_.emplace_back(std::move(key), std::move(value));
+  }
+  void Reserve(size_t n) { entries_.reserve(n); }
   const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
   size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }
