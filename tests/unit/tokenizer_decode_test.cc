@@ -135,5 +135,32 @@ TEST(StreamingDetokenizerTest, EveryPrefixEqualsOneShot) {
   }
 }
 
+// Arbitrary bytes (invalid UTF-8 included) survive encode -> decode: every byte has a token
+// in both vocabularies (byte-level alphabet, <0xNN> fallback).
+TEST(RoundTripTest, RandomBytes) {
+  Tokenizer bpe = Make(testing::TinyBpe("llama-bpe"));
+  Tokenizer spm = Make(testing::TinySpm());
+  uint64_t state = 12345;
+  auto next = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  const std::string alphabet = "ab hel\n\t<|>'s1\xC3\xA9\xE4\xBD\xA0\xF0\x9F\x98\x81\xFF\x80";
+  for (int iter = 0; iter < 2000; ++iter) {
+    std::string text;
+    const size_t n = next() % 40;
+    for (size_t i = 0; i < n; ++i) {
+      text.push_back(iter % 2 ? static_cast<char>(next()) : alphabet[next() % alphabet.size()]);
+    }
+    EXPECT_EQ(*bpe.Decode(bpe.Encode(text)), text);
+    EXPECT_EQ(*bpe.Decode(bpe.Encode(text, {.parse_special = true})), text);
+    if (text.find("\xE2\x96\x81") == std::string::npos) {  // a literal "▁" decodes as a space
+      EXPECT_EQ(*spm.Decode(spm.Encode(text)), text);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera::tokenizer

@@ -157,11 +157,29 @@ TEST(PreTokenizerTest, Gpt4oSplitsCamelCaseAndKeepsContractions) {
 }
 
 TEST(PreTokenizerTest, PiecesAlwaysCoverTheText) {
-  const std::string text = "x \xFF\xFE y\xE4\xBD 1\t\t\n";  // invalid UTF-8 included
+  std::vector<std::string> texts = {"x \xFF\xFE y\xE4\xBD 1\t\t\n"};  // invalid UTF-8 included
+  uint64_t state = 99;
+  for (int i = 0; i < 100; ++i) {
+    std::string t;
+    for (int j = 0; j < 30; ++j) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      t.push_back(static_cast<char>(state >> 56));
+    }
+    texts.push_back(t);
+  }
   for (std::string_view id : KnownPreTokenizers()) {
-    std::string joined;
-    for (const std::string& p : Split(std::string(id), text)) joined += p;
-    EXPECT_EQ(joined, text) << id;
+    auto pre = PreTokenizer::Create(*FindPreTokenizerSpec(id));
+    ASSERT_TRUE(pre.ok());
+    std::vector<std::string_view> pieces;
+    for (const std::string& text : texts) {
+      pre->Split(text, &pieces);
+      std::string joined;
+      for (std::string_view p : pieces) {
+        EXPECT_FALSE(p.empty()) << id;
+        joined += p;
+      }
+      EXPECT_EQ(joined, text) << id;
+    }
   }
 }
 
