@@ -20,3 +20,10 @@ tessera_test(chat_builtin_templates_test
   DEPS tessera_chat
   LABELS chat sanitize
   TIMEOUT 60)
+if(TARGET tessera_cli)
+  tessera_test(chat_template_command_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/chat_template_command_test.cc
+    DEPS tessera_cli
+    LABELS chat
+    TIMEOUT 60)
+endif()
