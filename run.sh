@@ -9,7 +9,7 @@ cmake --build --preset default -j "$(nproc)"
 model=build/default/models/tessera-default.gguf
 if [ ! -f "$model" ]; then
   mkdir -p "$(dirname "$model")"
-  build/default/tools/tessera gen-model --out "$model"
+  build/default/tools/tessera gen-model --arch llama --preset tiny -o "$model"
 fi
 # Until the daemon lands, the main job is inspecting the default model.
 build/default/tools/tessera inspect "$model" "$@"
