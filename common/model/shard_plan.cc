@@ -157,12 +157,9 @@ ShardPlan BuildShardPlan(const TensorMap& map, const HyperParams& hp, int tp,
   uint64_t kv = 0;
   for (uint32_t l = 0; l < hp.n_layer; ++l) {
     if (hp.is_mla()) {
-      if (hp.mla_split_kv_b) {
-        kv += uint64_t{hp.kv_lora_rank + hp.n_rot} * kv_options.kv_element_bytes;
-      } else {
-        kv += uint64_t{hp.n_head[l]} / tp * (hp.key_length_mla + hp.value_length_mla) *
-              kv_options.kv_element_bytes;
-      }
+      // Legacy attn_kv_b files are split into attn_k_b/attn_v_b at load (fixup split_kv_b),
+      // so every MLA model caches the latent form.
+      kv += uint64_t{hp.kv_lora_rank + hp.n_rot} * kv_options.kv_element_bytes;
       if (hp.indexer_heads > 0 && l < hp.indexer_full.size() && hp.indexer_full[l]) {
         kv += uint64_t{hp.indexer_head_dim} * kv_options.indexer_element_bytes;
       }
