@@ -7,8 +7,10 @@
 //   TESSERA_BENCH_WEIGHT_MB=1024 (default) sizes the decode matrix; TESSERA_ISA caps the ISA.
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <random>
 #include <string>
@@ -86,6 +88,34 @@ std::unique_ptr<uint8_t[]> FillBlocks(GgmlType type, int64_t n_blocks) {
   return data;
 }
 
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double WallSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Sums `bytes` of `data` with the pool's threads: a streaming read at memory bandwidth.
+uint64_t ReadPass(const uint8_t* data, size_t bytes, cpu::ThreadPool& pool) {
+  constexpr int64_t kChunks = 256;
+  std::vector<uint64_t> sums(kChunks);
+  const size_t words = bytes / 8 / kChunks;
+  pool.ParallelFor(kChunks, [&](int64_t c, int) {
+    const auto* p = reinterpret_cast<const uint64_t*>(data) + c * words;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i + 4 <= words; i += 4) {
+      s0 += p[i], s1 += p[i + 1], s2 += p[i + 2], s3 += p[i + 3];
+    }
+    sums[c] = s0 + s1 + s2 + s3;
+  });
+  uint64_t total = 0;
+  for (uint64_t v : sums) total += v;
+  return total;
+}
+
 // --- yardsticks --------------------------------------------------------------------------
 
 void BM_Memcpy(benchmark::State& state) {
@@ -106,23 +136,10 @@ void BM_Memcpy(benchmark::State& state) {
 void BM_ReadBandwidth(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   const size_t bytes = static_cast<size_t>(WeightBytesTarget());
-  std::unique_ptr<uint64_t[]> a(new uint64_t[bytes / 8]);
-  for (size_t i = 0; i < bytes / 8; ++i) a[i] = i;
+  std::unique_ptr<uint8_t[]> a(new uint8_t[bytes]);
+  std::memset(a.get(), 3, bytes);
   cpu::ThreadPool pool(threads);
-  const int64_t chunks = 256;
-  std::vector<uint64_t> sums(chunks);
-  for (auto _ : state) {
-    pool.ParallelFor(chunks, [&](int64_t c, int) {
-      const size_t n = bytes / 8 / chunks;
-      const uint64_t* p = a.get() + c * n;
-      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      for (size_t i = 0; i < n; i += 4) {
-        s0 += p[i], s1 += p[i + 1], s2 += p[i + 2], s3 += p[i + 3];
-      }
-      sums[c] = s0 + s1 + s2 + s3;
-    });
-    benchmark::DoNotOptimize(sums.data());
-  }
+  for (auto _ : state) benchmark::DoNotOptimize(ReadPass(a.get(), bytes, pool));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
 }
 
@@ -145,22 +162,62 @@ void BM_Dequantize(benchmark::State& state, GgmlType type) {
 }
 
 // y = W·x for one vector over a matrix of ~TESSERA_BENCH_WEIGHT_MB: bytes are weight bytes.
+// Each iteration also times a streaming read of the same weight bytes with the same
+// threads, so `vs_read` (matvec bandwidth / read bandwidth) compares the two under the same
+// machine conditions even when other processes compete for the cores.
 void BM_Decode(benchmark::State& state, GgmlType type) {
   const int threads = static_cast<int>(state.range(0));
   const quant::QuantTraits* t = quant::FindQuantTraits(type);
   const size_t row_bytes = kCols / t->block_elems * t->block_bytes;
   const int64_t rows = WeightBytesTarget() / static_cast<int64_t>(row_bytes);
+  const size_t bytes = static_cast<size_t>(rows) * row_bytes;
   auto data = FillBlocks(type, rows * (kCols / t->block_elems));
-  auto w = cpu::QuantMatrix::Make(type, rows, kCols, {data.get(), rows * row_bytes}, "w");
+  auto w = cpu::QuantMatrix::Make(type, rows, kCols, {data.get(), bytes}, "w");
   std::vector<float> x(kCols, 0.5f), y(rows);
   cpu::ThreadPool pool(threads);
+  double read_seconds = 0, matvec_seconds = 0;
   for (auto _ : state) {
+    const double t0 = WallSeconds();
+    benchmark::DoNotOptimize(ReadPass(data.get(), bytes, pool));
+    const double t1 = WallSeconds();
     auto s = cpu::Matmul(*w, 0, rows, x.data(), 1, y.data(), rows, &pool);
+    const double t2 = WallSeconds();
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+    benchmark::DoNotOptimize(y.data());
+    state.SetIterationTime(t2 - t1);
+    read_seconds += t1 - t0;
+    matvec_seconds += t2 - t1;
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
+  state.counters["read_GB/s"] =
+      static_cast<double>(state.iterations()) * bytes / read_seconds / 1e9;
+  state.counters["vs_read"] = read_seconds / matvec_seconds;
+  state.SetLabel(cpu::HasIntegerKernel(type) ? "integer" : "float");
+}
+
+// The same matvec on a 256-row matrix that stays in L2: the kernel's compute throughput per
+// instruction-set level (CPU time, single thread), free of memory-bandwidth limits. Scalar
+// has no integer kernels: it is the portable dequantize-and-multiply fallback.
+void BM_DecodeInCache(benchmark::State& state, GgmlType type) {
+  const auto isa = static_cast<cpu::Isa>(state.range(0));
+  if (!cpu::IsaSupported(isa)) {
+    state.SkipWithError("instruction set not supported here");
+    return;
+  }
+  const quant::QuantTraits* t = quant::FindQuantTraits(type);
+  const int64_t rows = 256;
+  const size_t bytes = rows * (kCols / t->block_elems * t->block_bytes);
+  auto data = FillBlocks(type, rows * (kCols / t->block_elems));
+  auto w = cpu::QuantMatrix::Make(type, rows, kCols, {data.get(), bytes}, "w");
+  std::vector<float> x(kCols, 0.5f), y(rows);
+  cpu::MatmulOptions options{cpu::MatmulPath::kAuto, isa};
+  for (auto _ : state) {
+    auto s = cpu::Matmul(*w, 0, rows, x.data(), 1, y.data(), rows, nullptr, options);
     if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * rows * row_bytes);
-  state.SetLabel(cpu::HasIntegerKernel(type) ? "integer" : "float");
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
+  state.SetLabel(cpu::IsaName(isa));
 }
 
 // Batch-64 product with a 4096 × 4096 matrix: compute-bound GFLOP/s (2·rows·cols·batch).
@@ -173,14 +230,17 @@ void BM_Prefill(benchmark::State& state, GgmlType type) {
   auto w = cpu::QuantMatrix::Make(type, rows, kCols, {data.get(), rows * row_bytes}, "w");
   std::vector<float> x(batch * kCols, 0.5f), y(batch * rows);
   cpu::ThreadPool pool(threads);
+  const double cpu0 = ProcessCpuSeconds();
   for (auto _ : state) {
     auto s = cpu::Matmul(*w, 0, rows, x.data(), batch, y.data(), rows, &pool);
     if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
     benchmark::DoNotOptimize(y.data());
   }
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(2.0 * rows * kCols * batch * static_cast<double>(state.iterations()) / 1e9,
-                         benchmark::Counter::kIsRate);
+  const double gflop = 2.0 * rows * kCols * batch * static_cast<double>(state.iterations()) / 1e9;
+  state.counters["GFLOP/s"] = benchmark::Counter(gflop, benchmark::Counter::kIsRate);
+  // Per second of CPU actually granted to this process: the kernel's own efficiency, less
+  // sensitive to other processes sharing the cores.
+  state.counters["GFLOP/cpu-s"] = gflop / (ProcessCpuSeconds() - cpu0);
 }
 
 void RegisterAll() {
@@ -201,7 +261,15 @@ void RegisterAll() {
         ->Arg(1)
         ->Arg(2)
         ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
+        ->UseManualTime();
+  }
+  for (const quant::QuantTraits& t : quant::SupportedQuantTypes()) {
+    if (t.type == GgmlType::kQ8_K) continue;
+    benchmark::RegisterBenchmark((std::string("DecodeInCache/") + t.name).c_str(), BM_DecodeInCache,
+                                 t.type)
+        ->Arg(static_cast<int>(cpu::Isa::kScalar))
+        ->Arg(static_cast<int>(cpu::Isa::kAvx2))
+        ->Unit(benchmark::kMicrosecond);
   }
   for (const quant::QuantTraits& t : quant::SupportedQuantTypes()) {
     if (t.type == GgmlType::kQ8_K) continue;

@@ -147,6 +147,21 @@ static inline void UnpackScaleMinK4(int j, const uint8_t* q, uint8_t* scale, uin
   }
 }
 
+// Q4_K / Q5_K: all eight 6-bit scales (byte j of *scales) and minimums (byte j of *mins)
+// at once, with 32-bit word operations (same result as UnpackScaleMinK4 for j = 0..7).
+static inline void UnpackScalesMinsK4(const uint8_t* q, uint64_t* scales, uint64_t* mins) {
+  uint32_t w0, w1, w2;
+  __builtin_memcpy(&w0, q, 4);
+  __builtin_memcpy(&w1, q + 4, 4);
+  __builtin_memcpy(&w2, q + 8, 4);
+  const uint32_t sc_lo = w0 & 0x3f3f3f3f;
+  const uint32_t m_lo = w1 & 0x3f3f3f3f;
+  const uint32_t sc_hi = (w2 & 0x0f0f0f0f) | (((w0 >> 6) & 0x03030303) << 4);
+  const uint32_t m_hi = ((w2 >> 4) & 0x0f0f0f0f) | (((w1 >> 6) & 0x03030303) << 4);
+  *scales = sc_lo | static_cast<uint64_t>(sc_hi) << 32;
+  *mins = m_lo | static_cast<uint64_t>(m_hi) << 32;
+}
+
 // Q3_K: the 16 signed 6-bit sub-block scales S_i from the packed 12 bytes (spec 15.2).
 static inline void UnpackQ3KScales(const uint8_t* s12, int* out) {
   for (int i = 0; i < 16; ++i) {

@@ -58,10 +58,13 @@ float DotK4(const void* wp, const void* ap, int64_t n) {
   constexpr bool kFifthBit = sizeof(Block) == sizeof(quant::BlockQ5_K);
   float sum = 0.0f;
   for (int64_t i = 0; i < n / kQKK; ++i) {
-    uint8_t sc[8], m[8];
-    for (int j = 0; j < 8; ++j) quant::UnpackScaleMinK4(j, w[i].scales, &sc[j], &m[j]);
-    int min_sum = 0;
-    for (int j = 0; j < 8; ++j) min_sum += m[j] * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
+    uint64_t sc, m;
+    quant::UnpackScalesMinsK4(w[i].scales, &sc, &m);
+    // Σ_j m_j·(bsums[2j] + bsums[2j+1]): the minimums, each twice, against the 16 bsums.
+    const __m256i mins16 = _mm256_cvtepu8_epi16(
+        _mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m)),
+                         _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)));
+    const int min_sum = HorizontalSumI32(_mm256_madd_epi16(Load32(a[i].bsums), mins16));
     __m256i qh;
     if constexpr (kFifthBit) qh = Load32(w[i].qh);
     __m256i isum = _mm256_setzero_si256();
@@ -71,8 +74,10 @@ float DotK4(const void* wp, const void* ap, int64_t n) {
       K4Quants(w[i].qs, kFifthBit ? &qh : nullptr, p, &lo, &hi);
       const __m256i plo = PairsU8(lo, Load32(a[i].qs + 64 * p));
       const __m256i phi = PairsU8(hi, Load32(a[i].qs + 64 * p + 32));
-      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, _mm256_set1_epi16(sc[2 * p])));
-      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, _mm256_set1_epi16(sc[2 * p + 1])));
+      const int16_t sc_lo = static_cast<int16_t>((sc >> (16 * p)) & 0xFF);
+      const int16_t sc_hi = static_cast<int16_t>((sc >> (16 * p + 8)) & 0xFF);
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, _mm256_set1_epi16(sc_lo)));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, _mm256_set1_epi16(sc_hi)));
     }
     const float d = HalfToFloat(w[i].d) * a[i].d;
     const float dmin = HalfToFloat(w[i].dmin) * a[i].d;

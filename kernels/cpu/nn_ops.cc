@@ -1,0 +1,90 @@
+#include "kernels/cpu/nn_ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tessera::cpu {
+
+void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y) {
+  double sum = 0;  // double accumulation: n can be 7168+ and the result feeds every layer
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const float scale = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(n) + eps));
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * (w ? w[i] : 1.0f);
+}
+
+void LayerNorm(const float* x, const float* w, const float* b, int64_t n, float eps, float* y) {
+  double mean = 0, var = 0;
+  for (int64_t i = 0; i < n; ++i) mean += x[i];
+  mean /= static_cast<double>(n);
+  for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  var /= static_cast<double>(n);
+  const double inv = 1.0 / std::sqrt(var + eps);
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = static_cast<float>((x[i] - mean) * inv) * (w ? w[i] : 1.0f) + (b ? b[i] : 0.0f);
+  }
+}
+
+float YarnMagnitude(float scaling_factor, float attn_factor) {
+  if (scaling_factor <= 1.0f) return attn_factor;
+  return attn_factor * (1.0f + 0.1f * std::log(scaling_factor));
+}
+
+void RopeAngles(const RopeParams& p, int64_t pos, float* cos_out, float* sin_out) {
+  const int half = p.n_rot / 2;
+  // YaRN's ramp between extrapolated and interpolated angles (spec 5.3), beta 32 / 1.
+  float low = 0, high = 0;
+  if (p.yarn) {
+    auto corr = [&](float beta) {
+      return p.n_rot * std::log(p.yarn_orig_ctx / (beta * 2 * static_cast<float>(M_PI))) /
+             (2 * std::log(p.freq_base));
+    };
+    low = std::max(0.0f, std::floor(corr(32.0f)));
+    high = std::min(static_cast<float>(p.n_rot - 1), std::ceil(corr(1.0f)));
+  }
+  for (int i = 0; i < half; ++i) {
+    float theta = static_cast<float>(pos) *
+                  std::pow(p.freq_base, -2.0f * static_cast<float>(i) / static_cast<float>(p.n_rot));
+    if (p.freq_factors) theta /= p.freq_factors[i];
+    if (p.yarn) {
+      float ramp = 1.0f - std::clamp((static_cast<float>(i) - low) / std::max(0.001f, high - low),
+                                     0.0f, 1.0f);
+      theta = theta * ramp + theta * p.freq_scale * (1.0f - ramp);
+    } else {
+      theta *= p.freq_scale;
+    }
+    cos_out[i] = std::cos(theta) * p.magnitude;
+    sin_out[i] = std::sin(theta) * p.magnitude;
+  }
+}
+
+void ApplyRope(float* head, int n_rot, RopeLayout layout, const float* cos_v, const float* sin_v) {
+  const int half = n_rot / 2;
+  for (int i = 0; i < half; ++i) {
+    float* a = layout == RopeLayout::kNorm ? head + 2 * i : head + i;
+    float* b = layout == RopeLayout::kNorm ? head + 2 * i + 1 : head + i + half;
+    const float x0 = *a, x1 = *b;
+    *a = x0 * cos_v[i] - x1 * sin_v[i];
+    *b = x0 * sin_v[i] + x1 * cos_v[i];
+  }
+}
+
+void Softmax(float* x, int64_t n) {
+  float m = x[0];
+  for (int64_t i = 1; i < n; ++i) m = std::max(m, x[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - m);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+}  // namespace tessera::cpu
