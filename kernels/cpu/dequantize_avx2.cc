@@ -183,17 +183,20 @@ void DequantizeK4(const void* src, float* y, int64_t n) {
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const float d = HalfToFloat(x[i].d);
     const float dmin = HalfToFloat(x[i].dmin);
+    uint64_t sc, m;
+    quant::UnpackScalesMinsK4(x[i].scales, &sc, &m);
     __m256i qh;
     if constexpr (kFifthBit) qh = Load32(x[i].qh);
 #pragma GCC unroll 8
     for (int p = 0; p < 4; ++p, y += 64) {
-      uint8_t sc1, m1, sc2, m2;
-      quant::UnpackScaleMinK4(2 * p, x[i].scales, &sc1, &m1);
-      quant::UnpackScaleMinK4(2 * p + 1, x[i].scales, &sc2, &m2);
-      const __m256 d1 = _mm256_set1_ps(d * static_cast<float>(sc1));
-      const __m256 min1 = _mm256_set1_ps(dmin * static_cast<float>(m1));
-      const __m256 d2 = _mm256_set1_ps(d * static_cast<float>(sc2));
-      const __m256 min2 = _mm256_set1_ps(dmin * static_cast<float>(m2));
+      const float sc1 = static_cast<float>((sc >> (16 * p)) & 0xFF);
+      const float sc2 = static_cast<float>((sc >> (16 * p + 8)) & 0xFF);
+      const float m1 = static_cast<float>((m >> (16 * p)) & 0xFF);
+      const float m2 = static_cast<float>((m >> (16 * p + 8)) & 0xFF);
+      const __m256 d1 = _mm256_set1_ps(d * sc1);
+      const __m256 min1 = _mm256_set1_ps(dmin * m1);
+      const __m256 d2 = _mm256_set1_ps(d * sc2);
+      const __m256 min2 = _mm256_set1_ps(dmin * m2);
       __m256i lo, hi;
       K4Quants(x[i].qs, kFifthBit ? &qh : nullptr, p, &lo, &hi);
       StoreScaledSub16(Lo128(lo), d1, min1, y);
