@@ -16,49 +16,90 @@
 namespace tessera::tokenizer {
 namespace {
 
-constexpr const char* kEnglish[] = {
-    "The quick brown fox jumps over the lazy dog while the committee debates its budget. ",
-    "In 2024, researchers measured 3.7 million samples across 128 sites; results varied. ",
-    "She didn't think they'd arrive before noon, but the train was early for once. ",
-    "Tokenizers split text into pieces that a language model has learned to predict. ",
-    "Prices rose by 12.5% in March, then fell again as supply chains recovered. ",
+// Common words, drawn with a Zipf-like skew so that, as in real prose, a few repeat a lot.
+constexpr const char* kWords[] = {
+    "the",          "of",        "and",        "to",          "in",          "a",
+    "is",           "that",      "for",        "it",          "as",          "was",
+    "with",         "be",        "by",         "on",          "not",         "he",
+    "this",         "are",       "or",         "his",         "from",        "at",
+    "which",        "but",       "have",       "an",          "had",         "they",
+    "you",          "were",      "their",      "one",         "all",         "we",
+    "can",          "her",       "has",        "there",       "been",        "if",
+    "more",         "when",      "will",       "would",       "who",         "so",
+    "no",           "model",     "system",     "memory",      "request",     "tokenizer",
+    "quickly",      "between",   "government", "history",     "performance", "although",
+    "different",    "important", "experience", "information", "development", "understanding",
+    "particularly", "Wednesday", "Paris",      "don't",       "it's",        "they'll",
+    "we've",        "naïve",     "café",       "résumé",      "Zürich",      "São",
+    "Москва",       "данные",
 };
-constexpr const char* kCode[] = {
-    "for (size_t i = 0; i < n; ++i) {\n  sum += values[i] * weights[i];\n}\n",
-    "def tokenize(text: str) -> list[int]:\n    return [vocab[w] for w in text.split()]\n",
-    "if (!status.ok()) return absl::InvalidArgumentError(\"bad input\");\n",
-    "    const auto& [key, value] = *it;  // structured binding\n",
-    "SELECT id, name FROM users WHERE created_at > '2024-01-01' ORDER BY id;\n",
-};
-constexpr const char* kCjk[] = {
-    "我想在苹果公司工作，因为那里的工程师非常优秀。",
-    "今天天气很好，我们去公园散步吧！",
-    "東京は日本の首都であり、多くの人々が住んでいます。",
-    "인공지능은 우리의 삶을 크게 바꾸고 있습니다. ",
-    "机器学习模型需要大量的数据来进行训练和评估。",
+constexpr const char* kSyllables[] = {"ka", "to",  "ri", "ne",  "mo",  "sa",  "lu",  "vi",
+                                      "pe", "dor", "x",  "buf", "len", "idx", "str", "map"};
+// Frequent CJK characters (Chinese, kana, hangul); runs of them have no spaces, so a
+// SentencePiece "word" is a whole clause and rarely repeats.
+constexpr const char* kCjkChars[] = {
+    "的", "一", "是", "不", "了", "人", "我", "在", "有", "他", "这", "中", "大", "来", "上",
+    "国", "个", "到", "说", "们", "为", "子", "和", "你", "地", "出", "道", "也", "时", "年",
+    "得", "就", "那", "要", "下", "以", "生", "会", "自", "着", "去", "之", "过", "家", "学",
+    "对", "可", "她", "里", "后", "小", "么", "心", "多", "天", "而", "能", "好", "都", "然",
+    "没", "日", "于", "起", "还", "发", "成", "事", "只", "作", "当", "想", "看", "文", "无",
+    "の", "に", "は", "を", "た", "が", "で", "て", "と", "し", "れ", "さ", "ア", "イ", "ス",
+    "한", "국", "어", "는", "이", "다", "을", "의", "에", "가", "서", "고", "하", "지", "기",
 };
 
-// About `bytes` of text: paragraphs mixing the three kinds, chosen by a fixed LCG.
+// About `bytes` of text: English sentences, code lines and CJK clauses in proportions
+// 2:1:1, chosen by a fixed LCG.
 std::string MixedText(size_t bytes) {
   std::string text;
   uint64_t state = 0x9E3779B97F4A7C15ull;
-  auto next = [&] {
+  auto next = [&](size_t n) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<size_t>(state >> 33);
+    return static_cast<size_t>(state >> 33) % n;
+  };
+  auto zipf = [&](size_t n) { return next(n) * next(n) / n; };
+  auto identifier = [&] {
+    std::string id = kSyllables[next(std::size(kSyllables))];
+    const size_t parts = 1 + next(3);
+    for (size_t i = 0; i < parts; ++i) {
+      id += (next(3) == 0 ? "_" : "");
+      id += kSyllables[next(std::size(kSyllables))];
+    }
+    return id;
   };
   while (text.size() < bytes) {
-    switch (next() % 3) {
+    switch (next(4)) {
       case 0:
-        text += kEnglish[next() % 5];
+      case 1: {
+        const size_t n = 6 + next(12);
+        for (size_t i = 0; i < n; ++i) {
+          text += kWords[zipf(std::size(kWords))];
+          text += i + 1 == n ? ". " : (next(9) == 0 ? ", " : " ");
+        }
+        if (next(5) == 0) text += std::to_string(next(100000)) + " " + "items.\n";
         break;
-      case 1:
-        text += kCode[next() % 5];
+      }
+      case 2: {
+        const std::string a = identifier(), b = identifier();
+        switch (next(3)) {
+          case 0:
+            text += "for (int " + a + " = 0; " + a + " < " + std::to_string(next(4096)) + "; ++" +
+                    a + ") {\n  " + b + "[" + a + "] += " + identifier() + ";\n}\n";
+            break;
+          case 1:
+            text += "def " + a + "(" + b + "):\n    return " + b + " * " +
+                    std::to_string(next(100)) + "\n";
+            break;
+          default:
+            text += "    if (!" + a + ".ok()) return " + b + "(\"" + identifier() + "\");\n";
+        }
         break;
-      default:
-        text += kCjk[next() % 5];
-        break;
+      }
+      default: {
+        const size_t n = 8 + next(24);
+        for (size_t i = 0; i < n; ++i) text += kCjkChars[next(std::size(kCjkChars))];
+        text += next(2) ? "。" : "，";
+      }
     }
-    if (next() % 7 == 0) text += std::to_string(next() % 100000) + "\n\n";
   }
   return text;
 }

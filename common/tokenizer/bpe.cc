@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "common/tokenizer/byte_level.h"
+#include "common/tokenizer/word_cache.h"
 
 namespace tessera::tokenizer {
 
@@ -55,7 +57,11 @@ void BpeEncoder::Encode(std::string_view text, std::vector<TokenId>* out) const 
   std::vector<std::string_view> words;
   pre_.Split(text, &words);
   Scratch scratch;
-  for (std::string_view word : words) EncodeWord(word, scratch, out);
+  WordCache cache(out);
+  for (std::string_view word : words) {
+    cache.Append(word,
+                 [&](std::string_view w, std::vector<TokenId>* o) { EncodeWord(w, scratch, o); });
+  }
 }
 
 void BpeEncoder::EncodeWord(std::string_view word, Scratch& scratch,

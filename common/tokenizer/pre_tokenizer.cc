@@ -175,6 +175,7 @@ std::vector<std::string_view> KnownPreTokenizers() {
 
 struct PreTokenizer::Compiled {
   std::vector<pcre2_code*> codes;
+  bool jit = true;  // every regex JIT-compiled: pcre2_jit_match's fast path is safe
   ~Compiled() {
     for (pcre2_code* c : codes) pcre2_code_free(c);
   }
@@ -200,7 +201,7 @@ absl::StatusOr<PreTokenizer> PreTokenizer::Create(const PreTokenizerSpec& spec) 
                                               static_cast<uint64_t>(offset), ": ", reason));
     }
     // JIT is an optimisation: when unavailable the interpreter gives the same matches.
-    pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
+    if (pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) != 0) compiled->jit = false;
     compiled->codes.push_back(code);
   }
   return PreTokenizer(std::move(compiled));
@@ -211,8 +212,9 @@ namespace {
 // Per-call PCRE2 state (match data and a JIT stack big enough for long whitespace runs).
 class MatchState {
  public:
-  explicit MatchState(const pcre2_code* any_code)
-      : data_(pcre2_match_data_create_from_pattern(any_code, nullptr)),
+  MatchState(const pcre2_code* any_code, bool jit)
+      : jit_(jit),
+        data_(pcre2_match_data_create_from_pattern(any_code, nullptr)),
         context_(pcre2_match_context_create(nullptr)),
         stack_(pcre2_jit_stack_create(32 * 1024, 4 * 1024 * 1024, nullptr)) {
     if (stack_ != nullptr) pcre2_jit_stack_assign(context_, nullptr, stack_);
@@ -229,7 +231,10 @@ class MatchState {
   bool Find(const pcre2_code* code, std::string_view subject, size_t start, size_t* begin,
             size_t* end) {
     auto* s = reinterpret_cast<PCRE2_SPTR>(subject.data());
-    int rc = pcre2_match(code, s, subject.size(), start, 0, data_, context_);
+    // pcre2_jit_match skips pcre2_match's per-call checks; PCRE2_MATCH_INVALID_UTF makes
+    // the JIT code itself safe on invalid UTF-8.
+    int rc = jit_ ? pcre2_jit_match(code, s, subject.size(), start, 0, data_, context_)
+                  : pcre2_match(code, s, subject.size(), start, 0, data_, context_);
     if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
       // A JIT resource limit: retry with the interpreter rather than mis-split.
       rc = pcre2_match(code, s, subject.size(), start, PCRE2_NO_JIT, data_, context_);
@@ -242,6 +247,7 @@ class MatchState {
   }
 
  private:
+  bool jit_;
   pcre2_match_data* data_;
   pcre2_match_context* context_;
   pcre2_jit_stack* stack_;
@@ -273,7 +279,7 @@ void PreTokenizer::Split(std::string_view text, std::vector<std::string_view>* p
   if (text.empty()) return;
   pieces->push_back(text);
   if (compiled_->codes.empty()) return;
-  MatchState state(compiled_->codes.front());
+  MatchState state(compiled_->codes.front(), compiled_->jit);
   std::vector<std::string_view> next;
   for (const pcre2_code* code : compiled_->codes) {
     next.clear();

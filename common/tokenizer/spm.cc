@@ -4,6 +4,7 @@
 #include <queue>
 
 #include "common/tokenizer/utf8.h"
+#include "common/tokenizer/word_cache.h"
 
 namespace tessera::tokenizer {
 namespace {
@@ -49,15 +50,17 @@ SpmEncoder::SpmEncoder(const Vocabulary* vocab) : vocab_(vocab) {
 
 void SpmEncoder::Encode(std::string_view text, std::vector<TokenId>* out) const {
   if (!split_at_spaces_) return EncodeChunk(text, out);
+  WordCache cache(out);
+  auto encode = [this](std::string_view chunk, std::vector<TokenId>* o) { EncodeChunk(chunk, o); };
   // Cut before every "▁" run that follows another character.
   size_t start = 0;
   for (size_t p = text.find(kSpace, 1); p != std::string_view::npos;
        p = text.find(kSpace, p + kSpace.size())) {
     if (p >= kSpace.size() && text.substr(p - kSpace.size(), kSpace.size()) == kSpace) continue;
-    EncodeChunk(text.substr(start, p - start), out);
+    cache.Append(text.substr(start, p - start), encode);
     start = p;
   }
-  EncodeChunk(text.substr(start), out);
+  cache.Append(text.substr(start), encode);
 }
 
 void SpmEncoder::EncodeChunk(std::string_view text, std::vector<TokenId>* out) const {
