@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/tokenizer/pre_tokenizer.h"
+#include "common/tokenizer/streaming_detokenizer.h"
 #include "common/tokenizer/tokenizer.h"
 #include "tests/support/shared_data.h"
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "common/tokenizer/byte_level.h"
+#include "common/tokenizer/streaming_detokenizer.h"
 #include "common/tokenizer/tokenizer.h"
 #include "common/tokenizer/utf8.h"
 #include "tests/unit/tokenizer_test_vocab.h"
