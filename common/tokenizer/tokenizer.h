@@ -3,6 +3,9 @@
 //   auto tok = Tokenizer::Open("model.gguf");
 //   std::vector<TokenId> ids = tok->Encode(prompt, {.add_special = true, .parse_special = true});
 //   absl::StatusOr<std::string> text = tok->Decode(ids);
+//
+// Generated tokens are turned into text with StreamingDetokenizer (streaming_detokenizer.h);
+// whether a token ends generation is vocab().IsEndOfGeneration(id).
 #pragma once
 
 #include <memory>
