@@ -27,11 +27,14 @@ constexpr std::string_view kEotTexts[] = {
 };
 constexpr std::string_view kEomTexts[] = {"<|eom_id|>"};
 constexpr std::string_view kFimPreTexts[] = {"<|fim_prefix|>",  "<fim-prefix>", "<fim_prefix>",
-                                             "<｜fim▁begin｜>", "<PRE>",        "▁<PRE>"};
+                                             "<｜fim▁begin｜>", "<PRE>",        "▁<PRE>",
+                                             "<|code_prefix|>"};
 constexpr std::string_view kFimSufTexts[] = {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
-                                             "<｜fim▁hole｜>", "<SUF>",        "▁<SUF>"};
+                                             "<｜fim▁hole｜>", "<SUF>",        "▁<SUF>",
+                                             "<|code_suffix|>"};
 constexpr std::string_view kFimMidTexts[] = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
-                                             "<｜fim▁end｜>",  "<MID>",        "▁<MID>"};
+                                             "<｜fim▁end｜>",  "<MID>",        "▁<MID>",
+                                             "<|code_middle|>"};
 constexpr std::string_view kFimPadTexts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>"};
 constexpr std::string_view kFimRepTexts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
                                              "<REPO>", "<reponame>"};
