@@ -51,20 +51,28 @@ float DotQ4_0(const void* wp, const void* ap, int64_t n) {
 __m256i PairsU8(__m256i u, __m256i a) { return _mm256_maddubs_epi16(u, a); }
 
 // Q4_K / Q5_K: Σ_s d·sc_s·Σ(u·a) − dmin·m_s·Σa, the Σa from the activation's bsums.
+// Control for _mm256_shuffle_epi8 that broadcasts int16 element j of each 128-bit lane.
+__m128i Int16Picker(int j) {
+  return _mm_set1_epi16(static_cast<int16_t>((2 * j) | ((2 * j + 1) << 8)));
+}
+
 template <typename Block>
 float DotK4(const void* wp, const void* ap, int64_t n) {
   const auto* w = static_cast<const Block*>(wp);
   const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
   constexpr bool kFifthBit = sizeof(Block) == sizeof(quant::BlockQ5_K);
-  float sum = 0.0f;
+  const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
     uint64_t sc, m;
     quant::UnpackScalesMinsK4(w[i].scales, &sc, &m);
     // Σ_j m_j·(bsums[2j] + bsums[2j+1]): the minimums, each twice, against the 16 bsums.
-    const __m256i mins16 = _mm256_cvtepu8_epi16(
-        _mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m)),
-                         _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)));
-    const int min_sum = HorizontalSumI32(_mm256_madd_epi16(Load32(a[i].bsums), mins16));
+    const __m256i mins16 =
+        _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m)), dup));
+    const __m256i min_sums = _mm256_madd_epi16(Load32(a[i].bsums), mins16);
+    // The 8 scales as int16 in both lanes, broadcast per sub-block by a shuffle.
+    const __m256i sc16 =
+        _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc))));
     __m256i qh;
     if constexpr (kFifthBit) qh = Load32(w[i].qh);
     __m256i isum = _mm256_setzero_si256();
@@ -74,16 +82,20 @@ float DotK4(const void* wp, const void* ap, int64_t n) {
       K4Quants(w[i].qs, kFifthBit ? &qh : nullptr, p, &lo, &hi);
       const __m256i plo = PairsU8(lo, Load32(a[i].qs + 64 * p));
       const __m256i phi = PairsU8(hi, Load32(a[i].qs + 64 * p + 32));
-      const int16_t sc_lo = static_cast<int16_t>((sc >> (16 * p)) & 0xFF);
-      const int16_t sc_hi = static_cast<int16_t>((sc >> (16 * p + 8)) & 0xFF);
-      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, _mm256_set1_epi16(sc_lo)));
-      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, _mm256_set1_epi16(sc_hi)));
+      const __m256i s_lo =
+          _mm256_shuffle_epi8(sc16, _mm256_broadcastsi128_si256(Int16Picker(2 * p)));
+      const __m256i s_hi =
+          _mm256_shuffle_epi8(sc16, _mm256_broadcastsi128_si256(Int16Picker(2 * p + 1)));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, s_lo));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, s_hi));
     }
-    const float d = HalfToFloat(w[i].d) * a[i].d;
-    const float dmin = HalfToFloat(w[i].dmin) * a[i].d;
-    sum += d * static_cast<float>(HorizontalSumI32(isum)) - dmin * static_cast<float>(min_sum);
+    const __m256 da = _mm256_set1_ps(a[i].d);
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(HalfToFloat(w[i].d)), da),
+                          _mm256_cvtepi32_ps(isum), acc);
+    acc = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_set1_ps(HalfToFloat(w[i].dmin)), da),
+                           _mm256_cvtepi32_ps(min_sums), acc);
   }
-  return sum;
+  return HorizontalSum(acc);
 }
 
 float DotQ4_K(const void* w, const void* a, int64_t n) { return DotK4<quant::BlockQ4_K>(w, a, n); }
@@ -92,34 +104,37 @@ float DotQ5_K(const void* w, const void* a, int64_t n) { return DotK4<quant::Blo
 float DotQ6_K(const void* wp, const void* ap, int64_t n) {
   const auto* w = static_cast<const quant::BlockQ6_K*>(wp);
   const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
-  float sum = 0.0f;
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].scales));
     // Quants are stored as u = q + 32; the 32·Σa part comes from the activation's bsums.
-    int offset_sum = 0;
-#pragma GCC unroll 8
-    for (int s = 0; s < 16; ++s) offset_sum += w[i].scales[s] * a[i].bsums[s];
+    const __m256i offsets = _mm256_madd_epi16(Load32(a[i].bsums), _mm256_cvtepi8_epi16(sc8));
+    // Scales 0-7 and 8-15 as int16, each set in both lanes.
+    const __m256i sc_half[2] = {
+        _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc8)),
+        _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(sc8, 8)))};
     __m256i isum = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int h = 0; h < 2; ++h) {
-      const int8_t* sc = w[i].scales + 8 * h;
       const int8_t* aq = a[i].qs + 128 * h;
       __m256i u[4];
       Q6KQuants(w[i].ql + 64 * h, w[i].qh + 32 * h, u);
 #pragma GCC unroll 8
       for (int r = 0; r < 4; ++r) {
         const __m256i pairs = PairsU8(u[r], Load32(aq + 32 * r));
-        const __m256i scales =
-            _mm256_set_m128i(_mm_set1_epi16(sc[2 * r + 1]), _mm_set1_epi16(sc[2 * r]));
+        // Low lane (elements 0-15): scale 2r of this half; high lane: 2r + 1.
+        const __m256i scales = _mm256_shuffle_epi8(
+            sc_half[h], _mm256_set_m128i(Int16Picker(2 * r + 1), Int16Picker(2 * r)));
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, scales));
       }
     }
-    const float d = HalfToFloat(w[i].d) * a[i].d;
-    sum += d * static_cast<float>(HorizontalSumI32(isum) - 32 * offset_sum);
+    isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(offsets, 5));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(HalfToFloat(w[i].d) * a[i].d), _mm256_cvtepi32_ps(isum),
+                          acc);
   }
-  return sum;
+  return HorizontalSum(acc);
 }
 
-// 8 int32 partial sums of Σ u·a, u unsigned ≤ 63.
 __m256i DotU8(__m256i u, __m256i a) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1));
 }
