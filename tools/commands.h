@@ -12,6 +12,7 @@ using Args = std::vector<std::string>;
 int RunInspect(const Args& args);
 int RunGenModel(const Args& args);
 int RunValidate(const Args& args);
+int RunEvalLogits(const Args& args);
 int RunTokenize(const Args& args);
 int RunDetokenize(const Args& args);
 int RunChatTemplate(const Args& args);

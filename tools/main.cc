@@ -21,6 +21,8 @@ constexpr Command kCommands[] = {
      tessera::cli::RunGenModel},
     {"validate", "check in seconds that a model loads: tensors, fixups, TP plan, memory",
      tessera::cli::RunValidate},
+    {"eval-logits", "teacher-forced logits of a token list (float32 file)",
+     tessera::cli::RunEvalLogits},
     {"tokenize", "text on stdin -> token ids", tessera::cli::RunTokenize},
     {"detokenize", "token ids on stdin -> text", tessera::cli::RunDetokenize},
     {"chat-template", "render a chat template with a JSON context", tessera::cli::RunChatTemplate},

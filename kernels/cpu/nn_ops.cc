@@ -42,18 +42,18 @@ void RopeAngles(const RopeParams& p, int64_t pos, float* cos_out, float* sin_out
     high = std::min(static_cast<float>(p.n_rot - 1), std::ceil(corr(1.0f)));
   }
   for (int i = 0; i < half; ++i) {
-    float theta = static_cast<float>(pos) *
-                  std::pow(p.freq_base, -2.0f * static_cast<float>(i) / static_cast<float>(p.n_rot));
+    // Angles in double: positions reach 1e5+ and float32 angles would lose the phase.
+    double theta =
+        static_cast<double>(pos) * std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot);
     if (p.freq_factors) theta /= p.freq_factors[i];
     if (p.yarn) {
-      float ramp = 1.0f - std::clamp((static_cast<float>(i) - low) / std::max(0.001f, high - low),
-                                     0.0f, 1.0f);
-      theta = theta * ramp + theta * p.freq_scale * (1.0f - ramp);
+      double ramp = 1.0 - std::clamp((i - low) / std::max(0.001f, high - low), 0.0f, 1.0f);
+      theta = theta * ramp + theta * p.freq_scale * (1.0 - ramp);
     } else {
       theta *= p.freq_scale;
     }
-    cos_out[i] = std::cos(theta) * p.magnitude;
-    sin_out[i] = std::sin(theta) * p.magnitude;
+    cos_out[i] = static_cast<float>(std::cos(theta) * p.magnitude);
+    sin_out[i] = static_cast<float>(std::sin(theta) * p.magnitude);
   }
 }
 

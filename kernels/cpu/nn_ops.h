@@ -17,12 +17,12 @@ enum class RopeLayout { kNorm, kNeox };
 
 // Everything RoPE needs besides the position (spec 5.2, 5.3).
 struct RopeParams {
-  int n_rot = 0;               // rotated dims per head
+  int n_rot = 0;  // rotated dims per head
   float freq_base = 10000.0f;
-  float freq_scale = 1.0f;     // 1 / rope.scaling.factor for linear and YaRN
+  float freq_scale = 1.0f;  // 1 / rope.scaling.factor for linear and YaRN
   bool yarn = false;
-  int yarn_orig_ctx = 0;       // rope.scaling.original_context_length
-  float magnitude = 1.0f;      // M: multiplies cos and sin
+  int yarn_orig_ctx = 0;                // rope.scaling.original_context_length
+  float magnitude = 1.0f;               // M: multiplies cos and sin
   const float* freq_factors = nullptr;  // rope_freqs.weight (n_rot/2), or null
 };
 

@@ -1,0 +1,102 @@
+// tessera eval-logits: teacher-forced logits of a token sequence, all tokens in one batch.
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "tools/commands.h"
+#include "tools/executor_flags.h"
+#include "worker/executor/executor.h"
+
+namespace tessera::cli {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: tessera eval-logits --model FILE --tokens 1,2,3,... --out PATH\n"
+    "                           [--exact] [--dtype auto|float32|bfloat16|float16] [--threads N]\n"
+    "\n"
+    "Runs the tokens through the model in ONE batch (teacher forcing) and writes float32\n"
+    "little-endian logits [n_tokens x n_vocab] to PATH: row i holds the logits after token i.\n"
+    "\n"
+    "  --exact      float32 activations and KV cache, weights dequantized, no activation\n"
+    "               quantization (the path checked against reference logits)\n"
+    "  --dtype D    compute dtype of the fast path's activations and KV cache (default auto)\n"
+    "  --threads N  worker threads (default: one per core)\n";
+
+}  // namespace
+
+int RunEvalLogits(const Args& args) {
+  std::string model, tokens_arg, out;
+  executor::ExecutorOptions options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    int used = ParseExecutorFlag(args, i, options, "eval-logits");
+    if (used < 0) return 2;
+    if (used > 0) {
+      i += used - 1;
+      continue;
+    }
+    if (i + 1 >= args.size()) {
+      std::fprintf(stderr, "tessera eval-logits: '%s' needs a value or is unknown\n\n%s", a.c_str(),
+                   kUsage);
+      return 2;
+    }
+    const std::string& v = args[++i];
+    if (a == "--model") {
+      model = v;
+    } else if (a == "--tokens") {
+      tokens_arg = v;
+    } else if (a == "--out") {
+      out = v;
+    } else {
+      std::fprintf(stderr, "tessera eval-logits: unknown option '%s'\n\n%s", a.c_str(), kUsage);
+      return 2;
+    }
+  }
+  if (model.empty() || tokens_arg.empty() || out.empty()) {
+    std::fprintf(stderr, "tessera eval-logits: --model, --tokens and --out are required\n\n%s",
+                 kUsage);
+    return 2;
+  }
+  auto tokens = ParseTokenList(tokens_arg);
+  if (!tokens) {
+    std::fprintf(stderr,
+                 "tessera eval-logits: --tokens: '%s' is not a comma-separated list of ids\n",
+                 tokens_arg.c_str());
+    return 2;
+  }
+  options.kv_tokens = static_cast<int64_t>(tokens->size());
+  auto ex = executor::Executor::Create(model, options);
+  if (!ex.ok()) {
+    std::fprintf(stderr, "tessera eval-logits: %s\n", std::string(ex.status().message()).c_str());
+    return 1;
+  }
+  executor::SequenceInput seq;
+  seq.tokens = *tokens;
+  seq.all_logits = true;
+  for (int b = 0; b < (*ex)->n_blocks(); ++b) seq.block_table.push_back(b);
+  auto logits = (*ex)->Step({&seq, 1});
+  if (!logits.ok()) {
+    std::fprintf(stderr, "tessera eval-logits: %s\n",
+                 std::string(logits.status().message()).c_str());
+    return 1;
+  }
+  std::ofstream f(out, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>((*logits)[0].data()),
+          static_cast<std::streamsize>((*logits)[0].size() * sizeof(float)));
+  if (!f.flush()) {
+    std::fprintf(stderr, "tessera eval-logits: cannot write %s\n", out.c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "wrote %s: %zu x %u float32 logits\n", out.c_str(), tokens->size(),
+               (*ex)->hparams().n_vocab);
+  return 0;
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,71 @@
+// The CPU executor: runs batched forward steps of a model over a paged KV cache.
+//
+// One Step takes several sequences, each with its new tokens (a prefill chunk or one decode
+// token), the position of the first, and its block table; it writes their keys and values
+// into the cache and returns logits for the positions asked for. Sequences of different
+// lengths in one step give the same results as each run alone.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/gguf/split.h"
+#include "common/model/hparams.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/thread_pool.h"
+#include "worker/executor/kv_cache.h"
+
+namespace tessera::executor {
+
+enum class ComputeDtype { kAuto, kFloat32, kBFloat16, kFloat16 };
+
+struct ExecutorOptions {
+  // Exact path: float32 activations and KV cache, weights dequantized on the fly, no
+  // activation quantization. Otherwise the fast path: quantized activations and integer dot
+  // products where faster, KV cache and activations rounded to `dtype`.
+  bool exact = false;
+  ComputeDtype dtype = ComputeDtype::kAuto;  // auto: float32 activations, float16 KV cache
+  int threads = 0;                           // 0: one per core
+  int kv_block_size = 16;
+  int64_t kv_tokens = 4096;  // cache capacity in tokens (rounded up to whole blocks)
+};
+
+struct SequenceInput {
+  std::vector<int32_t> tokens;       // new tokens of this step
+  int64_t start_pos = 0;             // position of tokens[0]
+  std::vector<int32_t> block_table;  // physical blocks for positions [0, start_pos + n)
+  bool all_logits = false;           // logits for every new token, else only the last
+};
+
+class Executor {
+ public:
+  // Opens the model (any part of a split set), checks it with the architecture tables and
+  // builds the weights and the cache. Errors name the problem (unsupported architecture,
+  // missing tensor, ...).
+  static absl::StatusOr<std::unique_ptr<Executor>> Create(const std::string& model_path,
+                                                          const ExecutorOptions& options);
+  ~Executor();
+
+  const model::HyperParams& hparams() const;
+  const gguf::GgufModel& file() const;
+  int block_size() const;
+  int n_blocks() const;
+  int threads() const;
+
+  // Runs one step; per sequence, logits rows (all new tokens or the last) × n_vocab.
+  // Errors: a token outside the vocabulary, a position beyond the block table, an empty
+  // sequence; nothing is written to the cache then.
+  absl::StatusOr<std::vector<std::vector<float>>> Step(absl::Span<const SequenceInput> seqs);
+
+  struct Impl;
+
+ private:
+  explicit Executor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::executor

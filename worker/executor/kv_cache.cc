@@ -1,0 +1,94 @@
+#include "worker/executor/kv_cache.h"
+
+#include <algorithm>
+
+#include "common/util/half.h"
+
+namespace tessera::executor {
+
+PagedKvCache::PagedKvCache(const KvCacheShape& shape)
+    : shape_(shape), slots_(int64_t{shape.n_blocks} * shape.block_size) {
+  for (int l = 0; l < shape.n_layers; ++l) {
+    if (shape.dtype == CacheDtype::kF32) {
+      k_f32_.emplace_back(slots_ * shape.k_width);
+      v_f32_.emplace_back(slots_ * shape.v_width);
+    } else {
+      k_16_.emplace_back(slots_ * shape.k_width);
+      v_16_.emplace_back(slots_ * shape.v_width);
+    }
+  }
+}
+
+uint64_t PagedKvCache::bytes() const {
+  uint64_t per = shape_.dtype == CacheDtype::kF32 ? 4 : 2;
+  return per * static_cast<uint64_t>(slots_) * (shape_.k_width + shape_.v_width) * shape_.n_layers;
+}
+
+int64_t PagedKvCache::Slot(absl::Span<const int32_t> block_table, int64_t pos) const {
+  if (pos < 0) return -1;
+  int64_t logical = pos / shape_.block_size;
+  if (logical >= static_cast<int64_t>(block_table.size())) return -1;
+  int32_t block = block_table[logical];
+  if (block < 0 || block >= shape_.n_blocks) return -1;
+  return int64_t{block} * shape_.block_size + pos % shape_.block_size;
+}
+
+void PagedKvCache::Store(float* f, uint16_t* h, int64_t at, const float* x, int n) const {
+  switch (shape_.dtype) {
+    case CacheDtype::kF32:
+      std::copy(x, x + n, f + at);
+      break;
+    case CacheDtype::kF16:
+      for (int i = 0; i < n; ++i) h[at + i] = FloatToFp16(x[i]);
+      break;
+    case CacheDtype::kBF16:
+      for (int i = 0; i < n; ++i) h[at + i] = FloatToBf16(x[i]);
+      break;
+  }
+}
+
+void PagedKvCache::Load(const float* f, const uint16_t* h, int64_t at, float* out, int n) const {
+  switch (shape_.dtype) {
+    case CacheDtype::kF32:
+      std::copy(f + at, f + at + n, out);
+      break;
+    case CacheDtype::kF16:
+      for (int i = 0; i < n; ++i) out[i] = Fp16ToFloat(h[at + i]);
+      break;
+    case CacheDtype::kBF16:
+      for (int i = 0; i < n; ++i) out[i] = Bf16ToFloat(h[at + i]);
+      break;
+  }
+}
+
+namespace {
+template <typename T>
+T* LayerData(std::vector<std::vector<T>>& v, int layer) {
+  return v.empty() ? nullptr : v[layer].data();
+}
+template <typename T>
+const T* LayerData(const std::vector<std::vector<T>>& v, int layer) {
+  return v.empty() ? nullptr : v[layer].data();
+}
+}  // namespace
+
+void PagedKvCache::Write(int layer, int64_t slot, const float* k, const float* v) {
+  Store(LayerData(k_f32_, layer), LayerData(k_16_, layer), slot * shape_.k_width, k,
+        shape_.k_width);
+  if (shape_.v_width > 0) {
+    Store(LayerData(v_f32_, layer), LayerData(v_16_, layer), slot * shape_.v_width, v,
+          shape_.v_width);
+  }
+}
+
+void PagedKvCache::ReadK(int layer, int64_t slot, float* out) const {
+  Load(LayerData(k_f32_, layer), LayerData(k_16_, layer), slot * shape_.k_width, out,
+       shape_.k_width);
+}
+
+void PagedKvCache::ReadV(int layer, int64_t slot, float* out) const {
+  Load(LayerData(v_f32_, layer), LayerData(v_16_, layer), slot * shape_.v_width, out,
+       shape_.v_width);
+}
+
+}  // namespace tessera::executor

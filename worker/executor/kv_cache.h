@@ -1,0 +1,56 @@
+// The paged KV cache: fixed-size blocks of token slots, owned by block id. A sequence's
+// block table maps its logical block i (positions [i*B, (i+1)*B)) to a physical block, so
+// sequences grow without copying and free blocks are reused in any order. The controller's
+// block manager decides the tables; this class only stores.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace tessera::executor {
+
+enum class CacheDtype { kF32, kF16, kBF16 };
+
+struct KvCacheShape {
+  int n_layers = 0;
+  int block_size = 16;  // token slots per block
+  int n_blocks = 0;
+  int k_width = 0;  // floats per token per layer for K (kv_heads * head_dim_k)
+  int v_width = 0;  // for V (0: the model caches keys only)
+  CacheDtype dtype = CacheDtype::kF32;
+};
+
+class PagedKvCache {
+ public:
+  explicit PagedKvCache(const KvCacheShape& shape);
+
+  const KvCacheShape& shape() const { return shape_; }
+  uint64_t bytes() const;
+
+  // Slot of position `pos` through `block_table`; -1 when the table is too short or names a
+  // block outside the cache.
+  int64_t Slot(absl::Span<const int32_t> block_table, int64_t pos) const;
+
+  // Stores one token's K (k_width floats) and V (v_width floats) at `slot` of `layer`.
+  void Write(int layer, int64_t slot, const float* k, const float* v);
+  // Reads one token's K or V into float32.
+  void ReadK(int layer, int64_t slot, float* out) const;
+  void ReadV(int layer, int64_t slot, float* out) const;
+
+ private:
+  // Element `at` of one layer's K or V storage, whichever width the dtype uses.
+  void Store(float* f, uint16_t* h, int64_t at, const float* x, int n) const;
+  void Load(const float* f, const uint16_t* h, int64_t at, float* out, int n) const;
+
+  KvCacheShape shape_;
+  int64_t slots_;
+  // Per layer, by dtype: float storage (kF32) or 16-bit storage (kF16, kBF16); the other
+  // pair stays empty.
+  std::vector<std::vector<float>> k_f32_, v_f32_;
+  std::vector<std::vector<uint16_t>> k_16_, v_16_;
+};
+
+}  // namespace tessera::executor
