@@ -1,0 +1,386 @@
+#include "worker/sampling/sampling.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "worker/sampling/exp.h"
+
+namespace tessera::sampling {
+namespace {
+
+using internal::Candidate;
+
+constexpr int32_t kMaxTopLogprobs = 20;
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// The order every step ranks tokens in: higher logit first, then lower id.
+bool Better(const Candidate& a, const Candidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+// NaN never wins (and would break the orderings); +inf becomes finite so that
+// logit - max stays a number.
+float Sanitize(float x) {
+  if (std::isnan(x)) return -kInf;
+  return x == kInf ? std::numeric_limits<float>::max() : x;
+}
+
+// The k best of at(0..count) into `out`, best first: a heap of the k best so far, so a
+// 150k vocabulary costs one pass of comparisons when k is small.
+template <typename At>
+void SelectBest(size_t count, At at, size_t k, std::vector<Candidate>& out) {
+  out.clear();
+  if (k == 0) return;
+  size_t j = 0;
+  for (; j < count && out.size() < k; ++j) out.push_back(at(j));
+  // With Better as "less", the heap's front is the worst of the k kept.
+  std::make_heap(out.begin(), out.end(), Better);
+  for (; j < count; ++j) {
+    const Candidate c = at(j);
+    if (Better(c, out.front())) {
+      std::pop_heap(out.begin(), out.end(), Better);
+      out.back() = c;
+      std::push_heap(out.begin(), out.end(), Better);
+    }
+  }
+  std::sort_heap(out.begin(), out.end(), Better);
+}
+
+absl::Status OutOfRange(const char* name, const std::string& range, double value) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("sampling parameter ", name, ": expected ", range, ", got ", value));
+}
+
+}  // namespace
+
+absl::Status SamplingParams::Validate() const {
+  // Written as !(in range) so that NaN fails every check.
+  if (!(temperature >= 0 && std::isfinite(temperature))) {
+    return OutOfRange("temperature", "a finite value >= 0 (0 = greedy)", temperature);
+  }
+  if (top_k < -1) return OutOfRange("top_k", "a value >= -1 (0 or -1 = off)", top_k);
+  if (!(top_p > 0 && top_p <= 1)) return OutOfRange("top_p", "a value in (0, 1]", top_p);
+  if (!(min_p >= 0 && min_p <= 1)) return OutOfRange("min_p", "a value in [0, 1]", min_p);
+  if (!(repetition_penalty > 0 && std::isfinite(repetition_penalty))) {
+    return OutOfRange("repetition_penalty", "a finite value > 0 (1 = off)", repetition_penalty);
+  }
+  if (!(presence_penalty >= -2 && presence_penalty <= 2)) {
+    return OutOfRange("presence_penalty", "a value in [-2, 2]", presence_penalty);
+  }
+  if (!(frequency_penalty >= -2 && frequency_penalty <= 2)) {
+    return OutOfRange("frequency_penalty", "a value in [-2, 2]", frequency_penalty);
+  }
+  if (top_logprobs < 0 || top_logprobs > kMaxTopLogprobs) {
+    return OutOfRange("top_logprobs", absl::StrCat("a value in [0, ", kMaxTopLogprobs, "]"),
+                      top_logprobs);
+  }
+  for (int32_t id : stop_token_ids) {
+    if (id < 0) return OutOfRange("stop_token_ids", "token ids >= 0", id);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Sampler> Sampler::Create(SamplingParams params) {
+  if (absl::Status status = params.Validate(); !status.ok()) return status;
+  uint64_t seed;
+  if (params.seed.has_value()) {
+    seed = *params.seed;
+  } else {
+    std::random_device device;
+    seed = (static_cast<uint64_t>(device()) << 32) ^ device();
+  }
+  return Sampler(std::move(params), seed);
+}
+
+Sampler::Sampler(SamplingParams params, uint64_t seed)
+    : params_(std::move(params)), seed_(seed), rng_(seed) {}
+
+bool Sampler::PenaltiesActive() const {
+  return params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+         params_.frequency_penalty != 0.0f;
+}
+
+void Sampler::AddPromptTokens(absl::Span<const int32_t> tokens) {
+  if (!PenaltiesActive()) return;
+  for (int32_t token : tokens) {
+    if (token >= 0) seen_.insert(token);
+  }
+}
+
+void Sampler::AcceptGeneratedToken(int32_t token) {
+  if (!PenaltiesActive() || token < 0) return;
+  seen_.insert(token);
+  ++generated_counts_[token];
+}
+
+void Sampler::ApplyPenalties(std::vector<float>& logits) const {
+  const size_t n = logits.size();
+  const float repetition = params_.repetition_penalty;
+  if (repetition != 1.0f) {
+    // CTRL (Keskar et al. 2019) as llama.cpp and vLLM apply it: shrink toward zero from
+    // either side.
+    for (int32_t token : seen_) {
+      if (static_cast<size_t>(token) >= n) continue;
+      float& l = logits[token];
+      l = l > 0 ? l / repetition : l * repetition;
+    }
+  }
+  if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) {
+    // OpenAI's definition (API reference, "frequency and presence penalties").
+    for (const auto& [token, count] : generated_counts_) {
+      if (static_cast<size_t>(token) >= n) continue;
+      logits[token] -=
+          params_.frequency_penalty * static_cast<float>(count) + params_.presence_penalty;
+    }
+  }
+}
+
+void Sampler::TopK(int32_t k) {
+  const size_t n = logits_.size();
+  if (k <= 0 || static_cast<size_t>(k) >= n) return;
+  const size_t kk = static_cast<size_t>(k);
+  if (kk * 16 <= n) {
+    SelectBest(
+        n,
+        [&](size_t i) {
+          return Candidate{logits_[i], static_cast<int32_t>(i)};
+        },
+        kk, candidates_);
+  } else {
+    candidates_.resize(n);
+    for (size_t i = 0; i < n; ++i) candidates_[i] = {logits_[i], static_cast<int32_t>(i)};
+    std::nth_element(candidates_.begin(), candidates_.begin() + k, candidates_.end(), Better);
+    candidates_.resize(kk);
+    std::sort(candidates_.begin(), candidates_.end(), Better);
+  }
+  dense_ = false;
+  sorted_ = true;
+}
+
+void Sampler::TopP(float p) {
+  if (p >= 1.0f) return;
+  if (sorted_) {
+    // After top-k: walk the (few) survivors best first.
+    const size_t m = candidates_.size();
+    weights_.resize(m);
+    const float max = candidates_[0].logit;
+    for (size_t j = 0; j < m; ++j) weights_[j] = FastExp(candidates_[j].logit - max);
+    const double target = p * SumInOrder(weights_.data(), m);
+    double cum = 0;
+    size_t keep = 0;
+    while (keep < m && cum < target) cum += weights_[keep++];
+    candidates_.resize(std::max<size_t>(keep, 1));
+    return;
+  }
+  // The whole vocabulary: sorting 150k tokens to find the cut would dominate a decode
+  // step. Instead bucket the tokens by logit, find the bucket where the cumulative
+  // probability crosses p, keep every bucket above it and sort only that one bucket.
+  const size_t n = logits_.size();
+  float max = -kInf;
+  float min = kInf;
+  for (float l : logits_) {
+    max = std::max(max, l);
+    if (l > -kInf) min = std::min(min, l);
+  }
+  if (max == -kInf) return;  // Every logit -inf: nothing to rank.
+  weights_.resize(n);
+  ExpShifted(logits_.data(), n, max, 1.0f, weights_.data());
+  constexpr int kBuckets = 1024;
+  const float scale = max > min ? (kBuckets - 1) / (max - min) : 0.0f;
+  // -inf lands in the last bucket (the comparison fails for inf and NaN).
+  auto bucket_of = [&](float l) {
+    const float d = (max - l) * scale;
+    return d < kBuckets - 1 ? static_cast<int>(d) : kBuckets - 1;
+  };
+  std::array<double, kBuckets> mass{};
+  for (size_t i = 0; i < n; ++i) mass[bucket_of(logits_[i])] += weights_[i];
+  double total = 0;
+  for (double m : mass) total += m;
+  const double target = p * total;
+  int cut = 0;
+  double cum = 0;
+  while (cut < kBuckets - 1 && cum + mass[cut] < target) cum += mass[cut++];
+  // The last token kept, in best-first order, decides the cut; every token that ranks
+  // at least as well survives. Collected in id order, the order the draw walks.
+  scratch_.clear();
+  for (size_t i = 0; i < n; ++i) {
+    if (bucket_of(logits_[i]) == cut) scratch_.push_back({logits_[i], static_cast<int32_t>(i)});
+  }
+  if (scratch_.empty()) return;  // Unreachable: the cut bucket holds mass.
+  std::sort(scratch_.begin(), scratch_.end(), Better);
+  Candidate last = scratch_.front();
+  for (const Candidate& c : scratch_) {
+    last = c;
+    cum += weights_[c.id];
+    if (cum >= target) break;
+  }
+  candidates_.clear();
+  for (size_t i = 0; i < n; ++i) {
+    const Candidate c{logits_[i], static_cast<int32_t>(i)};
+    if (!Better(last, c)) candidates_.push_back(c);
+  }
+  dense_ = false;
+  sorted_ = false;
+}
+
+void Sampler::MinP(float min_p) {
+  if (min_p <= 0.0f) return;
+  // p_i >= min_p * p_max  <=>  exp(l_i - l_max) >= min_p; the same exp everywhere keeps
+  // the cut identical across platforms (a libm log would not).
+  const float max = MaxSurvivorLogit();
+  if (max == -kInf) return;
+  if (dense_) {
+    const size_t n = logits_.size();
+    weights_.resize(n);
+    ExpShifted(logits_.data(), n, max, 1.0f, weights_.data());
+    candidates_.clear();
+    for (size_t i = 0; i < n; ++i) {
+      if (weights_[i] >= min_p) candidates_.push_back({logits_[i], static_cast<int32_t>(i)});
+    }
+    dense_ = false;
+    return;
+  }
+  std::erase_if(candidates_,
+                [&](const Candidate& c) { return !(FastExp(c.logit - max) >= min_p); });
+}
+
+float Sampler::MaxSurvivorLogit() const {
+  if (dense_) return *std::max_element(logits_.begin(), logits_.end());
+  if (sorted_) return candidates_[0].logit;
+  float max = -kInf;
+  for (const Candidate& c : candidates_) max = std::max(max, c.logit);
+  return max;
+}
+
+int32_t Sampler::BestSurvivor() const {
+  if (dense_) {
+    // max_element returns the first maximum: the lowest id on ties.
+    return static_cast<int32_t>(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
+  }
+  if (sorted_) return candidates_[0].id;
+  return std::min_element(candidates_.begin(), candidates_.end(), Better)->id;
+}
+
+double Sampler::Weigh(float max_logit, float temperature) {
+  const size_t m = dense_ ? logits_.size() : candidates_.size();
+  weights_.resize(m);
+  if (max_logit == -kInf) {
+    // Every survivor is -inf: treat them as equally likely.
+    std::fill(weights_.begin(), weights_.end(), 1.0f);
+  } else if (dense_) {
+    ExpShifted(logits_.data(), m, max_logit, temperature, weights_.data());
+  } else {
+    for (size_t j = 0; j < m; ++j) {
+      weights_[j] = FastExp((candidates_[j].logit - max_logit) / temperature);
+    }
+  }
+  return SumInOrder(weights_.data(), m);
+}
+
+int32_t Sampler::Draw(double total) {
+  // 53 random bits -> a double uniform in [0, 1), exactly as every platform computes it.
+  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+  const double target = u * total;
+  const size_t m = weights_.size();
+  auto id_at = [&](size_t j) { return dense_ ? static_cast<int32_t>(j) : candidates_[j].id; };
+  double cum = 0;
+  for (size_t j = 0; j < m; ++j) {
+    cum += weights_[j];
+    if (target < cum) return id_at(j);
+  }
+  // Rounding left the running sum just short of `total`: the last token that can occur.
+  for (size_t j = m; j-- > 0;) {
+    if (weights_[j] > 0) return id_at(j);
+  }
+  return id_at(0);
+}
+
+void Sampler::ProcessedLogprobs(float max_logit, float temperature, double total, int32_t token,
+                                SampleResult& result) {
+  const double log_total = std::log(total);
+  auto logprob = [&](float logit) {
+    return static_cast<float>((static_cast<double>(logit) - max_logit) / temperature - log_total);
+  };
+  result.logprob = logprob(logits_[token]);
+  const size_t n = static_cast<size_t>(params_.top_logprobs);
+  if (n == 0) return;
+  if (dense_) {
+    SelectBest(
+        logits_.size(),
+        [&](size_t i) {
+          return Candidate{logits_[i], static_cast<int32_t>(i)};
+        },
+        n, scratch_);
+  } else {
+    SelectBest(
+        candidates_.size(), [&](size_t j) { return candidates_[j]; }, n, scratch_);
+  }
+  for (const Candidate& c : scratch_) result.top_logprobs.push_back({c.id, logprob(c.logit)});
+}
+
+void Sampler::RawLogprobs(absl::Span<const float> raw, int32_t token, SampleResult& result) {
+  // Reuses logits_ (no longer needed) for the sanitized raw logits.
+  const size_t n = raw.size();
+  for (size_t i = 0; i < n; ++i) logits_[i] = Sanitize(raw[i]);
+  const float max = *std::max_element(logits_.begin(), logits_.end());
+  weights_.resize(n);
+  ExpShifted(logits_.data(), n, max, 1.0f, weights_.data());
+  const double log_total = std::log(SumInOrder(weights_.data(), n));
+  auto logprob = [&](float logit) {
+    return static_cast<float>(static_cast<double>(logit) - max - log_total);
+  };
+  result.logprob = logprob(logits_[token]);
+  const size_t top = static_cast<size_t>(params_.top_logprobs);
+  if (top == 0) return;
+  SelectBest(
+      n,
+      [&](size_t i) {
+        return Candidate{logits_[i], static_cast<int32_t>(i)};
+      },
+      top, scratch_);
+  for (const Candidate& c : scratch_) result.top_logprobs.push_back({c.id, logprob(c.logit)});
+}
+
+SampleResult Sampler::Sample(absl::Span<const float> logits) {
+  SampleResult result;
+  if (logits.empty()) {
+    result.logprob = std::numeric_limits<float>::quiet_NaN();
+    return result;
+  }
+  const size_t n = logits.size();
+  logits_.resize(n);
+  for (size_t i = 0; i < n; ++i) logits_[i] = Sanitize(logits[i]);
+  if (PenaltiesActive()) ApplyPenalties(logits_);
+  dense_ = true;
+  sorted_ = false;
+
+  const bool greedy = params_.temperature == 0.0f;
+  const bool processed = params_.logprobs_mode == LogprobsMode::kProcessed;
+  int32_t token;
+  if (greedy && !processed) {
+    token = BestSurvivor();  // Truncation always keeps the argmax: skip it.
+  } else {
+    TopK(params_.top_k);
+    TopP(params_.top_p);
+    MinP(params_.min_p);
+    const float max = MaxSurvivorLogit();
+    const float temperature = greedy ? 1.0f : params_.temperature;
+    const double total = Weigh(max, temperature);
+    token = greedy ? BestSurvivor() : Draw(total);
+    if (processed) ProcessedLogprobs(max, temperature, total, token, result);
+  }
+  if (!processed) RawLogprobs(logits, token, result);
+
+  result.token = token;
+  result.end_of_generation = std::find(params_.stop_token_ids.begin(), params_.stop_token_ids.end(),
+                                       token) != params_.stop_token_ids.end();
+  AcceptGeneratedToken(token);
+  return result;
+}
+
+}  // namespace tessera::sampling
