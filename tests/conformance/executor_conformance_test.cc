@@ -1,0 +1,167 @@
+// Tier 1 (exact path) and Tier 2 (fast path) of ../shared/conformance/README.md for every
+// case whose architecture the dense executor runs, plus the greedy continuations.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/shared_data.h"
+#include "worker/executor/executor.h"
+
+namespace tessera::executor {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+Json ReadJson(const fs::path& p) {
+  std::ifstream in(p);
+  return Json::parse(in);
+}
+
+std::vector<float> ReadF32(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::vector<float> v(fs::file_size(p) / 4);
+  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
+  return v;
+}
+
+// log-softmax in double.
+std::vector<double> LogSoftmax(const float* x, int64_t n) {
+  double m = x[0];
+  for (int64_t i = 1; i < n; ++i) m = std::max(m, static_cast<double>(x[i]));
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += std::exp(x[i] - m);
+  std::vector<double> out(n);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] - m - std::log(s);
+  return out;
+}
+
+struct Compare {
+  double max_abs = 0, max_kl = 0, mean_kl = 0, top1 = 0;
+};
+
+Compare CompareLogits(const std::vector<float>& got, const std::vector<float>& ref, int64_t vocab) {
+  Compare c;
+  const int64_t rows = static_cast<int64_t>(ref.size()) / vocab;
+  int agree = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* a = &got[r * vocab];
+    const float* b = &ref[r * vocab];
+    std::vector<double> la = LogSoftmax(a, vocab), lb = LogSoftmax(b, vocab);
+    double kl = 0;
+    int64_t am = 0, bm = 0;
+    for (int64_t i = 0; i < vocab; ++i) {
+      c.max_abs = std::max(c.max_abs, static_cast<double>(std::fabs(a[i] - b[i])));
+      kl += std::exp(lb[i]) * (lb[i] - la[i]);
+      if (a[i] > a[am]) am = i;
+      if (b[i] > b[bm]) bm = i;
+    }
+    c.max_kl = std::max(c.max_kl, kl);
+    c.mean_kl += kl / static_cast<double>(rows);
+    agree += am == bm;
+  }
+  c.top1 = static_cast<double>(agree) / static_cast<double>(rows);
+  return c;
+}
+
+SequenceInput WholeCache(const Executor& ex) {
+  SequenceInput s;
+  for (int b = 0; b < ex.n_blocks(); ++b) s.block_table.push_back(b);
+  return s;
+}
+
+std::vector<int32_t> Greedy(Executor& ex, const std::vector<int32_t>& prompt, int n) {
+  SequenceInput s = WholeCache(ex);
+  s.tokens = prompt;
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) {
+    auto logits = ex.Step({&s, 1});
+    EXPECT_TRUE(logits.ok()) << logits.status();
+    if (!logits.ok()) return out;
+    const std::vector<float>& l = (*logits)[0];
+    int32_t best = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+    out.push_back(best);
+    s.start_pos += static_cast<int64_t>(s.tokens.size());
+    s.tokens = {best};
+  }
+  return out;
+}
+
+struct Case {
+  std::string name;
+  fs::path dir;
+  bool quantized;
+};
+
+std::vector<Case> DenseCases(const fs::path& models) {
+  std::vector<Case> out;
+  for (const Json& c : ReadJson(models / "cases.json")) {
+    std::string arch = c["arch"];
+    if (arch != "llama" && arch != "qwen2" && arch != "qwen3") continue;
+    out.push_back({c["case"], models / c["case"].get<std::string>(), c["quant"] != "F32"});
+  }
+  return out;
+}
+
+TEST(ExecutorConformance, ExactPathMeetsTier1AndReproducesGreedy) {
+  TESSERA_REQUIRE_CONFORMANCE(models, "models");
+  std::vector<Case> cases = DenseCases(models);
+  ASSERT_GE(cases.size(), 5u);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ExecutorOptions o;
+    o.exact = true;
+    o.kv_tokens = 128;
+    auto ex = Executor::Create((c.dir / "model.gguf").string(), o);
+    ASSERT_TRUE(ex.ok()) << ex.status();
+    const int64_t vocab = (*ex)->hparams().n_vocab;
+    SequenceInput s = WholeCache(**ex);
+    s.tokens = ReadJson(c.dir / "tokens.json")["tokens"].get<std::vector<int32_t>>();
+    s.all_logits = true;
+    auto logits = (*ex)->Step({&s, 1});
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    auto ref = ReadF32(c.dir / (c.quantized ? "logits_dequant.f32" : "logits.f32"));
+    ASSERT_EQ((*logits)[0].size(), ref.size());
+    Compare cmp = CompareLogits((*logits)[0], ref, vocab);
+    EXPECT_LE(cmp.max_abs, 1e-3);
+    EXPECT_LE(cmp.max_kl, 1e-6);
+    EXPECT_LE(cmp.mean_kl, 1e-7);
+    EXPECT_EQ(cmp.top1, 1.0);
+
+    Json g = ReadJson(c.dir / (c.quantized ? "greedy_dequant.json" : "greedy.json"));
+    auto ex2 = Executor::Create((c.dir / "model.gguf").string(), o);
+    ASSERT_TRUE(ex2.ok());
+    auto want = g["generated"].get<std::vector<int32_t>>();
+    EXPECT_EQ(Greedy(**ex2, g["prompt"].get<std::vector<int32_t>>(), static_cast<int>(want.size())),
+              want);
+  }
+}
+
+TEST(ExecutorConformance, FastPathMeetsTier2) {
+  TESSERA_REQUIRE_CONFORMANCE(models, "models");
+  for (const Case& c : DenseCases(models)) {
+    for (ComputeDtype dtype : {ComputeDtype::kAuto, ComputeDtype::kBFloat16, ComputeDtype::kFloat16}) {
+      SCOPED_TRACE(c.name + " dtype " + std::to_string(static_cast<int>(dtype)));
+      ExecutorOptions o;
+      o.dtype = dtype;
+      o.kv_tokens = 64;
+      auto ex = Executor::Create((c.dir / "model.gguf").string(), o);
+      ASSERT_TRUE(ex.ok()) << ex.status();
+      SequenceInput s = WholeCache(**ex);
+      s.tokens = ReadJson(c.dir / "tokens.json")["tokens"].get<std::vector<int32_t>>();
+      s.all_logits = true;
+      auto logits = (*ex)->Step({&s, 1});
+      ASSERT_TRUE(logits.ok()) << logits.status();
+      Compare cmp = CompareLogits((*logits)[0], ReadF32(c.dir / "logits.f32"), (*ex)->hparams().n_vocab);
+      EXPECT_LE(cmp.max_abs, 1.0);
+      EXPECT_LE(cmp.max_kl, 5e-2);
+      EXPECT_LE(cmp.mean_kl, 1e-2);
+      EXPECT_GE(cmp.top1, 0.9);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera::executor
