@@ -30,6 +30,10 @@ struct EncodeOptions {
   // Match CONTROL (and UNKNOWN) token texts in the input as those tokens; otherwise such
   // text is tokenized as plain text (USER_DEFINED tokens are matched either way).
   bool parse_special = false;
+  // With add_special: do not prepend BOS when the text already starts with it (a chat
+  // template that emits bos_token itself, spec 14.5). llama.cpp's tokenizer would add a
+  // second one; prompts for generation want this set.
+  bool skip_duplicate_bos = false;
 };
 
 struct DecodeOptions {

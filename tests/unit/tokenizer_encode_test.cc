@@ -72,6 +72,14 @@ TEST(BpeEncodeTest, AddSpecialFollowsTheVocabulary) {
               ElementsAre(256));
   EXPECT_THAT(Make(testing::TinyBpe("llama-bpe")).Encode("he", {.add_special = true}),
               ElementsAre(262, 256));
+  // A template that emits BOS itself: one BOS only when asked to skip the duplicate.
+  Tokenizer llama3 = Make(testing::TinyBpe("llama-bpe"));
+  EXPECT_THAT(llama3.Encode("<|endoftext|>he", {.add_special = true, .parse_special = true}),
+              ElementsAre(262, 262, 256));
+  EXPECT_THAT(
+      llama3.Encode("<|endoftext|>he",
+                    {.add_special = true, .parse_special = true, .skip_duplicate_bos = true}),
+      ElementsAre(262, 256));
   auto w = testing::TinyBpe();
   w.metadata().Set("tokenizer.ggml.add_eos_token", gguf::Value::Bool(true));
   EXPECT_THAT(Make(std::move(w)).Encode("he", {.add_special = true}), ElementsAre(256, 262));
