@@ -31,15 +31,16 @@ float YarnMagnitude(float scaling_factor, float attn_factor) {
 
 void RopeAngles(const RopeParams& p, int64_t pos, float* cos_out, float* sin_out) {
   const int half = p.n_rot / 2;
-  // YaRN's ramp between extrapolated and interpolated angles (spec 5.3), beta 32 / 1.
-  float low = 0, high = 0;
+  // YaRN's ramp between extrapolated and interpolated angles (spec 5.3), beta 32 / 1; in
+  // double, since a float ramp error times a large position moves the angle visibly.
+  double low = 0, high = 0;
   if (p.yarn) {
-    auto corr = [&](float beta) {
-      return p.n_rot * std::log(p.yarn_orig_ctx / (beta * 2 * static_cast<float>(M_PI))) /
-             (2 * std::log(p.freq_base));
+    auto corr = [&](double beta) {
+      return p.n_rot * std::log(p.yarn_orig_ctx / (beta * 2 * M_PI)) /
+             (2 * std::log(static_cast<double>(p.freq_base)));
     };
-    low = std::max(0.0f, std::floor(corr(32.0f)));
-    high = std::min(static_cast<float>(p.n_rot - 1), std::ceil(corr(1.0f)));
+    low = std::max(0.0, std::floor(corr(32.0)));
+    high = std::min(static_cast<double>(p.n_rot - 1), std::ceil(corr(1.0)));
   }
   for (int i = 0; i < half; ++i) {
     // Angles in double: positions reach 1e5+ and float32 angles would lose the phase.
@@ -47,7 +48,7 @@ void RopeAngles(const RopeParams& p, int64_t pos, float* cos_out, float* sin_out
         static_cast<double>(pos) * std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot);
     if (p.freq_factors) theta /= p.freq_factors[i];
     if (p.yarn) {
-      double ramp = 1.0 - std::clamp((i - low) / std::max(0.001f, high - low), 0.0f, 1.0f);
+      double ramp = 1.0 - std::clamp((i - low) / std::max(0.001, high - low), 0.0, 1.0);
       theta = theta * ramp + theta * p.freq_scale * (1.0 - ramp);
     } else {
       theta *= p.freq_scale;

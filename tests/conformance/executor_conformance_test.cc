@@ -142,7 +142,8 @@ TEST(ExecutorConformance, ExactPathMeetsTier1AndReproducesGreedy) {
 TEST(ExecutorConformance, FastPathMeetsTier2) {
   TESSERA_REQUIRE_CONFORMANCE(models, "models");
   for (const Case& c : DenseCases(models)) {
-    for (ComputeDtype dtype : {ComputeDtype::kAuto, ComputeDtype::kBFloat16, ComputeDtype::kFloat16}) {
+    for (ComputeDtype dtype :
+         {ComputeDtype::kAuto, ComputeDtype::kBFloat16, ComputeDtype::kFloat16}) {
       SCOPED_TRACE(c.name + " dtype " + std::to_string(static_cast<int>(dtype)));
       ExecutorOptions o;
       o.dtype = dtype;
@@ -154,7 +155,8 @@ TEST(ExecutorConformance, FastPathMeetsTier2) {
       s.all_logits = true;
       auto logits = (*ex)->Step({&s, 1});
       ASSERT_TRUE(logits.ok()) << logits.status();
-      Compare cmp = CompareLogits((*logits)[0], ReadF32(c.dir / "logits.f32"), (*ex)->hparams().n_vocab);
+      Compare cmp =
+          CompareLogits((*logits)[0], ReadF32(c.dir / "logits.f32"), (*ex)->hparams().n_vocab);
       EXPECT_LE(cmp.max_abs, 1.0);
       EXPECT_LE(cmp.max_kl, 5e-2);
       EXPECT_LE(cmp.mean_kl, 1e-2);

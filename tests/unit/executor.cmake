@@ -1,0 +1,11 @@
+# The CPU executor: ops against float64, whole models against the float64 forward pass,
+# batching and paging invariants, every quant type with every compute dtype.
+if(TARGET tessera_executor)
+  tessera_test(nn_ops_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/nn_ops_test.cc
+    DEPS tessera_nn_cpu tessera_nn_reference)
+  tessera_test(executor_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/executor_test.cc
+    DEPS tessera_executor tessera_dense_reference tessera_model
+    TIMEOUT 600)
+endif()

@@ -1,0 +1,224 @@
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "common/model/synthetic.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/reference/dense_ref.h"
+#include "worker/executor/executor.h"
+
+namespace tessera::executor {
+namespace {
+
+std::string Synthetic(const std::string& arch, const std::string& quant, int layers = -1) {
+  model::SyntheticOptions o;
+  o.arch = arch;
+  o.quant = quant;
+  o.layers = layers;
+  o.seed = 11;
+  auto w = model::BuildSyntheticModel(o);
+  EXPECT_TRUE(w.ok()) << w.status();
+  std::string path = absl::StrCat(::testing::TempDir(), "/exec-", arch, "-", quant, ".gguf");
+  EXPECT_TRUE(w->WriteFile(path).ok());
+  return path;
+}
+
+std::unique_ptr<Executor> Make(const std::string& path, ExecutorOptions o = {}) {
+  if (o.kv_tokens == 4096) o.kv_tokens = 256;
+  auto ex = Executor::Create(path, o);
+  EXPECT_TRUE(ex.ok()) << ex.status();
+  return ex.ok() ? *std::move(ex) : nullptr;
+}
+
+ExecutorOptions Exact() {
+  ExecutorOptions o;
+  o.exact = true;
+  return o;
+}
+
+std::vector<int32_t> Tokens(int n, int offset = 0) {
+  std::vector<int32_t> t(n);
+  for (int i = 0; i < n; ++i) t[i] = (37 * i + 11 + offset) % 300;
+  return t;
+}
+
+std::vector<int32_t> Iota(int n, int from = 0) {
+  std::vector<int32_t> v(n);
+  std::iota(v.begin(), v.end(), from);
+  return v;
+}
+
+double MaxAbs(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    m = std::max(m, double(std::fabs(a[i] - b[i])));
+  return m;
+}
+
+TEST(Executor, MatchesTheFloat64ForwardOnGeneratedModels) {
+  for (const char* arch : {"llama", "qwen2", "qwen3"}) {
+    for (const char* quant : {"F32", "Q8_0", "Q4_K_M"}) {
+      SCOPED_TRACE(absl::StrCat(arch, " ", quant));
+      std::string path = Synthetic(arch, quant);
+      auto ex = Make(path, Exact());
+      SequenceInput s;
+      s.tokens = Tokens(24);
+      s.all_logits = true;
+      s.block_table = Iota(ex->n_blocks());
+      auto got = ex->Step({&s, 1});
+      ASSERT_TRUE(got.ok()) << got.status();
+      auto want = reference::DenseForwardRef(ex->file(), s.tokens);
+      ASSERT_TRUE(want.ok()) << want.status();
+      ASSERT_EQ((*got)[0].size(), want->size());
+      double max_diff = 0;
+      for (size_t i = 0; i < want->size(); ++i) {
+        max_diff = std::max(max_diff, std::fabs((*got)[0][i] - (*want)[i]));
+      }
+      EXPECT_LT(max_diff, 1e-3);
+    }
+  }
+}
+
+TEST(Executor, BatchedStepEqualsEachSequenceAlone) {
+  std::string path = Synthetic("qwen2", "Q8_0");
+  for (bool exact : {true, false}) {
+    ExecutorOptions o;
+    o.exact = exact;
+    auto ex = Make(path, o);
+    const int bs = ex->block_size();
+    // Three sequences of different lengths; each owns its own blocks.
+    std::vector<SequenceInput> seqs(3);
+    int next_block = 0;
+    for (int i = 0; i < 3; ++i) {
+      seqs[i].tokens = Tokens(5 + 9 * i, i);
+      seqs[i].all_logits = true;
+      int blocks = (static_cast<int>(seqs[i].tokens.size()) + bs - 1) / bs;
+      for (int b = 0; b < blocks; ++b) seqs[i].block_table.push_back(next_block++);
+    }
+    auto together = ex->Step(seqs);
+    ASSERT_TRUE(together.ok()) << together.status();
+    for (int i = 0; i < 3; ++i) {
+      auto alone_ex = Make(path, o);
+      auto alone = alone_ex->Step({&seqs[i], 1});
+      ASSERT_TRUE(alone.ok());
+      const auto& a = (*together)[i];
+      const auto& b = (*alone)[0];
+      if (exact) {
+        EXPECT_LT(MaxAbs(a, b), 1e-4) << "sequence " << i;
+      } else {
+        // The fast path picks integer kernels for small batches and float ones for large,
+        // so a sequence's logits move within the activation-quantization noise.
+        EXPECT_LT(MaxAbs(a, b), 0.5) << "sequence " << i;
+        const int64_t V = static_cast<int64_t>(a.size() / seqs[i].tokens.size());
+        for (size_t r = 0; r < seqs[i].tokens.size(); ++r) {
+          auto ra = a.begin() + r * V, rb = b.begin() + r * V;
+          EXPECT_EQ(std::max_element(ra, ra + V) - ra, std::max_element(rb, rb + V) - rb);
+        }
+      }
+    }
+  }
+}
+
+TEST(Executor, PagedCacheWithShuffledBlocksEqualsContiguous) {
+  std::string path = Synthetic("llama", "Q4_K_M");
+  auto run = [&](std::vector<int32_t> table) {
+    auto ex = Make(path, Exact());
+    std::vector<int32_t> tokens = Tokens(40);
+    SequenceInput s;
+    s.block_table = table;
+    // Prefill in chunks of 7, then 5 single-token decode steps.
+    std::vector<float> last;
+    size_t at = 0;
+    while (at < tokens.size()) {
+      size_t n = at < 25 ? std::min<size_t>(7, 25 - at) : 1;
+      s.tokens.assign(tokens.begin() + at, tokens.begin() + at + n);
+      s.start_pos = static_cast<int64_t>(at);
+      auto l = ex->Step({&s, 1});
+      EXPECT_TRUE(l.ok()) << l.status();
+      last = (*l)[0];
+      at += n;
+    }
+    return last;
+  };
+  auto ex = Make(path, Exact());
+  std::vector<int32_t> contiguous = Iota(ex->n_blocks());
+  std::vector<int32_t> shuffled = contiguous;
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(5));
+  std::vector<float> a = run(contiguous), b = run(shuffled);
+  EXPECT_LT(MaxAbs(a, b), 1e-5);
+  // And equal to one batch of all 40 tokens.
+  auto one = Make(path, Exact());
+  SequenceInput s;
+  s.tokens = Tokens(40);
+  s.block_table = contiguous;
+  auto l = one->Step({&s, 1});
+  ASSERT_TRUE(l.ok());
+  EXPECT_LT(MaxAbs(a, (*l)[0]), 1e-4);
+}
+
+TEST(Executor, EveryQuantTypeWorksWithEveryDtype) {
+  for (const char* quant : {"F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K",
+                            "Q4_K", "Q5_K", "Q6_K"}) {
+    std::string path = Synthetic("llama", quant, 1);
+    auto exact = Make(path, Exact());
+    SequenceInput s;
+    s.tokens = Tokens(12);
+    s.all_logits = true;
+    s.block_table = Iota(exact->n_blocks());
+    auto want = exact->Step({&s, 1});
+    ASSERT_TRUE(want.ok());
+    for (ComputeDtype dt : {ComputeDtype::kAuto, ComputeDtype::kFloat32, ComputeDtype::kBFloat16,
+                            ComputeDtype::kFloat16}) {
+      SCOPED_TRACE(absl::StrCat(quant, " dtype ", static_cast<int>(dt)));
+      ExecutorOptions o;
+      o.dtype = dt;
+      auto fast = Make(path, o);
+      // Decode-sized steps take the integer path where one exists.
+      SequenceInput d = s;
+      d.all_logits = false;
+      std::vector<float> last;
+      for (size_t i = 0; i < s.tokens.size(); ++i) {
+        d.tokens = {s.tokens[i]};
+        d.start_pos = static_cast<int64_t>(i);
+        auto l = fast->Step({&d, 1});
+        ASSERT_TRUE(l.ok()) << l.status();
+        last = (*l)[0];
+      }
+      std::vector<float> ref((*want)[0].end() - last.size(), (*want)[0].end());
+      // Same argmax and logits within the activation-rounding noise of 16-bit dtypes.
+      EXPECT_EQ(std::max_element(last.begin(), last.end()) - last.begin(),
+                std::max_element(ref.begin(), ref.end()) - ref.begin());
+      EXPECT_LT(MaxAbs(last, ref), 0.5);
+    }
+  }
+}
+
+TEST(Executor, BadInputsAreErrors) {
+  std::string path = Synthetic("llama", "F32");
+  auto ex = Make(path, Exact());
+  SequenceInput s;
+  s.tokens = {5, 100000};
+  s.block_table = Iota(ex->n_blocks());
+  auto r = ex->Step({&s, 1});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()),
+              ::testing::HasSubstr("token id 100000 is outside"));
+  s.tokens = {5};
+  s.block_table = {};
+  r = ex->Step({&s, 1});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("has no cache slot"));
+  s.tokens = {};
+  EXPECT_FALSE(ex->Step({&s, 1}).ok());
+
+  auto ds = Executor::Create(Synthetic("deepseek2", "F32"), Exact());
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(ds.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(ds.status().message()), ::testing::HasSubstr("deepseek2"));
+}
+
+}  // namespace
+}  // namespace tessera::executor
