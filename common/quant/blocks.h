@@ -162,6 +162,22 @@ static inline void UnpackScalesMinsK4(const uint8_t* q, uint64_t* scales, uint64
   *mins = m_lo | static_cast<uint64_t>(m_hi) << 32;
 }
 
+// Q3_K: the 16 sub-block scales biased by +32 (S_i + 32, in 0..63), byte i of the pair
+// (*lo for i < 8, *hi for i ≥ 8), with word operations (same values as UnpackQ3KScales).
+static inline void UnpackBiasedScalesQ3K(const uint8_t* s12, uint64_t* lo, uint64_t* hi) {
+  uint32_t w0, w1, w2;
+  __builtin_memcpy(&w0, s12, 4);
+  __builtin_memcpy(&w1, s12 + 4, 4);
+  __builtin_memcpy(&w2, s12 + 8, 4);
+  // Scales 4g..4g+3 take their high 2 bits from bits 2g of bytes 8..11.
+  const uint32_t s0 = (w0 & 0x0f0f0f0f) | ((w2 & 0x03030303) << 4);
+  const uint32_t s1 = (w1 & 0x0f0f0f0f) | (((w2 >> 2) & 0x03030303) << 4);
+  const uint32_t s2 = ((w0 >> 4) & 0x0f0f0f0f) | (((w2 >> 4) & 0x03030303) << 4);
+  const uint32_t s3 = ((w1 >> 4) & 0x0f0f0f0f) | (((w2 >> 6) & 0x03030303) << 4);
+  *lo = s0 | static_cast<uint64_t>(s1) << 32;
+  *hi = s2 | static_cast<uint64_t>(s3) << 32;
+}
+
 // Q3_K: the 16 signed 6-bit sub-block scales S_i from the packed 12 bytes (spec 15.2).
 static inline void UnpackQ3KScales(const uint8_t* s12, int* out) {
   for (int i = 0; i < 16; ++i) {

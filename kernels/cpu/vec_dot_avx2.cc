@@ -214,70 +214,73 @@ float DotIQ4_XS(const void* wp, const void* ap, int64_t n) {
   return sum;
 }
 
-// Two 16-element sub-blocks of one 32-byte quant vector: low 8 int16 lanes scale `s0`,
-// high 8 lanes `s1`.
-__m256i ScalePair(int s0, int s1) {
-  return _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(s1)),
-                          _mm_set1_epi16(static_cast<int16_t>(s0)));
+// Q2_K / Q3_K share Q6_K's layout of 16-element sub-blocks: for half h and 32-byte group j,
+// the low lane of the quant vector is sub-block 8h + 2j and the high lane 8h + 2j + 1.
+// `sc8` holds the 16 sub-block scales (int8); this sums Σ_s sc_s·Σ(u·a) over the block.
+template <typename QuantsOf>
+__m256i SumScaledGroups(__m128i sc8, bool is_signed, const int8_t* aq, QuantsOf quants) {
+  const __m128i lo8 = is_signed ? _mm_cvtepi8_epi16(sc8) : _mm_cvtepu8_epi16(sc8);
+  const __m128i hi8 = is_signed ? _mm_cvtepi8_epi16(_mm_srli_si128(sc8, 8))
+                                : _mm_cvtepu8_epi16(_mm_srli_si128(sc8, 8));
+  const __m256i sc_half[2] = {_mm256_broadcastsi128_si256(lo8), _mm256_broadcastsi128_si256(hi8)};
+  __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 8
+    for (int j = 0; j < 4; ++j) {
+      const __m256i pairs = PairsU8(quants(h, j), Load32(aq + 128 * h + 32 * j));
+      const __m256i scales = _mm256_shuffle_epi8(
+          sc_half[h], _mm256_set_m128i(Int16Picker(2 * j + 1), Int16Picker(2 * j)));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, scales));
+    }
+  }
+  return isum;
 }
 
 float DotQ2_K(const void* wp, const void* ap, int64_t n) {
   const auto* w = static_cast<const quant::BlockQ2_K*>(wp);
   const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
-  float sum = 0.0f;
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
-    int min_sum = 0;
-#pragma GCC unroll 8
-    for (int s = 0; s < 16; ++s) min_sum += (w[i].scales[s] >> 4) * a[i].bsums[s];
-    __m256i isum = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int h = 0; h < 2; ++h) {
-#pragma GCC unroll 8
-      for (int j = 0; j < 4; ++j) {
-        const int s = 8 * h + 2 * j;
-        const __m256i u = TwoBits32(w[i].qs + 32 * h, 2 * j);
-        const __m256i pairs = PairsU8(u, Load32(a[i].qs + 128 * h + 32 * j));
-        const __m256i scales = ScalePair(w[i].scales[s] & 0xF, w[i].scales[s + 1] & 0xF);
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, scales));
-      }
-    }
-    const float d = HalfToFloat(w[i].d) * a[i].d;
-    const float dmin = HalfToFloat(w[i].dmin) * a[i].d;
-    sum += d * static_cast<float>(HorizontalSumI32(isum)) - dmin * static_cast<float>(min_sum);
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].scales));
+    const __m128i sc8 = _mm_and_si128(packed, low4);
+    const __m128i m8 = _mm_and_si128(_mm_srli_epi16(packed, 4), low4);
+    const __m256i min_sums = _mm256_madd_epi16(Load32(a[i].bsums), _mm256_cvtepu8_epi16(m8));
+    const uint8_t* qs = w[i].qs;
+    const __m256i isum = SumScaledGroups(
+        sc8, false, a[i].qs, [&](int h, int j) { return TwoBits32(qs + 32 * h, 2 * j); });
+    const __m256 da = _mm256_set1_ps(a[i].d);
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(HalfToFloat(w[i].d)), da),
+                          _mm256_cvtepi32_ps(isum), acc);
+    acc = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_set1_ps(HalfToFloat(w[i].dmin)), da),
+                           _mm256_cvtepi32_ps(min_sums), acc);
   }
-  return sum;
+  return HorizontalSum(acc);
 }
 
 float DotQ3_K(const void* wp, const void* ap, int64_t n) {
   const auto* w = static_cast<const quant::BlockQ3_K*>(wp);
   const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
-  float sum = 0.0f;
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
-    int scales[16];
-    quant::UnpackQ3KScales(w[i].scales, scales);
+    uint64_t lo, hi;
+    quant::UnpackBiasedScalesQ3K(w[i].scales, &lo, &hi);
+    const __m128i sc8 = _mm_sub_epi8(
+        _mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo)), _mm_set1_epi8(32));
     // Quants are used as u = q + 4 in [0, 7]; the 4·Σa part comes from the bsums.
-    int offset_sum = 0;
-#pragma GCC unroll 8
-    for (int s = 0; s < 16; ++s) offset_sum += scales[s] * a[i].bsums[s];
+    const __m256i offsets = _mm256_madd_epi16(Load32(a[i].bsums), _mm256_cvtepi8_epi16(sc8));
     const __m256i hmask = Load32(w[i].hmask);
-    __m256i isum = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int h = 0; h < 2; ++h) {
-#pragma GCC unroll 8
-      for (int j = 0; j < 4; ++j) {
-        const int s = 8 * h + 2 * j;
-        const __m256i hb = BitOfBytes(hmask, 4 * h + j);
-        const __m256i u =
-            _mm256_or_si256(TwoBits32(w[i].qs + 32 * h, 2 * j), _mm256_slli_epi16(hb, 2));
-        const __m256i pairs = PairsU8(u, Load32(a[i].qs + 128 * h + 32 * j));
-        isum =
-            _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, ScalePair(scales[s], scales[s + 1])));
-      }
-    }
-    const float d = HalfToFloat(w[i].d) * a[i].d;
-    sum += d * static_cast<float>(HorizontalSumI32(isum) - 4 * offset_sum);
+    const uint8_t* qs = w[i].qs;
+    __m256i isum = SumScaledGroups(sc8, true, a[i].qs, [&](int h, int j) {
+      return _mm256_or_si256(TwoBits32(qs + 32 * h, 2 * j),
+                             _mm256_slli_epi16(BitOfBytes(hmask, 4 * h + j), 2));
+    });
+    isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(offsets, 2));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(HalfToFloat(w[i].d) * a[i].d), _mm256_cvtepi32_ps(isum),
+                          acc);
   }
-  return sum;
+  return HorizontalSum(acc);
 }
 
 }  // namespace

@@ -183,3 +183,37 @@ TEST(DequantizeTest, HandDecodedKQuantBlocks) {
 
 }  // namespace
 }  // namespace tessera::quant
+
+namespace tessera::quant {
+namespace {
+
+// The word-wise scale unpackers used by the kernels agree with the spec-form ones.
+TEST(BlockScalesTest, WordUnpackersMatchSpecForm) {
+  uint64_t state = 0x12345678;
+  for (int trial = 0; trial < 2000; ++trial) {
+    uint8_t q[12];
+    for (uint8_t& b : q) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      b = static_cast<uint8_t>(state >> 56);
+    }
+    uint64_t scales, mins;
+    UnpackScalesMinsK4(q, &scales, &mins);
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      UnpackScaleMinK4(j, q, &sc, &m);
+      ASSERT_EQ((scales >> (8 * j)) & 0xFF, sc) << j;
+      ASSERT_EQ((mins >> (8 * j)) & 0xFF, m) << j;
+    }
+    int s3[16];
+    UnpackQ3KScales(q, s3);
+    uint64_t lo, hi;
+    UnpackBiasedScalesQ3K(q, &lo, &hi);
+    for (int i = 0; i < 16; ++i) {
+      const uint64_t biased = ((i < 8 ? lo : hi) >> (8 * (i % 8))) & 0xFF;
+      ASSERT_EQ(static_cast<int>(biased) - 32, s3[i]) << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera::quant
