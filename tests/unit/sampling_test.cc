@@ -424,6 +424,67 @@ TEST(Sampler, LargeVocabularyTruncationKeepsTheExactSet) {
   }
 }
 
+// Top-p and min-p after top-k work on the k survivors renormalized (llama.cpp, vLLM).
+TEST(Sampler, TopPAndMinPAfterTopKUseTheSurvivors) {
+  const std::vector<double> logits = {0.5, -1, 2, 1, 0, -0.3};
+  // top-k 3 -> {2, 3, 0} with probabilities 0.629, 0.231, 0.140 among themselves: top-p 0.8
+  // keeps {2, 3}. Over the whole vocabulary 2 and 3 hold only 0.681 and 0 would stay.
+  SamplingParams p = Seeded(4);
+  p.top_k = 3;
+  p.top_p = 0.8f;
+  p.logprobs_mode = LogprobsMode::kProcessed;
+  p.top_logprobs = 6;
+  const std::vector<double> expected = LogSoftmax(logits, 1.0, {2, 3});
+  SampleResult r = MakeSampler(p).Sample(ToFloat(logits));
+  ASSERT_EQ(r.top_logprobs.size(), 2u);
+  EXPECT_EQ(r.top_logprobs[0].token, 2);
+  EXPECT_NEAR(r.top_logprobs[0].logprob, expected[2], 1e-6);
+  EXPECT_EQ(r.top_logprobs[1].token, 3);
+  // min-p 0.3 after top-k 3: exp(1 - 2) = 0.37 stays, exp(0.5 - 2) = 0.22 goes.
+  p.top_p = 1.0f;
+  p.min_p = 0.3f;
+  r = MakeSampler(p).Sample(ToFloat(logits));
+  ASSERT_EQ(r.top_logprobs.size(), 2u);
+  EXPECT_EQ(r.top_logprobs[1].token, 3);
+  EXPECT_NEAR(r.top_logprobs[1].logprob, expected[3], 1e-6);
+}
+
+// The bucketed top-p when the cut falls among many tokens of one bucket: 2000 tokens within
+// 0.02 of each other (one bucket, since a far outlier widens the range), and ties.
+TEST(Sampler, TopPCutInsideACrowdedBucket) {
+  std::vector<double> logits(2001);
+  for (int i = 0; i < 2000; ++i) logits[i] = -1e-5 * i;
+  logits[2000] = -40;
+  const std::vector<double> t1 = Probs(LogSoftmax(logits));
+  size_t kept = 0;
+  double cum = 0;
+  while (cum < 0.6) cum += t1[kept++];
+  SamplingParams p = Seeded(8);
+  p.top_p = 0.6f;
+  p.logprobs_mode = LogprobsMode::kProcessed;
+  Sampler sampler = MakeSampler(p);
+  std::vector<int> keep(kept);
+  std::iota(keep.begin(), keep.end(), 0);
+  const std::vector<double> expected = LogSoftmax(logits, 1.0, keep);
+  int32_t max_token = 0;
+  for (int i = 0; i < 3000; ++i) {
+    SampleResult r = sampler.Sample(ToFloat(logits));
+    ASSERT_LT(r.token, static_cast<int32_t>(kept));
+    EXPECT_NEAR(r.logprob, expected[r.token], 2e-6);
+    max_token = std::max(max_token, r.token);
+  }
+  EXPECT_GT(max_token, static_cast<int32_t>(kept) - 20);
+  // Exact ties: 100 equal logits, top-p 0.255 keeps the 26 lowest ids (0.26 >= 0.255).
+  p.top_p = 0.255f;
+  Sampler tied = MakeSampler(p);
+  const std::vector<float> flat(100, 0.5f);
+  for (int i = 0; i < 500; ++i) {
+    SampleResult r = tied.Sample(flat);
+    ASSERT_LT(r.token, 26);
+    EXPECT_NEAR(r.logprob, std::log(1.0 / 26), 1e-6);
+  }
+}
+
 TEST(Sampler, TopKLargeAndSmallAgainstDouble) {
   const std::vector<double> logits = NoiseLogits(1000, 90, 2.0);
   const std::vector<int> ranked = Ranked(logits);

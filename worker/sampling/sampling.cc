@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "worker/sampling/exp.h"
+#include "worker/sampling/vocab_math.h"
 
 namespace tessera::sampling {
 namespace {
@@ -17,17 +17,13 @@ using internal::Candidate;
 
 constexpr int32_t kMaxTopLogprobs = 20;
 constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kMinTemperature = 1e-5f;
+// Tokens per partial sum in the draw (see Weigh).
+constexpr size_t kDrawBlock = 256;
 
 // The order every step ranks tokens in: higher logit first, then lower id.
 bool Better(const Candidate& a, const Candidate& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-}
-
-// NaN never wins (and would break the orderings); +inf becomes finite so that
-// logit - max stays a number.
-float Sanitize(float x) {
-  if (std::isnan(x)) return -kInf;
-  return x == kInf ? std::numeric_limits<float>::max() : x;
 }
 
 // The k best of at(0..count) into `out`, best first: a heap of the k best so far, so a
@@ -47,6 +43,32 @@ void SelectBest(size_t count, At at, size_t k, std::vector<Candidate>& out) {
       out.back() = c;
       std::push_heap(out.begin(), out.end(), Better);
     }
+  }
+  std::sort_heap(out.begin(), out.end(), Better);
+}
+
+// SelectBest over v[0..n) with ids 0..n-1. Scanning in id order, a token equal to the
+// worst kept one never displaces it, and whole blocks no better than it are skipped with
+// one vectorized max: after the first few blocks almost every block is.
+void SelectBestDense(const float* v, size_t n, size_t k, std::vector<Candidate>& out) {
+  out.clear();
+  k = std::min(k, n);
+  if (k == 0) return;
+  for (size_t i = 0; i < k; ++i) out.push_back({v[i], static_cast<int32_t>(i)});
+  std::make_heap(out.begin(), out.end(), Better);
+  constexpr size_t kBlock = 64;
+  size_t i = k;
+  while (i < n) {
+    if (i % kBlock == 0 && i + kBlock <= n && MaxOfBlock<kBlock>(v + i) <= out.front().logit) {
+      i += kBlock;
+      continue;
+    }
+    if (v[i] > out.front().logit) {
+      std::pop_heap(out.begin(), out.end(), Better);
+      out.back() = {v[i], static_cast<int32_t>(i)};
+      std::push_heap(out.begin(), out.end(), Better);
+    }
+    ++i;
   }
   std::sort_heap(out.begin(), out.end(), Better);
 }
@@ -145,12 +167,7 @@ void Sampler::TopK(int32_t k) {
   if (k <= 0 || static_cast<size_t>(k) >= n) return;
   const size_t kk = static_cast<size_t>(k);
   if (kk * 16 <= n) {
-    SelectBest(
-        n,
-        [&](size_t i) {
-          return Candidate{logits_[i], static_cast<int32_t>(i)};
-        },
-        kk, candidates_);
+    SelectBestDense(logits_.data(), n, kk, candidates_);
   } else {
     candidates_.resize(n);
     for (size_t i = 0; i < n; ++i) candidates_[i] = {logits_[i], static_cast<int32_t>(i)};
@@ -178,18 +195,45 @@ void Sampler::TopP(float p) {
     return;
   }
   // The whole vocabulary: sorting 150k tokens to find the cut would dominate a decode
-  // step. Instead bucket the tokens by logit, find the bucket where the cumulative
-  // probability crosses p, keep every bucket above it and sort only that one bucket.
+  // step. The kept set is a prefix of the ranking, so first try the tokens within a factor
+  // of 1e3 (then 1e6) of the best: when they already hold p of the mass, sorting them is
+  // enough (the usual case with a trained model's peaked logits).
   const size_t n = logits_.size();
-  float max = -kInf;
-  float min = kInf;
-  for (float l : logits_) {
-    max = std::max(max, l);
-    if (l > -kInf) min = std::min(min, l);
-  }
+  const float max = MaxOf(logits_.data(), n);
   if (max == -kInf) return;  // Every logit -inf: nothing to rank.
   weights_.resize(n);
   ExpShifted(logits_.data(), n, max, 1.0f, weights_.data());
+  const double target = p * SumInOrder(weights_.data(), n);
+  constexpr size_t kMaxPrefilter = 8192;
+  for (float floor : {1e-3f, 1e-6f}) {
+    scratch_.clear();
+    double mass = 0;
+    for (size_t i = 0; i < n && scratch_.size() <= kMaxPrefilter; ++i) {
+      if (weights_[i] >= floor) {
+        scratch_.push_back({logits_[i], static_cast<int32_t>(i)});
+        mass += weights_[i];
+      }
+    }
+    if (scratch_.size() > kMaxPrefilter || mass < target) continue;
+    std::sort(scratch_.begin(), scratch_.end(), Better);
+    double cum = 0;
+    size_t keep = 0;
+    while (keep < scratch_.size() && cum < target) cum += weights_[scratch_[keep++].id];
+    scratch_.resize(keep);
+    // Back to id order, the order the draw walks.
+    std::sort(scratch_.begin(), scratch_.end(),
+              [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+    candidates_.swap(scratch_);
+    dense_ = false;
+    sorted_ = false;
+    return;
+  }
+  // A flat distribution: bucket the tokens by logit, find the bucket where the cumulative
+  // probability crosses p, and sort only the tokens of that bucket.
+  float min = kInf;
+  for (float l : logits_) {
+    if (l > -kInf) min = std::min(min, l);
+  }
   constexpr int kBuckets = 1024;
   const float scale = max > min ? (kBuckets - 1) / (max - min) : 0.0f;
   // -inf lands in the last bucket (the comparison fails for inf and NaN).
@@ -199,9 +243,6 @@ void Sampler::TopP(float p) {
   };
   std::array<double, kBuckets> mass{};
   for (size_t i = 0; i < n; ++i) mass[bucket_of(logits_[i])] += weights_[i];
-  double total = 0;
-  for (double m : mass) total += m;
-  const double target = p * total;
   int cut = 0;
   double cum = 0;
   while (cut < kBuckets - 1 && cum + mass[cut] < target) cum += mass[cut++];
@@ -250,7 +291,7 @@ void Sampler::MinP(float min_p) {
 }
 
 float Sampler::MaxSurvivorLogit() const {
-  if (dense_) return *std::max_element(logits_.begin(), logits_.end());
+  if (dense_) return MaxOf(logits_.data(), logits_.size());
   if (sorted_) return candidates_[0].logit;
   float max = -kInf;
   for (const Candidate& c : candidates_) max = std::max(max, c.logit);
@@ -259,8 +300,9 @@ float Sampler::MaxSurvivorLogit() const {
 
 int32_t Sampler::BestSurvivor() const {
   if (dense_) {
-    // max_element returns the first maximum: the lowest id on ties.
-    return static_cast<int32_t>(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
+    // The first maximum: the lowest id on ties.
+    const float max = MaxOf(logits_.data(), logits_.size());
+    return static_cast<int32_t>(std::find(logits_.begin(), logits_.end(), max) - logits_.begin());
   }
   if (sorted_) return candidates_[0].id;
   return std::min_element(candidates_.begin(), candidates_.end(), Better)->id;
@@ -273,13 +315,22 @@ double Sampler::Weigh(float max_logit, float temperature) {
     // Every survivor is -inf: treat them as equally likely.
     std::fill(weights_.begin(), weights_.end(), 1.0f);
   } else if (dense_) {
-    ExpShifted(logits_.data(), m, max_logit, temperature, weights_.data());
+    ExpShifted(logits_.data(), m, max_logit, 1.0f / temperature, weights_.data());
   } else {
     for (size_t j = 0; j < m; ++j) {
-      weights_[j] = FastExp((candidates_[j].logit - max_logit) / temperature);
+      weights_[j] = FastExp((candidates_[j].logit - max_logit) * (1.0f / temperature));
     }
   }
-  return SumInOrder(weights_.data(), m);
+  // Per-block sums let the draw skip whole blocks instead of adding 150k weights one by
+  // one.
+  block_sums_.resize((m + kDrawBlock - 1) / kDrawBlock);
+  double total = 0;
+  for (size_t b = 0; b < block_sums_.size(); ++b) {
+    const size_t begin = b * kDrawBlock;
+    block_sums_[b] = SumInOrder(weights_.data() + begin, std::min(kDrawBlock, m - begin));
+    total += block_sums_[b];
+  }
+  return total;
 }
 
 int32_t Sampler::Draw(double total) {
@@ -289,9 +340,17 @@ int32_t Sampler::Draw(double total) {
   const size_t m = weights_.size();
   auto id_at = [&](size_t j) { return dense_ ? static_cast<int32_t>(j) : candidates_[j].id; };
   double cum = 0;
-  for (size_t j = 0; j < m; ++j) {
-    cum += weights_[j];
-    if (target < cum) return id_at(j);
+  for (size_t b = 0; b < block_sums_.size(); ++b) {
+    if (target < cum + block_sums_[b]) {
+      const size_t end = std::min(m, (b + 1) * kDrawBlock);
+      double running = cum;
+      for (size_t j = b * kDrawBlock; j < end; ++j) {
+        running += weights_[j];
+        if (target < running) return id_at(j);
+      }
+      // The one-by-one sum rounded just below the block's: go on with the next block.
+    }
+    cum += block_sums_[b];
   }
   // Rounding left the running sum just short of `total`: the last token that can occur.
   for (size_t j = m; j-- > 0;) {
@@ -310,12 +369,7 @@ void Sampler::ProcessedLogprobs(float max_logit, float temperature, double total
   const size_t n = static_cast<size_t>(params_.top_logprobs);
   if (n == 0) return;
   if (dense_) {
-    SelectBest(
-        logits_.size(),
-        [&](size_t i) {
-          return Candidate{logits_[i], static_cast<int32_t>(i)};
-        },
-        n, scratch_);
+    SelectBestDense(logits_.data(), logits_.size(), n, scratch_);
   } else {
     SelectBest(
         candidates_.size(), [&](size_t j) { return candidates_[j]; }, n, scratch_);
@@ -324,25 +378,16 @@ void Sampler::ProcessedLogprobs(float max_logit, float temperature, double total
 }
 
 void Sampler::RawLogprobs(absl::Span<const float> raw, int32_t token, SampleResult& result) {
-  // Reuses logits_ (no longer needed) for the sanitized raw logits.
+  // logits_ is free again: unless it still holds them, it takes the sanitized raw logits.
   const size_t n = raw.size();
-  for (size_t i = 0; i < n; ++i) logits_[i] = Sanitize(raw[i]);
-  const float max = *std::max_element(logits_.begin(), logits_.end());
-  weights_.resize(n);
-  ExpShifted(logits_.data(), n, max, 1.0f, weights_.data());
-  const double log_total = std::log(SumInOrder(weights_.data(), n));
+  if (PenaltiesActive()) SanitizeInto(raw.data(), n, logits_.data());
+  const float max = MaxOf(logits_.data(), n);
+  const double log_total = std::log(SumExpShifted(logits_.data(), n, max));
   auto logprob = [&](float logit) {
     return static_cast<float>(static_cast<double>(logit) - max - log_total);
   };
   result.logprob = logprob(logits_[token]);
-  const size_t top = static_cast<size_t>(params_.top_logprobs);
-  if (top == 0) return;
-  SelectBest(
-      n,
-      [&](size_t i) {
-        return Candidate{logits_[i], static_cast<int32_t>(i)};
-      },
-      top, scratch_);
+  SelectBestDense(logits_.data(), n, static_cast<size_t>(params_.top_logprobs), scratch_);
   for (const Candidate& c : scratch_) result.top_logprobs.push_back({c.id, logprob(c.logit)});
 }
 
@@ -354,12 +399,14 @@ SampleResult Sampler::Sample(absl::Span<const float> logits) {
   }
   const size_t n = logits.size();
   logits_.resize(n);
-  for (size_t i = 0; i < n; ++i) logits_[i] = Sanitize(logits[i]);
+  SanitizeInto(logits.data(), n, logits_.data());
   if (PenaltiesActive()) ApplyPenalties(logits_);
   dense_ = true;
   sorted_ = false;
 
-  const bool greedy = params_.temperature == 0.0f;
+  // Below 1e-5 (vLLM's threshold) sampling is greedy in all but exact ties, and
+  // 1 / temperature stays finite.
+  const bool greedy = params_.temperature < kMinTemperature;
   const bool processed = params_.logprobs_mode == LogprobsMode::kProcessed;
   int32_t token;
   if (greedy && !processed) {

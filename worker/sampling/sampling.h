@@ -15,9 +15,9 @@
 //
 // Determinism: each non-greedy step takes one output x of std::mt19937_64 (fixed by the C++
 // standard), u = (x >> 11) * 2^-53, and picks the first surviving token whose running sum
-// of weights exp((logit - max) / temperature) exceeds u times their total. Survivors run
+// of weights exp((logit - max) * (1 / temperature)) exceeds u times their total. Survivors run
 // in token-id order, except after top-k, where they run best first (highest logit, then
-// lowest id). The exponential is the library's own polynomial (exp.h), not the platform's
+// lowest id). The exponential is the library's own polynomial (vocab_math.h), not the platform's
 // libm, so the same seed and logits give the same tokens on every platform.
 #pragma once
 
@@ -55,7 +55,8 @@ enum class LogprobsMode {
 };
 
 struct SamplingParams {
-  // 0 selects greedy decoding (argmax; ties go to the lowest token id). Must be >= 0.
+  // 0 selects greedy decoding (argmax; ties go to the lowest token id), and so does any
+  // value below 1e-5 (as in vLLM). Must be >= 0.
   float temperature = 1.0f;
   // Keep only the k most likely tokens; 0 or -1 turns it off. Must be >= -1.
   int32_t top_k = 0;
@@ -144,7 +145,7 @@ class Sampler {
   void MinP(float min_p);
   float MaxSurvivorLogit() const;
   int32_t BestSurvivor() const;
-  // Writes exp((logit - max_logit) / temperature) of every survivor to weights_ (in
+  // Writes exp((logit - max_logit) * (1 / temperature)) of every survivor to weights_ (in
   // survivor order) and returns their sum.
   double Weigh(float max_logit, float temperature);
   // Draws a survivor with probability proportional to its weight.
@@ -166,6 +167,7 @@ class Sampler {
   std::vector<internal::Candidate> candidates_;
   std::vector<internal::Candidate> scratch_;
   std::vector<float> weights_;
+  std::vector<double> block_sums_;  // Sums of weights_ per kDrawBlock survivors.
   bool dense_ = true;
   // candidates_ is in best-first order (highest logit, then lowest id).
   bool sorted_ = false;

@@ -1,13 +1,15 @@
-// The exponential the sampler uses, written out so that every platform computes the same
-// float for the same input (a libm's expf may differ in the last bit, and a draw that
-// lands on a boundary would then pick another token), and so that loops over a 150k-entry
-// vocabulary vectorize. Compiled with -ffp-contract=off (see CMakeLists.txt) so that no
-// compiler fuses the multiplies and adds differently.
+// The arithmetic the sampler runs over a whole vocabulary, written so that the loops
+// vectorize (a 150k-entry vocabulary is walked several times per token) and so that every
+// platform computes the same floats: the exponential is our own rather than libm's (whose
+// expf may differ in the last bit, and a draw landing on a boundary would then pick
+// another token), and sums run in a fixed order. Compiled with -ffp-contract=off (see
+// CMakeLists.txt) so that no compiler fuses multiplies and adds differently.
 #pragma once
 
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 namespace tessera::sampling {
 
@@ -39,10 +41,13 @@ inline float FastExp(float x) {
   return x < -87.0f ? 0.0f : y * scale;
 }
 
-// out[i] = FastExp((in[i] - shift) / divisor) for i < n.
-inline void ExpShifted(const float* in, size_t n, float shift, float divisor, float* out) {
-  for (size_t i = 0; i < n; ++i) out[i] = FastExp((in[i] - shift) / divisor);
-}
+// out[i] = FastExp((in[i] - shift) * scale) for i < n. (vocab_math.cc: built for AVX2
+// too, chosen at load time; every lane width computes the same floats.)
+void ExpShifted(const float* in, size_t n, float shift, float scale, float* out);
+
+// The sum in double of FastExp(in[i] - shift) for i < n, in a fixed order (blocks of 256,
+// each summed as SumInOrder does), without storing the exponentials.
+double SumExpShifted(const float* in, size_t n, float shift);
 
 // Sum of v[0..n) in double, in a fixed order (four interleaved partial sums) so that the
 // result is the same everywhere and the loop is not one long dependency chain.
@@ -57,6 +62,47 @@ inline double SumInOrder(const float* v, size_t n) {
   }
   for (; i < n; ++i) s[0] += v[i];
   return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+// Largest of v[0..n), -inf when n == 0. Eight independent lanes so that it vectorizes;
+// the result is exact, so the lane order does not matter.
+inline float MaxOf(const float* v, size_t n) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float lanes[8] = {kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (size_t j = 0; j < 8; ++j) lanes[j] = lanes[j] < v[i + j] ? v[i + j] : lanes[j];
+  }
+  float max = kNegInf;
+  for (; i < n; ++i) max = max < v[i] ? v[i] : max;
+  for (float l : lanes) max = max < l ? l : max;
+  return max;
+}
+
+// MaxOf for a fixed count that is a multiple of 8 (a block of a longer scan).
+template <size_t N>
+inline float MaxOfBlock(const float* v) {
+  static_assert(N % 8 == 0);
+  float lanes[8];
+  for (size_t j = 0; j < 8; ++j) lanes[j] = v[j];
+  for (size_t i = 8; i < N; i += 8) {
+    for (size_t j = 0; j < 8; ++j) lanes[j] = lanes[j] < v[i + j] ? v[i + j] : lanes[j];
+  }
+  float max = lanes[0];
+  for (size_t j = 1; j < 8; ++j) max = max < lanes[j] ? lanes[j] : max;
+  return max;
+}
+
+// out[i] = in[i] with NaN as -inf (a NaN never wins and would break every ordering) and
+// +inf as the largest float (so that logit - max stays a number).
+inline void SanitizeInto(const float* in, size_t n, float* out) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  constexpr float kMax = std::numeric_limits<float>::max();
+  for (size_t i = 0; i < n; ++i) {
+    float x = in[i];
+    x = x != x ? -kInf : x;
+    out[i] = x == kInf ? kMax : x;
+  }
 }
 
 }  // namespace tessera::sampling
