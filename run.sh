@@ -11,5 +11,9 @@ if [ ! -f "$model" ]; then
   mkdir -p "$(dirname "$model")"
   build/default/tools/tessera gen-model --arch llama --preset tiny -o "$model"
 fi
-# Until the daemon lands, the main job is inspecting the default model.
-build/default/tools/tessera inspect "$model" "$@"
+# Until the daemon lands, the main job is offline generation on the default model. Extra
+# arguments go to `tessera generate` (e.g. ./run.sh --prompt "Hello" --seed 7).
+if [ $# -eq 0 ]; then
+  set -- --prompt "Once upon a time" --max-tokens 48 --seed 1
+fi
+build/default/tools/tessera generate --model "$model" "$@"

@@ -13,6 +13,7 @@ int RunInspect(const Args& args);
 int RunGenModel(const Args& args);
 int RunValidate(const Args& args);
 int RunEvalLogits(const Args& args);
+int RunGenerate(const Args& args);
 int RunTokenize(const Args& args);
 int RunDetokenize(const Args& args);
 int RunChatTemplate(const Args& args);

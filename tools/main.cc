@@ -21,6 +21,7 @@ constexpr Command kCommands[] = {
      tessera::cli::RunGenModel},
     {"validate", "check in seconds that a model loads: tensors, fixups, TP plan, memory",
      tessera::cli::RunValidate},
+    {"generate", "generate text offline with the CPU executor", tessera::cli::RunGenerate},
     {"eval-logits", "teacher-forced logits of a token list (float32 file)",
      tessera::cli::RunEvalLogits},
     {"tokenize", "text on stdin -> token ids", tessera::cli::RunTokenize},

@@ -1,0 +1,278 @@
+// tessera generate: offline generation with the CPU executor (no daemon).
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "common/chat/builtin_templates.h"
+#include "common/chat/template.h"
+#include "common/tokenizer/streaming_detokenizer.h"
+#include "common/tokenizer/tokenizer.h"
+#include "nlohmann/json.hpp"
+#include "tools/commands.h"
+#include "tools/executor_flags.h"
+#include "worker/executor/executor.h"
+#include "worker/sampling/sampling.h"
+
+namespace tessera::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr char kUsage[] =
+    "usage: tessera generate --model FILE (--prompt TEXT | --prompt-tokens 1,2,3 | --chat MSG)\n"
+    "                        [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
+    "                        [--min-p P] [--repetition-penalty R] [--presence-penalty P]\n"
+    "                        [--frequency-penalty F] [--seed S] [--system TEXT]\n"
+    "                        [--chat-template NAME|FILE] [--dtype D] [--exact] [--threads N]\n"
+    "                        [--json]\n"
+    "\n"
+    "Generates text with the CPU executor and streams it to stdout. --prompt is tokenized with\n"
+    "the model's BOS; --chat renders the message (after an optional --system message) with the\n"
+    "model's chat template, or --chat-template (a built-in: chatml, llama3, deepseek3, glm4;\n"
+    "or a .jinja file). Generation stops at an end-of-generation token or --max-tokens.\n"
+    "\n"
+    "  --max-tokens N          tokens to generate (default 128)\n"
+    "  --temperature T         0 = greedy (default 0.8)\n"
+    "  --top-k K               (default 40; 0 = off)\n"
+    "  --top-p P               (default 0.95)\n"
+    "  --min-p P               (default 0.05)\n"
+    "  --seed S                same seed, same tokens (default: random)\n"
+    "  --exact                 float32 exact path (see eval-logits)\n"
+    "  --dtype D               auto|float32|bfloat16|float16 for the fast path\n"
+    "  --threads N             worker threads (default: one per core)\n"
+    "  --json                  one JSON object per token ({\"token\", \"text\", \"logprob\"}),\n"
+    "                          then a summary object with prompt_tokens, completion_tokens,\n"
+    "                          prefill_tokens_per_s, decode_tokens_per_s, finish_reason\n";
+
+struct Options {
+  std::string model, prompt, prompt_tokens, chat, system, chat_template;
+  int max_tokens = 128;
+  bool json = false;
+  sampling::SamplingParams sampling;
+  executor::ExecutorOptions exec;
+};
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "tessera generate: %s\n", msg.c_str());
+  return 1;
+}
+
+absl::StatusOr<std::vector<int32_t>> PromptTokens(const Options& o, const tokenizer::Tokenizer* tok,
+                                                  const gguf::Metadata& md) {
+  if (!o.prompt_tokens.empty()) {
+    auto ids = ParseTokenList(o.prompt_tokens);
+    if (!ids) return absl::InvalidArgumentError("--prompt-tokens: not a comma-separated id list");
+    return *ids;
+  }
+  if (tok == nullptr)
+    return absl::FailedPreconditionError("the model's tokenizer could not be loaded");
+  std::string text = o.prompt;
+  bool chat = !o.chat.empty();
+  if (chat) {
+    auto source = chat::ResolveChatTemplate(o.chat_template, md);
+    if (!source.ok()) return source.status();
+    auto tmpl = chat::ChatTemplate::Parse(*source);
+    if (!tmpl.ok()) return tmpl.status();
+    nlohmann::ordered_json vars;
+    vars["messages"] = nlohmann::ordered_json::array();
+    if (!o.system.empty()) vars["messages"].push_back({{"role", "system"}, {"content", o.system}});
+    vars["messages"].push_back({{"role", "user"}, {"content", o.chat}});
+    vars["add_generation_prompt"] = true;
+    const auto& sp = tok->vocab().special();
+    vars["bos_token"] = sp.bos >= 0 ? std::string(tok->Piece(sp.bos)) : "";
+    vars["eos_token"] = sp.eos >= 0 ? std::string(tok->Piece(sp.eos)) : "";
+    auto rendered = tmpl->Render(vars);
+    if (!rendered.ok()) return rendered.status();
+    text = *rendered;
+  }
+  tokenizer::EncodeOptions eo;
+  eo.add_special = true;
+  eo.parse_special = chat;
+  eo.skip_duplicate_bos = true;
+  return tok->Encode(text, eo);
+}
+
+int Generate(Options& o) {
+  std::optional<tokenizer::Tokenizer> tok;
+  if (auto t = tokenizer::Tokenizer::Open(o.model); t.ok()) {
+    tok.emplace(*std::move(t));
+  } else if (o.prompt_tokens.empty()) {
+    return Fail(std::string(t.status().message()));
+  }
+  if (tok) {
+    for (int32_t id = 0; id < static_cast<int32_t>(tok->vocab().size()); ++id) {
+      if (tok->vocab().IsEndOfGeneration(id)) o.sampling.stop_token_ids.push_back(id);
+    }
+  }
+  auto sampler = sampling::Sampler::Create(o.sampling);
+  if (!sampler.ok()) return Fail(std::string(sampler.status().message()));
+
+  auto file = gguf::GgufModel::Open(o.model);
+  if (!file.ok()) return Fail(std::string(file.status().message()));
+  auto prompt = PromptTokens(o, tok ? &*tok : nullptr, file->metadata());
+  if (!prompt.ok()) return Fail(std::string(prompt.status().message()));
+  if (prompt->empty()) return Fail("the prompt is empty");
+
+  o.exec.kv_tokens = static_cast<int64_t>(prompt->size()) + o.max_tokens;
+  auto ex = executor::Executor::Create(o.model, o.exec);
+  if (!ex.ok()) return Fail(std::string(ex.status().message()));
+  if (static_cast<int64_t>(prompt->size()) + o.max_tokens > (*ex)->hparams().n_ctx_train) {
+    std::fprintf(stderr, "warning: prompt + max tokens exceed the training context %u\n",
+                 (*ex)->hparams().n_ctx_train);
+  }
+  sampler->AddPromptTokens(*prompt);
+
+  executor::SequenceInput seq;
+  seq.tokens = *prompt;
+  for (int b = 0; b < (*ex)->n_blocks(); ++b) seq.block_table.push_back(b);
+  std::optional<tokenizer::StreamingDetokenizer> detok;
+  if (tok) {
+    tokenizer::DecodeOptions dopt;
+    dopt.render_special = false;
+    detok.emplace(&*tok, dopt);
+  }
+  auto t0 = Clock::now();
+  Clock::time_point t_first;
+  int generated = 0;
+  std::string finish = "length";
+  while (generated < o.max_tokens) {
+    auto logits = (*ex)->Step({&seq, 1});
+    if (!logits.ok()) return Fail(std::string(logits.status().message()));
+    if (generated == 0) t_first = Clock::now();
+    sampling::SampleResult r = sampler->Sample((*logits)[0]);
+    ++generated;
+    if (r.end_of_generation) {
+      finish = "stop";
+      break;
+    }
+    std::string text;
+    if (detok) (void)detok->Feed(r.token, &text);
+    if (o.json) {
+      nlohmann::json j = {{"token", r.token}, {"text", text}, {"logprob", r.logprob}};
+      std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    } else {
+      std::fputs(tok ? text.c_str() : (std::to_string(r.token) + " ").c_str(), stdout);
+    }
+    std::fflush(stdout);
+    seq.start_pos += static_cast<int64_t>(seq.tokens.size());
+    seq.tokens = {r.token};
+  }
+  std::string tail;
+  if (detok) detok->Finish(&tail);
+  auto t1 = Clock::now();
+  double prefill_s = std::chrono::duration<double>(t_first - t0).count();
+  double decode_s = std::chrono::duration<double>(t1 - t_first).count();
+  double prefill_tps = prompt->size() / std::max(prefill_s, 1e-9);
+  double decode_tps = generated > 1 ? (generated - 1) / std::max(decode_s, 1e-9) : 0.0;
+  if (o.json) {
+    nlohmann::json j = {{"prompt_tokens", prompt->size()},
+                        {"completion_tokens", generated},
+                        {"prefill_tokens_per_s", prefill_tps},
+                        {"decode_tokens_per_s", decode_tps},
+                        {"finish_reason", finish},
+                        {"seed", sampler->seed()}};
+    if (!tail.empty()) std::printf("%s\n", nlohmann::json({{"text", tail}}).dump().c_str());
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%s\n", tail.c_str());
+    std::fprintf(
+        stderr, "[%zu prompt tokens at %.1f tok/s, %d generated at %.1f tok/s, %s, %d threads]\n",
+        prompt->size(), prefill_tps, generated, decode_tps, finish.c_str(), (*ex)->threads());
+  }
+  return 0;
+}
+
+bool ParseFloat(const std::string& v, float* out) { return absl::SimpleAtof(v, out); }
+
+}  // namespace
+
+int RunGenerate(const Args& args) {
+  Options o;
+  o.sampling.temperature = 0.8f;
+  o.sampling.top_k = 40;
+  o.sampling.top_p = 0.95f;
+  o.sampling.min_p = 0.05f;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (a == "--json") {
+      o.json = true;
+      continue;
+    }
+    int used = ParseExecutorFlag(args, i, o.exec, "generate");
+    if (used < 0) return 2;
+    if (used > 0) {
+      i += used - 1;
+      continue;
+    }
+    if (i + 1 >= args.size()) {
+      std::fprintf(stderr, "tessera generate: '%s' needs a value or is unknown\n\n%s", a.c_str(),
+                   kUsage);
+      return 2;
+    }
+    const std::string& v = args[++i];
+    bool ok = true;
+    if (a == "--model") {
+      o.model = v;
+    } else if (a == "--prompt") {
+      o.prompt = v;
+    } else if (a == "--prompt-tokens") {
+      o.prompt_tokens = v;
+    } else if (a == "--chat") {
+      o.chat = v;
+    } else if (a == "--system") {
+      o.system = v;
+    } else if (a == "--chat-template") {
+      o.chat_template = v;
+    } else if (a == "--max-tokens") {
+      ok = absl::SimpleAtoi(v, &o.max_tokens) && o.max_tokens >= 1 && o.max_tokens <= 1000000;
+    } else if (a == "--temperature") {
+      ok = ParseFloat(v, &o.sampling.temperature);
+    } else if (a == "--top-k") {
+      ok = absl::SimpleAtoi(v, &o.sampling.top_k);
+    } else if (a == "--top-p") {
+      ok = ParseFloat(v, &o.sampling.top_p);
+    } else if (a == "--min-p") {
+      ok = ParseFloat(v, &o.sampling.min_p);
+    } else if (a == "--repetition-penalty") {
+      ok = ParseFloat(v, &o.sampling.repetition_penalty);
+    } else if (a == "--presence-penalty") {
+      ok = ParseFloat(v, &o.sampling.presence_penalty);
+    } else if (a == "--frequency-penalty") {
+      ok = ParseFloat(v, &o.sampling.frequency_penalty);
+    } else if (a == "--seed") {
+      uint64_t seed;
+      ok = absl::SimpleAtoi(v, &seed);
+      o.sampling.seed = seed;
+    } else {
+      std::fprintf(stderr, "tessera generate: unknown option '%s'\n\n%s", a.c_str(), kUsage);
+      return 2;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "tessera generate: %s: '%s' is not a valid value\n", a.c_str(),
+                   v.c_str());
+      return 2;
+    }
+  }
+  int sources = !o.prompt.empty() + !o.prompt_tokens.empty() + !o.chat.empty();
+  if (o.model.empty() || sources != 1) {
+    std::fprintf(stderr,
+                 "tessera generate: --model and exactly one of --prompt, --prompt-tokens, "
+                 "--chat are required\n\n%s",
+                 kUsage);
+    return 2;
+  }
+  if (absl::Status s = o.sampling.Validate(); !s.ok()) {
+    std::fprintf(stderr, "tessera generate: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  return Generate(o);
+}
+
+}  // namespace tessera::cli
