@@ -39,8 +39,7 @@ Value AttrGet(const Value& item, const std::string& path, const Value* dflt) {
     size_t dot = path.find('.', pos);
     std::string part = path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
     bool digits = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
-    v = digits ? GetItem(v, Value(static_cast<int64_t>(std::stoll(part))))
-               : GetItem(v, Value(part));
+    v = digits ? GetItem(v, Value(ParseDecimal(part, "index"))) : GetItem(v, Value(part));
     if (dot == std::string::npos) break;
     pos = dot + 1;
   }
@@ -201,6 +200,7 @@ std::string Indent(const std::string& text, const Value& width, bool first, bool
   if (width.is_string()) {
     ind = width.as_string();
   } else {
+    CheckWidth(width.as_int());
     ind = std::string(static_cast<size_t>(std::max<int64_t>(width.as_int(), 0)), ' ');
   }
   std::vector<std::string> lines = PySplitLines(text + "\n");

@@ -17,8 +17,13 @@ namespace {
 // Python's recursion limit bounds Jinja2's macro recursion at about this depth; past it we
 // fail rather than overflow the C++ stack.
 constexpr int kMaxCallDepth = 200;
-// range() larger than this is refused (a template has no business building such lists).
-constexpr int64_t kMaxRange = 1 << 20;
+// Jinja2's sandbox refuses range() above MAX_RANGE = 100000.
+constexpr int64_t kMaxRange = 100000;
+// Bounds on one render, so a hostile template cannot hold a server thread or its memory:
+// statements executed, bytes of output, and bytes built by `*` repetition.
+constexpr int64_t kMaxSteps = 20'000'000;
+constexpr size_t kMaxOutputBytes = size_t{64} << 20;
+constexpr int64_t kMaxRepeatBytes = int64_t{64} << 20;
 
 struct Frame {
   std::unordered_map<std::string, Value> vars;
@@ -78,6 +83,11 @@ Value Arithmetic(const std::string& op, const Value& a, const Value& b) {
     const Value* count = seq == &a ? &b : &a;
     if ((seq->is_string() || seq->is_list()) && (count->is_int() || count->is_bool())) {
       int64_t n = std::max<int64_t>(count->as_int(), 0);
+      int64_t unit = seq->is_string() ? static_cast<int64_t>(seq->as_string().size())
+                                      : static_cast<int64_t>(seq->list().size()) * 16;
+      if (unit > 0 && n > kMaxRepeatBytes / unit) {
+        throw TemplateError("MemoryError: repetition result too large");
+      }
       if (seq->is_string()) {
         std::string out;
         for (int64_t i = 0; i < n; ++i) out += seq->as_string();
@@ -170,7 +180,9 @@ class Interpreter {
       ValueList out;
       for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
         if (static_cast<int64_t>(out.size()) >= kMaxRange) {
-          throw TemplateError("range() too large");
+          throw TemplateError(
+              "OverflowError: Range too big. The sandbox blocks ranges larger than "
+              "MAX_RANGE (100000).");
         }
         out.emplace_back(i);
       }
@@ -209,7 +221,12 @@ class Interpreter {
 
   Flow ExecList(const StmtList& list, Frame& frame, std::string* out) {
     for (const auto& s : list) {
+      Step(s->line);
       Flow f = Exec(*s, frame, out);
+      if (out->size() > kMaxOutputBytes) {
+        throw TemplateError(
+            "template output exceeded " + std::to_string(kMaxOutputBytes) + " bytes", s->line);
+      }
       if (f != Flow::kNormal) return f;
     }
     return Flow::kNormal;
@@ -298,6 +315,12 @@ class Interpreter {
     return Flow::kNormal;
   }
 
+  void Step(int line) {
+    if (++steps_ > kMaxSteps) {
+      throw TemplateError("template exceeded " + std::to_string(kMaxSteps) + " steps", line);
+    }
+  }
+
   void Assign(const std::vector<std::string>& targets, const Value& v, Frame& frame) {
     if (targets.size() == 1) {
       frame.vars[targets[0]] = v;
@@ -330,6 +353,7 @@ class Interpreter {
     if (s.filter) {
       ValueList kept;
       for (Value& item : items) {
+        Step(s.line);
         Frame f{{}, &frame};
         Assign(s.targets, item, f);
         if (Truthy(Eval(*s.filter, f))) kept.push_back(std::move(item));
@@ -338,6 +362,7 @@ class Interpreter {
     }
     const int64_t n = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < n; ++i) {
+      Step(s.line);
       Frame f{{}, &frame};
       Assign(s.targets, items[i], f);
       f.vars["loop"] = LoopObject(items, i);
@@ -559,6 +584,7 @@ class Interpreter {
   Frame globals_;
   Frame root_;
   int depth_ = 0;
+  int64_t steps_ = 0;
 };
 
 // Jinja2 fails at compile time on an unknown filter or test, except inside an `if` or a

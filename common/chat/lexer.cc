@@ -382,12 +382,14 @@ class Lexer {
     }
     Token tok{is_float ? TokenType::kFloat : TokenType::kInt, text, 0, 0, line_};
     if (is_float) {
-      tok.float_value = std::stod(text);
+      // Python's float() of a too-large literal is inf, of a too-small one 0.0.
+      tok.float_value = std::strtod(text.c_str(), nullptr);
     } else {
       try {
-        tok.int_value = std::stoll(text);
-      } catch (const std::out_of_range&) {
-        throw TemplateError("integer literal " + text + " is too large", line_);
+        tok.int_value = ParseDecimal(text, "integer literal");
+      } catch (TemplateError& e) {
+        e.set_line(line_);
+        throw;
       }
     }
     tokens_.push_back(std::move(tok));

@@ -153,6 +153,7 @@ Value CallStringMethod(const std::string& s, const std::string& name, CallArgs& 
   if (name == "center" || name == "ljust" || name == "rjust" || name == "zfill") {
     BoundArgs a(name, args, {"width", "fillchar"});
     int64_t width = a.Int(0, 0);
+    CheckWidth(width);
     std::string fill = name == "zfill" ? "0" : a.String(1).value_or(" ");
     int64_t n = static_cast<int64_t>(CodePointCount(s));
     if (n >= width) return Value(s);

@@ -1,5 +1,6 @@
 #include "common/chat/parser.h"
 
+#include <algorithm>
 #include <initializer_list>
 
 #include "common/chat/lexer.h"
@@ -7,6 +8,12 @@
 
 namespace tessera::chat {
 namespace {
+
+// Nesting limits. Python's own recursion limit stops Jinja2 at depths of this order; here
+// they keep hostile templates from exhausting the stack while parsing, evaluating or
+// destroying the tree.
+constexpr int kMaxExpressionHeight = 256;
+constexpr int kMaxNesting = 128;
 
 std::string Describe(const Token& t) {
   switch (t.type) {
@@ -114,6 +121,7 @@ class Parser {
   }
 
   std::unique_ptr<Stmt> ParseStatement() {
+    NestingGuard guard(this);
     if (cur().type != TokenType::kName) Fail("expected a tag name, found " + Describe(cur()));
     std::string tag = cur().text;
     int line = cur().line;
@@ -302,15 +310,39 @@ class Parser {
 
   ExprPtr Make(Expr::Kind k, int line) { return std::make_unique<Expr>(k, line); }
 
+  // Appends `child` (possibly null) to `parent`, keeping the tree's height bounded.
+  void Adopt(Expr* parent, ExprPtr child) {
+    if (child) {
+      parent->height = std::max(parent->height, child->height + 1);
+      if (parent->height > kMaxExpressionHeight) {
+        throw TemplateError("expression nested too deeply", parent->line);
+      }
+    }
+    parent->operands.push_back(std::move(child));
+  }
+
+  // Counts recursive descents (parentheses, unary operators, nested tags).
+  class NestingGuard {
+   public:
+    NestingGuard(Parser* p) : p_(p) {
+      if (++p_->nesting_ > kMaxNesting)
+        throw TemplateError("template nested too deeply", p->cur().line);
+    }
+    ~NestingGuard() { --p_->nesting_; }
+
+   private:
+    Parser* p_;
+  };
+
   ExprPtr ParseTuple(bool with_condexpr) {
     int line = cur().line;
     ExprPtr first = ParseExpression(with_condexpr);
     if (!IsOp(",")) return first;
     auto t = Make(Expr::Kind::kTuple, line);
-    t->operands.push_back(std::move(first));
+    Adopt(t.get(), std::move(first));
     while (SkipOp(",")) {
       if (AtExpressionEnd()) break;
-      t->operands.push_back(ParseExpression(with_condexpr));
+      Adopt(t.get(), ParseExpression(with_condexpr));
     }
     return t;
   }
@@ -328,9 +360,9 @@ class Parser {
       auto c = Make(Expr::Kind::kCondition, line);
       ExprPtr cond = ParseOr();
       ExprPtr other = SkipName("else") ? ParseExpression(true) : nullptr;
-      c->operands.push_back(std::move(cond));
-      c->operands.push_back(std::move(expr));
-      c->operands.push_back(std::move(other));
+      Adopt(c.get(), std::move(cond));
+      Adopt(c.get(), std::move(expr));
+      Adopt(c.get(), std::move(other));
       expr = std::move(c);
     }
     return expr;
@@ -339,8 +371,8 @@ class Parser {
   ExprPtr Binary(Expr::Kind k, int line, ExprPtr a, ExprPtr b, std::string op = "") {
     auto e = Make(k, line);
     e->name = std::move(op);
-    e->operands.push_back(std::move(a));
-    e->operands.push_back(std::move(b));
+    Adopt(e.get(), std::move(a));
+    Adopt(e.get(), std::move(b));
     return e;
   }
 
@@ -365,10 +397,11 @@ class Parser {
   }
 
   ExprPtr ParseNot() {
+    NestingGuard guard(this);
     if (IsName("not")) {
       auto e = Make(Expr::Kind::kNot, cur().line);
       Next();
-      e->operands.push_back(ParseNot());
+      Adopt(e.get(), ParseNot());
       return e;
     }
     return ParseCompare();
@@ -397,10 +430,10 @@ class Parser {
       }
       if (!cmp) {
         cmp = Make(Expr::Kind::kCompare, line);
-        cmp->operands.push_back(std::move(first));
+        Adopt(cmp.get(), std::move(first));
       }
       cmp->ops.push_back(op);
-      cmp->operands.push_back(ParseMath1());
+      Adopt(cmp.get(), ParseMath1());
     }
     return cmp ? std::move(cmp) : std::move(first);
   }
@@ -448,12 +481,13 @@ class Parser {
   }
 
   ExprPtr ParseUnary(bool with_filter) {
+    NestingGuard guard(this);
     ExprPtr node;
     if (IsOp("-") || IsOp("+")) {
       node = Make(Expr::Kind::kUnary, cur().line);
       node->name = cur().text;
       Next();
-      node->operands.push_back(ParseUnary(false));
+      Adopt(node.get(), ParseUnary(false));
     } else {
       node = ParsePrimary();
     }
@@ -502,10 +536,10 @@ class Parser {
       ExprPtr inner = ParseExpression(true);
       if (IsOp(",")) {
         auto tup = Make(Expr::Kind::kTuple, line);
-        tup->operands.push_back(std::move(inner));
+        Adopt(tup.get(), std::move(inner));
         while (SkipOp(",")) {
           if (IsOp(")")) break;
-          tup->operands.push_back(ParseExpression(true));
+          Adopt(tup.get(), ParseExpression(true));
         }
         inner = std::move(tup);
       }
@@ -517,7 +551,7 @@ class Parser {
       while (!IsOp("]")) {
         if (!e->operands.empty()) ExpectOp(",");
         if (IsOp("]")) break;
-        e->operands.push_back(ParseExpression(true));
+        Adopt(e.get(), ParseExpression(true));
       }
       Next();
       return e;
@@ -527,9 +561,9 @@ class Parser {
       while (!IsOp("}")) {
         if (!e->operands.empty()) ExpectOp(",");
         if (IsOp("}")) break;
-        e->operands.push_back(ParseExpression(true));
+        Adopt(e.get(), ParseExpression(true));
         ExpectOp(":");
-        e->operands.push_back(ParseExpression(true));
+        Adopt(e.get(), ParseExpression(true));
       }
       Next();
       return e;
@@ -545,15 +579,15 @@ class Parser {
           auto e = Make(Expr::Kind::kGetAttr, line);
           e->name = cur().text;
           Next();
-          e->operands.push_back(std::move(node));
+          Adopt(e.get(), std::move(node));
           node = std::move(e);
         } else if (cur().type == TokenType::kInt) {
           auto e = Make(Expr::Kind::kGetItem, line);
           auto idx = Make(Expr::Kind::kLiteral, line);
           idx->literal = Value(cur().int_value);
           Next();
-          e->operands.push_back(std::move(node));
-          e->operands.push_back(std::move(idx));
+          Adopt(e.get(), std::move(node));
+          Adopt(e.get(), std::move(idx));
           node = std::move(e);
         } else {
           Fail("expected an attribute name after '.'");
@@ -586,13 +620,13 @@ class Parser {
     if (!is_slice) {
       if (!parts[0]) Fail("empty subscript");
       auto e = Make(Expr::Kind::kGetItem, line);
-      e->operands.push_back(std::move(node));
-      e->operands.push_back(std::move(parts[0]));
+      Adopt(e.get(), std::move(node));
+      Adopt(e.get(), std::move(parts[0]));
       return e;
     }
     auto e = Make(Expr::Kind::kSlice, line);
-    e->operands.push_back(std::move(node));
-    for (auto& p : parts) e->operands.push_back(std::move(p));
+    Adopt(e.get(), std::move(node));
+    for (auto& p : parts) Adopt(e.get(), std::move(p));
     return e;
   }
 
@@ -619,7 +653,7 @@ class Parser {
 
   ExprPtr ParseCall(ExprPtr callee) {
     auto e = Make(Expr::Kind::kCall, cur().line);
-    e->operands.push_back(std::move(callee));
+    Adopt(e.get(), std::move(callee));
     e->args = ParseArgs();
     return e;
   }
@@ -638,7 +672,7 @@ class Parser {
       auto f = Make(Expr::Kind::kFilter, cur().line);
       f->name = ParseDottedName();
       if (IsOp("(")) f->args = ParseArgs();
-      f->operands.push_back(std::move(subject));
+      Adopt(f.get(), std::move(subject));
       subject = std::move(f);
     }
     return subject;
@@ -674,12 +708,13 @@ class Parser {
       a.value = ParsePostfix(ParsePrimary());
       t->args.push_back(std::move(a));
     }
-    t->operands.push_back(std::move(node));
+    Adopt(t.get(), std::move(node));
     return t;
   }
 
   std::vector<Token> toks_;
   size_t pos_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace

@@ -24,16 +24,25 @@ std::string Pad(const std::string& s, size_t width, char align, const std::strin
   return rep(pad) + s;
 }
 
-std::string CFormat(const std::string& spec, double d) {
-  char buf[512];
-  std::snprintf(buf, sizeof(buf), spec.c_str(), d);
-  return buf;
+template <typename T>
+std::string CFormatAny(const std::string& spec, T v) {
+  int n = std::snprintf(nullptr, 0, spec.c_str(), v);
+  if (n < 0) throw TemplateError("ValueError: bad format '" + spec + "'");
+  std::string out(static_cast<size_t>(n) + 1, '\0');
+  std::snprintf(out.data(), out.size(), spec.c_str(), v);
+  out.resize(static_cast<size_t>(n));
+  return out;
 }
 
-std::string CFormatInt(const std::string& spec, long long i) {
-  char buf[512];
-  std::snprintf(buf, sizeof(buf), spec.c_str(), i);
-  return buf;
+std::string CFormat(const std::string& spec, double d) { return CFormatAny(spec, d); }
+std::string CFormatInt(const std::string& spec, long long i) { return CFormatAny(spec, i); }
+
+// A width or precision written in a format string.
+int64_t FormatNumber(const std::string& digits) {
+  if (digits.empty()) return 0;
+  int64_t n = ParseDecimal(digits, "format width");
+  CheckWidth(n);
+  return n;
 }
 
 double RequireNumber(const Value& v, char type) {
@@ -88,7 +97,12 @@ std::string PercentFormat(const std::string& fmt, const Value& args) {
     std::string width, precision;
     bool has_precision = false;
     if (i < fmt.size() && fmt[i] == '*') {
-      width = std::to_string(take().as_int());
+      int64_t w = take().as_int();
+      if (w < 0) {
+        flags.push_back('-');
+        w = -w;
+      }
+      width = std::to_string(w);
       ++i;
     }
     while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) width += fmt[i++];
@@ -98,6 +112,8 @@ std::string PercentFormat(const std::string& fmt, const Value& args) {
       while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i])))
         precision += fmt[i++];
     }
+    width = width.empty() ? "" : std::to_string(FormatNumber(width));
+    precision = precision.empty() ? "" : std::to_string(FormatNumber(precision));
     if (i >= fmt.size()) throw TemplateError("ValueError: incomplete format");
     char type = fmt[i];
     if (type == '%') {
@@ -113,10 +129,10 @@ std::string PercentFormat(const std::string& fmt, const Value& args) {
         std::string s = type == 's' ? ToStr(v) : Repr(v);
         if (has_precision) {
           std::u32string cps = DecodeUtf8(s);
-          size_t p = std::stoul(precision.empty() ? "0" : precision);
+          size_t p = static_cast<size_t>(FormatNumber(precision));
           if (cps.size() > p) s = EncodeUtf8(std::u32string_view(cps).substr(0, p));
         }
-        size_t w = width.empty() ? 0 : std::stoul(width);
+        size_t w = static_cast<size_t>(FormatNumber(width));
         out += Pad(s, w, flags.find('-') != std::string::npos ? '<' : '>', " ");
         break;
       }
@@ -195,18 +211,20 @@ std::string FormatWithSpec(const Value& v, const std::string& spec) {
     }
     ++i;
   }
-  size_t width = 0;
+  std::string width_digits;
   while (i < rest.size() && std::isdigit(static_cast<unsigned char>(rest[i])))
-    width = width * 10 + (rest[i++] - '0');
+    width_digits += rest[i++];
+  size_t width = static_cast<size_t>(FormatNumber(width_digits));
   if (i < rest.size() && (rest[i] == ',' || rest[i] == '_')) {
     throw TemplateError("unsupported: digit grouping in format spec '" + spec + "'");
   }
   int precision = -1;
   if (i < rest.size() && rest[i] == '.') {
-    precision = 0;
     ++i;
+    std::string digits;
     while (i < rest.size() && std::isdigit(static_cast<unsigned char>(rest[i])))
-      precision = precision * 10 + (rest[i++] - '0');
+      digits += rest[i++];
+    precision = static_cast<int>(FormatNumber(digits));
   }
   char type = i < rest.size() ? rest[i++] : '\0';
   if (i != rest.size()) throw TemplateError("ValueError: Invalid format specifier '" + spec + "'");
@@ -322,7 +340,7 @@ std::string StrFormat(const std::string& fmt, const CallArgs& args) {
       }
       v = args.positional[auto_index++];
     } else if (std::isdigit(static_cast<unsigned char>(head[0]))) {
-      size_t idx = std::stoul(head);
+      size_t idx = static_cast<size_t>(ParseDecimal(head, "replacement index"));
       if (idx >= args.positional.size()) {
         throw TemplateError("IndexError: Replacement index " + head +
                             " out of range for positional args tuple");
@@ -349,8 +367,7 @@ std::string StrFormat(const std::string& fmt, const CallArgs& args) {
         if (e == std::string::npos) throw TemplateError("ValueError: Missing ']' in format string");
         std::string key = field.substr(p + 1, e - p - 1);
         bool digits = !key.empty() && key.find_first_not_of("0123456789") == std::string::npos;
-        v = digits ? GetItem(v, Value(static_cast<int64_t>(std::stoll(key))))
-                   : GetItem(v, Value(key));
+        v = digits ? GetItem(v, Value(ParseDecimal(key, "index"))) : GetItem(v, Value(key));
         p = e + 1;
       }
     }

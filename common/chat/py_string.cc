@@ -23,6 +23,25 @@ bool InSet(char32_t cp, std::u32string_view set) {
 
 }  // namespace
 
+void CheckWidth(int64_t width) {
+  if (width > kMaxPadWidth) {
+    throw TemplateError("MemoryError: width " + std::to_string(width) + " is too large");
+  }
+}
+
+int64_t ParseDecimal(std::string_view digits, const char* what) {
+  if (digits.empty()) throw TemplateError(std::string("ValueError: empty ") + what);
+  int64_t v = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') throw TemplateError(std::string("ValueError: invalid ") + what);
+    if (v > (INT64_MAX - (c - '0')) / 10) {
+      throw TemplateError(std::string("OverflowError: ") + what + " too large");
+    }
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
 std::u32string DecodeUtf8(std::string_view s) {
   std::u32string out;
   out.reserve(s.size());

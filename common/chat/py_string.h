@@ -10,6 +10,17 @@
 
 namespace tessera::chat {
 
+// Widths (padding, centering, indentation, format widths) above this are refused: a template
+// must not be able to make the server allocate gigabytes with one number.
+constexpr int64_t kMaxPadWidth = int64_t{1} << 24;
+
+// Throws TemplateError when `width` is above kMaxPadWidth.
+void CheckWidth(int64_t width);
+
+// A run of decimal digits as an integer; TemplateError naming `what` when it is empty, has
+// another character, or does not fit in int64.
+int64_t ParseDecimal(std::string_view digits, const char* what);
+
 // Code points of `s`. A byte that does not start a valid UTF-8 sequence becomes U+DC80+byte
 // (Python's surrogateescape), so EncodeUtf8(DecodeUtf8(s)) == s for any bytes.
 std::u32string DecodeUtf8(std::string_view s);

@@ -104,6 +104,38 @@ TEST(ChatEngine, RunawayRecursionFailsCleanly) {
   EXPECT_TRUE(absl::StrContains(r.status().message(), "recursion")) << r.status();
 }
 
+TEST(ChatEngine, HostileTemplatesFailInsteadOfExhaustingTheMachine) {
+  // Deep nesting and long operator chains: refused while parsing, not a stack overflow.
+  for (const std::string& source :
+       {"{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}",
+        "{{ 1" +
+            [] {
+              std::string s;
+              for (int i = 0; i < 20000; ++i) s += " + 1";
+              return s;
+            }() +
+            " }}",
+        "{{ " + std::string(5000, '-') + "1 }}",
+        [] {
+          std::string s;
+          for (int i = 0; i < 2000; ++i) s += "{% if true %}";
+          return s;
+        }()}) {
+    auto r = ChatTemplate::Parse(source);
+    ASSERT_FALSE(r.ok());
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "nested too deeply")) << r.status();
+  }
+  // Sandbox limits at render time.
+  auto range = Render("{{ range(200000) | length }}");
+  ASSERT_FALSE(range.ok());
+  EXPECT_TRUE(absl::StrContains(range.status().message(), "MAX_RANGE")) << range.status();
+  auto repeat = Render("{{ 'ab' * 1000000000000 }}");
+  ASSERT_FALSE(repeat.ok());
+  auto output = Render("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}");
+  ASSERT_FALSE(output.ok());
+  EXPECT_TRUE(absl::StrContains(output.status().message(), "output exceeded")) << output.status();
+}
+
 TEST(ChatEngine, VariablesMustBeAnObject) {
   auto tmpl = ChatTemplate::Parse("x");
   ASSERT_TRUE(tmpl.ok());
