@@ -23,7 +23,8 @@ std::string Usage() {
          absl::StrJoin(model::SupportedArchNames(), ", ") +
          "\n"
          "                           (default llama)\n"
-         "  --preset P               tiny (default; the embedded default model), small, or\n"
+         "  --preset P               tiny (default; the embedded default model), small,\n"
+         "                           124m (llama only: hidden 768, 12 layers, vocab 32000), or\n"
          "                           glm5-shape (GLM-5's real dimensions, --arch glm-dsa only,\n"
          "                           sparse files: real header, data as holes, 10 parts)\n"
          "  --quant Q                " +

@@ -379,7 +379,7 @@ void WriteKeys(const ArchSpec& arch, const HyperParams& hp, gguf::Metadata& md) 
 
 }  // namespace
 
-std::vector<std::string> SyntheticPresets() { return {"tiny", "small", "glm5-shape"}; }
+std::vector<std::string> SyntheticPresets() { return {"tiny", "small", "124m", "glm5-shape"}; }
 
 std::vector<std::string> SyntheticQuants() {
   return {"F32",  "F16",  "BF16", "Q8_0", "Q4_0", "Q4_1",   "Q5_0",      "Q5_1",
@@ -442,6 +442,20 @@ absl::StatusOr<HyperParams> SyntheticHyperParams(const SyntheticOptions& o) {
       hp.indexer_top_k = 16;
     }
     if (o.arch == "glm-dsa" || o.arch == "glm4moe") hp.n_nextn = 1;
+  } else if (o.preset == "124m") {
+    // A llama-shaped ~124M-parameter model for benchmarks: hidden 768, 12 layers, 12 heads /
+    // 4 KV heads, FFN 2048, vocabulary 32000.
+    if (o.arch != "llama") return absl::InvalidArgumentError("preset 124m is for --arch llama");
+    d = 768;
+    layers = 12;
+    heads = 12;
+    kv_heads = 4;
+    head_dim = 64;
+    ff = 2048;
+    hp.n_ctx_train = 4096;
+    hp.rope_freq_base = 500000.0f;
+    hp.rms_eps = 1e-5f;
+    hp.n_vocab = 32000;
   } else if (o.preset == "glm5-shape") {
     if (o.arch != "glm-dsa") {
       return absl::InvalidArgumentError("preset glm5-shape is GLM-5's shape: use --arch glm-dsa");
@@ -515,7 +529,7 @@ absl::StatusOr<gguf::GgufWriter> BuildSyntheticModel(const SyntheticOptions& o) 
   md.Set("general.architecture", Value::String(o.arch));
   md.Set("general.type", Value::String("model"));
   md.Set("general.name", Value::String(absl::StrCat("tessera-synthetic-", o.arch, "-", o.preset)));
-  hp.n_vocab = AddVocabulary(o.arch, sparse ? 154880 : 0, md);
+  hp.n_vocab = AddVocabulary(o.arch, sparse ? 154880 : hp.n_vocab, md);
   WriteKeys(arch, hp, md);
   md.Set(absl::StrCat(o.arch, ".vocab_size"), Value::U32(hp.n_vocab));
   md.Set("general.file_type", Value::U32(FileType(o.quant)));
