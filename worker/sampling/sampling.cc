@@ -1,7 +1,6 @@
 #include "worker/sampling/sampling.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -13,65 +12,16 @@
 namespace tessera::sampling {
 namespace {
 
+using internal::Better;
 using internal::Candidate;
+using internal::SelectBest;
+using internal::SelectBestDense;
 
 constexpr int32_t kMaxTopLogprobs = 20;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kMinTemperature = 1e-5f;
 // Tokens per partial sum in the draw (see Weigh).
 constexpr size_t kDrawBlock = 256;
-
-// The order every step ranks tokens in: higher logit first, then lower id.
-bool Better(const Candidate& a, const Candidate& b) {
-  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-}
-
-// The k best of at(0..count) into `out`, best first: a heap of the k best so far, so a
-// 150k vocabulary costs one pass of comparisons when k is small.
-template <typename At>
-void SelectBest(size_t count, At at, size_t k, std::vector<Candidate>& out) {
-  out.clear();
-  if (k == 0) return;
-  size_t j = 0;
-  for (; j < count && out.size() < k; ++j) out.push_back(at(j));
-  // With Better as "less", the heap's front is the worst of the k kept.
-  std::make_heap(out.begin(), out.end(), Better);
-  for (; j < count; ++j) {
-    const Candidate c = at(j);
-    if (Better(c, out.front())) {
-      std::pop_heap(out.begin(), out.end(), Better);
-      out.back() = c;
-      std::push_heap(out.begin(), out.end(), Better);
-    }
-  }
-  std::sort_heap(out.begin(), out.end(), Better);
-}
-
-// SelectBest over v[0..n) with ids 0..n-1. Scanning in id order, a token equal to the
-// worst kept one never displaces it, and whole blocks no better than it are skipped with
-// one vectorized max: after the first few blocks almost every block is.
-void SelectBestDense(const float* v, size_t n, size_t k, std::vector<Candidate>& out) {
-  out.clear();
-  k = std::min(k, n);
-  if (k == 0) return;
-  for (size_t i = 0; i < k; ++i) out.push_back({v[i], static_cast<int32_t>(i)});
-  std::make_heap(out.begin(), out.end(), Better);
-  constexpr size_t kBlock = 64;
-  size_t i = k;
-  while (i < n) {
-    if (i % kBlock == 0 && i + kBlock <= n && MaxOfBlock<kBlock>(v + i) <= out.front().logit) {
-      i += kBlock;
-      continue;
-    }
-    if (v[i] > out.front().logit) {
-      std::pop_heap(out.begin(), out.end(), Better);
-      out.back() = {v[i], static_cast<int32_t>(i)};
-      std::push_heap(out.begin(), out.end(), Better);
-    }
-    ++i;
-  }
-  std::sort_heap(out.begin(), out.end(), Better);
-}
 
 absl::Status OutOfRange(const char* name, const std::string& range, double value) {
   return absl::InvalidArgumentError(
@@ -167,7 +117,7 @@ void Sampler::TopK(int32_t k) {
   if (k <= 0 || static_cast<size_t>(k) >= n) return;
   const size_t kk = static_cast<size_t>(k);
   if (kk * 16 <= n) {
-    SelectBestDense(logits_.data(), n, kk, candidates_);
+    SelectBestDense(logits_, kk, candidates_);
   } else {
     candidates_.resize(n);
     for (size_t i = 0; i < n; ++i) candidates_[i] = {logits_[i], static_cast<int32_t>(i)};
@@ -194,77 +144,14 @@ void Sampler::TopP(float p) {
     candidates_.resize(std::max<size_t>(keep, 1));
     return;
   }
-  // The whole vocabulary: sorting 150k tokens to find the cut would dominate a decode
-  // step. The kept set is a prefix of the ranking, so first try the tokens within a factor
-  // of 1e3 (then 1e6) of the best: when they already hold p of the mass, sorting them is
-  // enough (the usual case with a trained model's peaked logits).
+  // The whole vocabulary (no top-k before).
   const size_t n = logits_.size();
   const float max = MaxOf(logits_.data(), n);
   if (max == -kInf) return;  // Every logit -inf: nothing to rank.
   weights_.resize(n);
   ExpShifted(logits_.data(), n, max, 1.0f, weights_.data());
   const double target = p * SumInOrder(weights_.data(), n);
-  constexpr size_t kMaxPrefilter = 8192;
-  for (float floor : {1e-3f, 1e-6f}) {
-    scratch_.clear();
-    double mass = 0;
-    for (size_t i = 0; i < n && scratch_.size() <= kMaxPrefilter; ++i) {
-      if (weights_[i] >= floor) {
-        scratch_.push_back({logits_[i], static_cast<int32_t>(i)});
-        mass += weights_[i];
-      }
-    }
-    if (scratch_.size() > kMaxPrefilter || mass < target) continue;
-    std::sort(scratch_.begin(), scratch_.end(), Better);
-    double cum = 0;
-    size_t keep = 0;
-    while (keep < scratch_.size() && cum < target) cum += weights_[scratch_[keep++].id];
-    scratch_.resize(keep);
-    // Back to id order, the order the draw walks.
-    std::sort(scratch_.begin(), scratch_.end(),
-              [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
-    candidates_.swap(scratch_);
-    dense_ = false;
-    sorted_ = false;
-    return;
-  }
-  // A flat distribution: bucket the tokens by logit, find the bucket where the cumulative
-  // probability crosses p, and sort only the tokens of that bucket.
-  float min = kInf;
-  for (float l : logits_) {
-    if (l > -kInf) min = std::min(min, l);
-  }
-  constexpr int kBuckets = 1024;
-  const float scale = max > min ? (kBuckets - 1) / (max - min) : 0.0f;
-  // -inf lands in the last bucket (the comparison fails for inf and NaN).
-  auto bucket_of = [&](float l) {
-    const float d = (max - l) * scale;
-    return d < kBuckets - 1 ? static_cast<int>(d) : kBuckets - 1;
-  };
-  std::array<double, kBuckets> mass{};
-  for (size_t i = 0; i < n; ++i) mass[bucket_of(logits_[i])] += weights_[i];
-  int cut = 0;
-  double cum = 0;
-  while (cut < kBuckets - 1 && cum + mass[cut] < target) cum += mass[cut++];
-  // The last token kept, in best-first order, decides the cut; every token that ranks
-  // at least as well survives. Collected in id order, the order the draw walks.
-  scratch_.clear();
-  for (size_t i = 0; i < n; ++i) {
-    if (bucket_of(logits_[i]) == cut) scratch_.push_back({logits_[i], static_cast<int32_t>(i)});
-  }
-  if (scratch_.empty()) return;  // Unreachable: the cut bucket holds mass.
-  std::sort(scratch_.begin(), scratch_.end(), Better);
-  Candidate last = scratch_.front();
-  for (const Candidate& c : scratch_) {
-    last = c;
-    cum += weights_[c.id];
-    if (cum >= target) break;
-  }
-  candidates_.clear();
-  for (size_t i = 0; i < n; ++i) {
-    const Candidate c{logits_[i], static_cast<int32_t>(i)};
-    if (!Better(last, c)) candidates_.push_back(c);
-  }
+  internal::TopPOverVocabulary(logits_, weights_, target, candidates_, scratch_);
   dense_ = false;
   sorted_ = false;
 }
@@ -369,10 +256,9 @@ void Sampler::ProcessedLogprobs(float max_logit, float temperature, double total
   const size_t n = static_cast<size_t>(params_.top_logprobs);
   if (n == 0) return;
   if (dense_) {
-    SelectBestDense(logits_.data(), logits_.size(), n, scratch_);
+    SelectBestDense(logits_, n, scratch_);
   } else {
-    SelectBest(
-        candidates_.size(), [&](size_t j) { return candidates_[j]; }, n, scratch_);
+    SelectBest(candidates_, n, scratch_);
   }
   for (const Candidate& c : scratch_) result.top_logprobs.push_back({c.id, logprob(c.logit)});
 }
@@ -387,7 +273,8 @@ void Sampler::RawLogprobs(absl::Span<const float> raw, int32_t token, SampleResu
     return static_cast<float>(static_cast<double>(logit) - max - log_total);
   };
   result.logprob = logprob(logits_[token]);
-  SelectBestDense(logits_.data(), n, static_cast<size_t>(params_.top_logprobs), scratch_);
+  SelectBestDense(absl::MakeConstSpan(logits_.data(), n), static_cast<size_t>(params_.top_logprobs),
+                  scratch_);
   for (const Candidate& c : scratch_) result.top_logprobs.push_back({c.id, logprob(c.logit)});
 }
 

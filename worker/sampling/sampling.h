@@ -31,16 +31,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "worker/sampling/ranking.h"
 
 namespace tessera::sampling {
-
-namespace internal {
-// A token still in the running, with its (penalized) logit.
-struct Candidate {
-  float logit;
-  int32_t id;
-};
-}  // namespace internal
 
 // Which distribution SampleResult's log-probabilities describe.
 enum class LogprobsMode {
