@@ -125,6 +125,9 @@ std::string Unescape(std::string_view body, int line) {
       case 'U':
         AppendUtf8(hex(8), &out);
         break;
+      case 'N':
+        // \N{NAME} needs Unicode's name table; refuse rather than render it wrongly.
+        throw TemplateError("unsupported: \\N{...} escape in string literal", line);
       default:
         if (e >= '0' && e <= '7') {
           char32_t v = e - '0';
