@@ -197,7 +197,7 @@ float DotIQ4_XS(const void* wp, const void* ap, int64_t n) {
   const auto* w = static_cast<const quant::BlockIQ4_XS*>(wp);
   const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
   const __m256i table = Iq4Table(quant::kIq4nlValues);
-  float sum = 0.0f;
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
     __m256i isum = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -209,9 +209,10 @@ float DotIQ4_XS(const void* wp, const void* ap, int64_t n) {
       const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(av, v));
       isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, _mm256_set1_epi16(ls - 32)));
     }
-    sum += HalfToFloat(w[i].d) * a[i].d * static_cast<float>(HorizontalSumI32(isum));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(HalfToFloat(w[i].d) * a[i].d), _mm256_cvtepi32_ps(isum),
+                          acc);
   }
-  return sum;
+  return HorizontalSum(acc);
 }
 
 // Q2_K / Q3_K share Q6_K's layout of 16-element sub-blocks: for half h and 32-byte group j,
