@@ -25,29 +25,35 @@ namespace {
 
 constexpr size_t kVocab = 151936;
 
-std::vector<float> MakeLogits(bool peaked) {
+std::vector<float> MakeLogits(bool peaked, size_t vocab) {
   std::mt19937_64 rng(1234);
   auto uniform = [&] { return (static_cast<double>(rng() >> 11) + 1) * 0x1.0p-53; };
-  std::vector<float> logits(kVocab);
+  std::vector<float> logits(vocab);
   const double sd = peaked ? 2.0 : 1.0;
   for (float& l : logits) {
     l = static_cast<float>(sd * std::sqrt(-2 * std::log(uniform())) *
                            std::cos(2 * std::numbers::pi * uniform()));
   }
   if (peaked) {
-    for (int i = 0; i < 32; ++i) logits[rng() % kVocab] = 8.0f + 0.25f * i;
+    for (int i = 0; i < 32; ++i) logits[rng() % vocab] = 8.0f + 0.25f * i;
   }
   return logits;
 }
 
 const std::vector<float>& Logits(bool peaked) {
-  static const std::vector<float> kPeaked = MakeLogits(true);
-  static const std::vector<float> kFlat = MakeLogits(false);
+  static const std::vector<float> kPeaked = MakeLogits(true, kVocab);
+  static const std::vector<float> kFlat = MakeLogits(false, kVocab);
   return peaked ? kPeaked : kFlat;
 }
 
-void Run(benchmark::State& state, SamplingParams params, bool peaked) {
-  const std::vector<float>& logits = Logits(peaked);
+// Llama-2's vocabulary size, for the 124M-parameter benchmark model.
+const std::vector<float>& Logits32k() {
+  static const std::vector<float> kPeaked = MakeLogits(true, 32000);
+  return kPeaked;
+}
+
+void Run(benchmark::State& state, SamplingParams params, bool peaked, bool vocab_32k = false) {
+  const std::vector<float>& logits = vocab_32k ? Logits32k() : Logits(peaked);
   params.seed = 42;
   Sampler sampler = std::move(*Sampler::Create(params));
   // A 2,000-token prompt for the penalty cases.
@@ -103,6 +109,8 @@ BENCHMARK_CAPTURE(Run, min_p_0_05, Params(0.8f, 0, 1, 0.05f), true);
 // llama.cpp's defaults: top-k 40, top-p 0.95, min-p 0.05, temperature 0.8.
 BENCHMARK_CAPTURE(Run, llama_cpp_defaults, Params(0.8f, 40, 0.95f, 0.05f), true);
 BENCHMARK_CAPTURE(Run, top_p_0_95_min_p_0_05, Params(0.8f, 0, 0.95f, 0.05f), true);
+BENCHMARK_CAPTURE(Run, llama_cpp_defaults_vocab_32k, Params(0.8f, 40, 0.95f, 0.05f), true, true);
+BENCHMARK_CAPTURE(Run, greedy_vocab_32k, Params(0, 0, 1, 0), true, true);
 
 SamplingParams WithPenalties() {
   SamplingParams p = Params(0.8f, 40, 0.95f, 0.05f);

@@ -469,13 +469,14 @@ TEST(Sampler, TopPCutInsideACrowdedBucket) {
   std::iota(keep.begin(), keep.end(), 0);
   const std::vector<double> expected = LogSoftmax(logits, 1.0, keep);
   int32_t max_token = 0;
-  for (int i = 0; i < 2000; ++i) {
-    SampleResult r = sampler.Sample(ToFloat(logits));
+  const std::vector<float> input = ToFloat(logits);
+  for (int i = 0; i < 600; ++i) {
+    SampleResult r = sampler.Sample(input);
     ASSERT_LT(r.token, static_cast<int32_t>(kept));
     EXPECT_NEAR(r.logprob, expected[r.token], 2e-6);
     max_token = std::max(max_token, r.token);
   }
-  EXPECT_GT(max_token, static_cast<int32_t>(kept) - 30);
+  EXPECT_GT(max_token, static_cast<int32_t>(kept) - 60);  // the cut is not early
   // Exact ties: 100 equal logits, top-p 0.255 keeps the 26 lowest ids (0.26 >= 0.255).
   p.top_p = 0.255f;
   Sampler tied = MakeSampler(p);

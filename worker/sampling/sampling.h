@@ -8,10 +8,11 @@
 //     if (r.end_of_generation) break;
 //   }
 //
-// Order of operations (llama.cpp's default chain, and vLLM's apart from where temperature
-// goes): penalties -> greedy when temperature == 0 -> top-k -> top-p -> min-p ->
-// temperature -> softmax -> draw. Top-p and min-p therefore look at the distribution at
-// temperature 1 (after top-k, renormalized over the survivors, as both projects do).
+// Order of operations, llama.cpp's default chain: penalties -> greedy when temperature is
+// 0 -> top-k -> top-p -> min-p -> temperature -> softmax -> draw. Top-p and min-p therefore
+// judge the distribution at temperature 1 (vLLM applies temperature first), renormalized
+// over what top-k left, as both projects do. Greedy ignores the truncation steps (they
+// always keep the argmax).
 //
 // Determinism: each non-greedy step takes one output x of std::mt19937_64 (fixed by the C++
 // standard), u = (x >> 11) * 2^-53, and picks the first surviving token whose running sum
@@ -102,6 +103,8 @@ struct SampleResult {
   bool end_of_generation = false;
 };
 
+// One per sequence: it holds the sequence's random generator and token history. Movable,
+// not thread-safe; a step allocates nothing once its buffers have grown to the vocabulary.
 class Sampler {
  public:
   // InvalidArgument when params.Validate() fails.
