@@ -26,7 +26,8 @@ class ThreadPool {
   // Runs fn(task, thread) for every task in [0, n_tasks) and returns when all are done.
   // Tasks are handed out dynamically; `thread` is in [0, size()) and unique among the calls
   // running at the same time (use it to index per-thread scratch). Calls from several
-  // threads are serialised.
+  // threads are serialised; `fn` must not call ParallelFor on the same pool (it would wait
+  // for itself).
   void ParallelFor(int64_t n_tasks, const std::function<void(int64_t task, int thread)>& fn);
 
  private:

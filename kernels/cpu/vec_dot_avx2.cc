@@ -22,29 +22,43 @@ __m256i DotI8(__m256i w, __m256i a) {
   return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
-float DotQ8_0(const void* wp, const void* ap, int64_t n) {
-  const auto* w = static_cast<const quant::BlockQ8_0*>(wp);
+// The 32-element types with signed quants against Q8_0: Σ_blocks d_w·d_a·Σ q·a, where
+// `quants(block)` gives the block's 32 quants as signed bytes.
+template <typename Block, typename SignedQuants>
+float DotSigned(const void* wp, const void* ap, int64_t n, SignedQuants quants) {
+  const auto* w = static_cast<const Block*>(wp);
   const auto* a = static_cast<const quant::BlockQ8_0*>(ap);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
     const __m256 d = _mm256_set1_ps(HalfToFloat(w[i].d) * HalfToFloat(a[i].d));
-    const __m256i s = DotI8(Load32(w[i].qs), Load32(a[i].qs));
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(DotI8(quants(w[i]), Load32(a[i].qs))), acc);
   }
   return HorizontalSum(acc);
 }
 
-float DotQ4_0(const void* wp, const void* ap, int64_t n) {
-  const auto* w = static_cast<const quant::BlockQ4_0*>(wp);
-  const auto* a = static_cast<const quant::BlockQ8_0*>(ap);
-  const __m256i eight = _mm256_set1_epi8(8);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256 d = _mm256_set1_ps(HalfToFloat(w[i].d) * HalfToFloat(a[i].d));
-    const __m256i q = _mm256_sub_epi8(Nibbles32(w[i].qs), eight);
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(DotI8(q, Load32(a[i].qs))), acc);
-  }
-  return HorizontalSum(acc);
+float DotQ8_0(const void* w, const void* a, int64_t n) {
+  return DotSigned<quant::BlockQ8_0>(w, a, n,
+                                     [](const quant::BlockQ8_0& b) { return Load32(b.qs); });
+}
+
+float DotQ4_0(const void* w, const void* a, int64_t n) {
+  return DotSigned<quant::BlockQ4_0>(w, a, n, [](const quant::BlockQ4_0& b) {
+    return _mm256_sub_epi8(Nibbles32(b.qs), _mm256_set1_epi8(8));
+  });
+}
+
+float DotQ5_0(const void* w, const void* a, int64_t n) {
+  return DotSigned<quant::BlockQ5_0>(w, a, n, [](const quant::BlockQ5_0& b) {
+    return _mm256_sub_epi8(_mm256_or_si256(Nibbles32(b.qs), FifthBits32(LoadU32(b.qh))),
+                           _mm256_set1_epi8(16));
+  });
+}
+
+float DotIQ4_NL(const void* w, const void* a, int64_t n) {
+  const __m256i table = Iq4Table(quant::kIq4nlValues);
+  return DotSigned<quant::BlockIQ4_NL>(w, a, n, [&](const quant::BlockIQ4_NL& b) {
+    return _mm256_shuffle_epi8(table, Nibbles32(b.qs));
+  });
 }
 
 // Σ over 32 bytes of u·a, u unsigned ≤ 63, as 16 int16 pair sums (no overflow: 2·63·127).
@@ -139,20 +153,6 @@ __m256i DotU8(__m256i u, __m256i a) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1));
 }
 
-float DotQ5_0(const void* wp, const void* ap, int64_t n) {
-  const auto* w = static_cast<const quant::BlockQ5_0*>(wp);
-  const auto* a = static_cast<const quant::BlockQ8_0*>(ap);
-  const __m256i sixteen = _mm256_set1_epi8(16);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256 d = _mm256_set1_ps(HalfToFloat(w[i].d) * HalfToFloat(a[i].d));
-    const __m256i q = _mm256_sub_epi8(
-        _mm256_or_si256(Nibbles32(w[i].qs), FifthBits32(LoadU32(w[i].qh))), sixteen);
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(DotI8(q, Load32(a[i].qs))), acc);
-  }
-  return HorizontalSum(acc);
-}
-
 // Q4_1 / Q5_1: Σ (d·u + m)·(da·a) = d·da·Σu·a + m·da·Σa.
 template <bool kFifthBit, typename Block>
 float DotOffsetType(const void* wp, const void* ap, int64_t n) {
@@ -178,19 +178,6 @@ float DotQ4_1(const void* w, const void* a, int64_t n) {
 }
 float DotQ5_1(const void* w, const void* a, int64_t n) {
   return DotOffsetType<true, quant::BlockQ5_1>(w, a, n);
-}
-
-float DotIQ4_NL(const void* wp, const void* ap, int64_t n) {
-  const auto* w = static_cast<const quant::BlockIQ4_NL*>(wp);
-  const auto* a = static_cast<const quant::BlockQ8_0*>(ap);
-  const __m256i table = Iq4Table(quant::kIq4nlValues);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256 d = _mm256_set1_ps(HalfToFloat(w[i].d) * HalfToFloat(a[i].d));
-    const __m256i v = _mm256_shuffle_epi8(table, Nibbles32(w[i].qs));
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(DotI8(v, Load32(a[i].qs))), acc);
-  }
-  return HorizontalSum(acc);
 }
 
 float DotIQ4_XS(const void* wp, const void* ap, int64_t n) {
