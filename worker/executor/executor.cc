@@ -12,185 +12,196 @@
 #include "common/quant/dequantize.h"
 #include "common/util/half.h"
 #include "common/util/strings.h"
-#include "kernels/cpu/nn_ops.h"
-#include "worker/executor/dense_config.h"
+#include "worker/executor/executor_impl.h"
 
 namespace tessera::executor {
 namespace {
 
-using cpu::QuantMatrix;
+absl::StatusOr<ArchConfig> ConfigFor(const std::string& arch) {
+  if (arch == "llama") return LlamaConfig();
+  if (arch == "qwen2") return Qwen2Config();
+  if (arch == "qwen3") return Qwen3Config();
+  if (arch == "qwen3moe") return Qwen3MoeConfig();
+  if (arch == "deepseek2") return Deepseek2Config();
+  if (arch == "glm4moe") return Glm4MoeConfig();
+  if (arch == "glm-dsa") return GlmDsaConfig();
+  return absl::UnimplementedError(
+      absl::StrCat("architecture '", arch, "' is not supported by the CPU executor"));
+}
 
-struct LayerWeights {
-  std::vector<float> attn_norm, ffn_norm, q_norm, k_norm;
-  std::vector<float> q_bias, k_bias, v_bias, o_bias;
-  QuantMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
-};
-
-// Rounds activations to the compute dtype on the fast path (float32: unchanged).
-void RoundTo(ComputeDtype dtype, float* x, int64_t n) {
-  if (dtype == ComputeDtype::kBFloat16) {
-    for (int64_t i = 0; i < n; ++i) x[i] = Bf16ToFloat(FloatToBf16(x[i]));
-  } else if (dtype == ComputeDtype::kFloat16) {
-    for (int64_t i = 0; i < n; ++i) x[i] = Fp16ToFloat(FloatToFp16(x[i]));
+// Where each tensor of a block goes (spec tables 6-12).
+std::vector<float> LayerWeights::*VectorSlot(const std::string& n) {
+  static const std::pair<const char*, std::vector<float> LayerWeights::*> kSlots[] = {
+      {"attn_norm.weight", &LayerWeights::attn_norm},
+      {"ffn_norm.weight", &LayerWeights::ffn_norm},
+      {"post_attention_norm.weight", &LayerWeights::ffn_norm},  // glm4moe's pre-FFN norm
+      {"attn_q_norm.weight", &LayerWeights::q_norm},
+      {"attn_k_norm.weight", &LayerWeights::k_norm},
+      {"attn_q.bias", &LayerWeights::q_bias},
+      {"attn_k.bias", &LayerWeights::k_bias},
+      {"attn_v.bias", &LayerWeights::v_bias},
+      {"attn_output.bias", &LayerWeights::o_bias},
+      {"attn_q_a_norm.weight", &LayerWeights::q_a_norm},
+      {"attn_kv_a_norm.weight", &LayerWeights::kv_a_norm},
+      {"exp_probs_b.bias", &LayerWeights::exp_probs_b},
+      {"indexer.k_norm.weight", &LayerWeights::idx_k_norm_w},
+      {"indexer.k_norm.bias", &LayerWeights::idx_k_norm_b},
+  };
+  for (const auto& [name, slot] : kSlots) {
+    if (n == name) return slot;
   }
+  return nullptr;
+}
+
+QuantMatrix LayerWeights::*MatrixSlot(const std::string& n) {
+  static const std::pair<const char*, QuantMatrix LayerWeights::*> kSlots[] = {
+      {"attn_q.weight", &LayerWeights::wq},
+      {"attn_k.weight", &LayerWeights::wk},
+      {"attn_v.weight", &LayerWeights::wv},
+      {"attn_output.weight", &LayerWeights::wo},
+      {"attn_q_a.weight", &LayerWeights::wq_a},
+      {"attn_q_b.weight", &LayerWeights::wq_b},
+      {"attn_kv_a_mqa.weight", &LayerWeights::wkv_a},
+      {"attn_k_b.weight", &LayerWeights::wk_b},
+      {"attn_v_b.weight", &LayerWeights::wv_b},
+      {"indexer.attn_q_b.weight", &LayerWeights::idx_q_b},
+      {"indexer.attn_k.weight", &LayerWeights::idx_k},
+      {"indexer.proj.weight", &LayerWeights::idx_proj},
+      {"ffn_gate.weight", &LayerWeights::w_gate},
+      {"ffn_up.weight", &LayerWeights::w_up},
+      {"ffn_down.weight", &LayerWeights::w_down},
+      {"ffn_gate_inp.weight", &LayerWeights::router},
+      {"ffn_gate_exps.weight", &LayerWeights::gate_exps},
+      {"ffn_up_exps.weight", &LayerWeights::up_exps},
+      {"ffn_down_exps.weight", &LayerWeights::down_exps},
+      {"ffn_gate_shexp.weight", &LayerWeights::gate_sh},
+      {"ffn_up_shexp.weight", &LayerWeights::up_sh},
+      {"ffn_down_shexp.weight", &LayerWeights::down_sh},
+  };
+  for (const auto& [name, slot] : kSlots) {
+    if (n == name) return slot;
+  }
+  return nullptr;
 }
 
 }  // namespace
 
-struct Executor::Impl {
-  ExecutorOptions options;
-  ComputeDtype act_dtype = ComputeDtype::kFloat32;
-  gguf::GgufModel file;
-  model::HyperParams hp;
-  DenseConfig config;
-  std::vector<LayerWeights> layers;
-  std::vector<float> output_norm, output_bias, rope_freqs;
-  const gguf::TensorInfo* token_embd = nullptr;
-  QuantMatrix output;
-  cpu::RopeParams rope;
-  std::unique_ptr<cpu::ThreadPool> pool;
-  std::unique_ptr<PagedKvCache> cache;
-  cpu::MatmulOptions matmul;
-
-  explicit Impl(gguf::GgufModel f) : file(std::move(f)) {}
-
-  absl::Status LoadWeights(const model::TensorMap& map);
-  absl::Status MatMul(const QuantMatrix& w, const float* x, int64_t batch, float* y);
-  absl::StatusOr<std::vector<std::vector<float>>> Step(absl::Span<const SequenceInput> seqs);
-  void Attention(int layer, const std::vector<int64_t>& pos, const std::vector<int>& seq_of,
-                 absl::Span<const SequenceInput> seqs, const float* q, float* out);
-};
+QuantMatrix Executor::Impl::OwnedMatrix(std::vector<float> data, int64_t rows, int64_t cols) {
+  owned.push_back(std::move(data));
+  QuantMatrix q;
+  q.type = gguf::GgmlType::kF32;
+  q.rows = rows;
+  q.cols = cols;
+  q.row_bytes = static_cast<size_t>(cols) * sizeof(float);
+  q.data = reinterpret_cast<const uint8_t*>(owned.back().data());
+  return q;
+}
 
 absl::Status Executor::Impl::LoadWeights(const model::TensorMap& map) {
   layers.resize(hp.n_layer);
   for (const model::TensorMapping& m : map.tensors) {
     if (!m.loaded()) continue;
     const gguf::TensorInfo& t = *m.info;
-    std::string local = m.spec->scope == model::Scope::kGlobal ? m.spec->name : m.spec->name;
-    // 1-D tensors (norms, biases, factors) are consumed in float.
-    if (t.dims.size() == 1) {
-      auto v = model::DequantizeTensor(file, t);
-      if (!v.ok()) return v.status();
-      if (m.spec->scope == model::Scope::kGlobal) {
-        if (local == "output_norm.weight") output_norm = *std::move(v);
-        if (local == "output.bias") output_bias = *std::move(v);
-        if (local == "rope_freqs.weight") rope_freqs = *std::move(v);
+    const std::string local = m.spec->name;
+    const bool global = m.spec->scope == model::Scope::kGlobal;
+    if (global) {
+      if (local == "token_embd.weight") {
+        token_embd = &t;
         continue;
       }
-      LayerWeights& L = layers[m.layer];
-      std::vector<float>* dst = nullptr;
-      if (local == "attn_norm.weight") dst = &L.attn_norm;
-      if (local == "ffn_norm.weight") dst = &L.ffn_norm;
-      if (local == "attn_q_norm.weight") dst = &L.q_norm;
-      if (local == "attn_k_norm.weight") dst = &L.k_norm;
-      if (local == "attn_q.bias") dst = &L.q_bias;
-      if (local == "attn_k.bias") dst = &L.k_bias;
-      if (local == "attn_v.bias") dst = &L.v_bias;
-      if (local == "attn_output.bias") dst = &L.o_bias;
-      if (dst == nullptr) {
-        return absl::UnimplementedError(
-            absl::StrCat("tensor ", m.name, ": not used by the CPU executor yet"));
-      }
-      *dst = *std::move(v);
-      continue;
-    }
-    if (local == "token_embd.weight") {
-      token_embd = &t;
-      if (!map.tensors.empty() && output.data == nullptr) {
+      if (local == "output.weight") {
         auto q = QuantMatrix::FromTensor(t, file.TensorData(t));
         if (!q.ok()) return q.status();
-        output = *q;  // tied head unless output.weight replaces it below
+        output = *q;
+        continue;
       }
+      auto v = model::DequantizeTensor(file, t);
+      if (!v.ok()) return v.status();
+      if (local == "output_norm.weight") output_norm = *std::move(v);
+      if (local == "output.bias") output_bias = *std::move(v);
+      if (local == "rope_freqs.weight") rope_freqs = *std::move(v);
+      continue;
+    }
+    LayerWeights& L = layers[m.layer];
+    if (auto slot = VectorSlot(local)) {
+      auto v = model::DequantizeTensor(file, t);
+      if (!v.ok()) return v.status();
+      L.*slot = *std::move(v);
+      continue;
+    }
+    if (local == "attn_kv_b.weight") {
+      // Legacy MLA file: split kv_b into the absorbed form's k_b / v_b (spec 10.4).
+      auto kv = model::DequantizeTensor(file, t);
+      if (!kv.ok()) return kv.status();
+      model::KvBShape s{hp.n_head[m.layer], hp.qk_nope(), hp.value_length_mla, hp.kv_lora_rank};
+      std::vector<float> k_b(s.heads * s.nope * s.latent), v_b(s.heads * s.v * s.latent);
+      if (auto st = model::SplitKvB(s, *kv, absl::MakeSpan(k_b), absl::MakeSpan(v_b)); !st.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("tensor ", m.name, ": ", st.message()));
+      }
+      L.wk_b = OwnedMatrix(std::move(k_b), s.heads * s.latent, s.nope);
+      L.wv_b = OwnedMatrix(std::move(v_b), s.heads * s.v, s.latent);
+      continue;
+    }
+    auto slot = MatrixSlot(local);
+    if (slot == nullptr) {
+      return absl::UnimplementedError(
+          absl::StrCat("tensor ", m.name, ": not used by the CPU executor yet"));
+    }
+    if (m.spec->needs_float && t.type != gguf::GgmlType::kF32) {
+      // The `dequantize` fixup: router and indexer.proj compute in float (spec 13.2).
+      auto v = model::DequantizeTensor(file, t);
+      if (!v.ok()) return v.status();
+      L.*slot = OwnedMatrix(*std::move(v), static_cast<int64_t>(t.rows()), t.dims[0]);
       continue;
     }
     auto q = QuantMatrix::FromTensor(t, file.TensorData(t));
     if (!q.ok()) return q.status();
-    if (local == "output.weight") {
-      output = *q;
-      continue;
-    }
-    LayerWeights& L = layers[m.layer];
-    QuantMatrix* dst = nullptr;
-    if (local == "attn_q.weight") dst = &L.wq;
-    if (local == "attn_k.weight") dst = &L.wk;
-    if (local == "attn_v.weight") dst = &L.wv;
-    if (local == "attn_output.weight") dst = &L.wo;
-    if (local == "ffn_gate.weight") dst = &L.w_gate;
-    if (local == "ffn_up.weight") dst = &L.w_up;
-    if (local == "ffn_down.weight") dst = &L.w_down;
-    if (dst == nullptr) {
-      return absl::UnimplementedError(
-          absl::StrCat("tensor ", m.name, ": not used by the CPU executor yet (fused attn_qkv?)"));
-    }
-    *dst = *q;
+    L.*slot = *q;
   }
-  // output.weight, when present, must win over the tied embedding whatever the file order.
-  for (const model::TensorMapping& m : map.tensors) {
-    if (m.loaded() && m.name == "output.weight") {
-      auto q = QuantMatrix::FromTensor(*m.info, file.TensorData(*m.info));
-      if (!q.ok()) return q.status();
-      output = *q;
-    }
+  if (token_embd == nullptr) return absl::InvalidArgumentError("token_embd.weight is missing");
+  if (output.data == nullptr) {  // tied embeddings (spec 5.7)
+    auto q = QuantMatrix::FromTensor(*token_embd, file.TensorData(*token_embd));
+    if (!q.ok()) return q.status();
+    output = *q;
   }
-  if (token_embd == nullptr) return absl::InvalidArgumentError("token_embd.weight missing");
   return absl::OkStatus();
 }
 
-absl::Status Executor::Impl::MatMul(const QuantMatrix& w, const float* x, int64_t batch, float* y) {
-  return cpu::Matmul(w, 0, w.rows, x, batch, y, w.rows, pool.get(), matmul);
+absl::Status Executor::Impl::MatMulRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
+                                        const float* x, int64_t batch, float* y, int64_t ldy) {
+  return cpu::Matmul(w, row_begin, row_end, x, batch, y, ldy, pool.get(), matmul);
 }
 
-void Executor::Impl::Attention(int layer, const std::vector<int64_t>& pos,
-                               const std::vector<int>& seq_of, absl::Span<const SequenceInput> seqs,
-                               const float* q, float* out) {
-  const int H = static_cast<int>(hp.n_head[layer]);
-  const int Hkv = static_cast<int>(hp.n_head_kv[layer]);
-  const int dk = static_cast<int>(hp.head_dim_k), dv = static_cast<int>(hp.head_dim_v);
-  const int group = H / Hkv;
-  const int64_t T = static_cast<int64_t>(pos.size());
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
-  const KvCacheShape& cs = cache->shape();
-  // One task per (token, KV head): gather that head's keys and values once for its group.
-  pool->ParallelFor(T * Hkv, [&](int64_t task, int) {
-    const int64_t t = task / Hkv;
-    const int g = static_cast<int>(task % Hkv);
-    const SequenceInput& s = seqs[seq_of[t]];
-    const int64_t n_keys = pos[t] + 1;
-    std::vector<float> krow(cs.k_width), vrow(cs.v_width);
-    std::vector<float> keys(n_keys * dk), vals(n_keys * dv), scores(n_keys);
-    for (int64_t p = 0; p < n_keys; ++p) {
-      int64_t slot = cache->Slot(s.block_table, p);
-      cache->ReadK(layer, slot, krow.data());
-      cache->ReadV(layer, slot, vrow.data());
-      std::memcpy(&keys[p * dk], &krow[g * dk], dk * sizeof(float));
-      std::memcpy(&vals[p * dv], &vrow[g * dv], dv * sizeof(float));
-    }
-    for (int h = g * group; h < (g + 1) * group; ++h) {
-      const float* qh = q + t * H * dk + h * dk;
-      for (int64_t p = 0; p < n_keys; ++p) {
-        float dot = 0;
-        for (int i = 0; i < dk; ++i) dot += qh[i] * keys[p * dk + i];
-        scores[p] = dot * scale;
-      }
-      cpu::Softmax(scores.data(), n_keys);
-      float* o = out + t * H * dv + h * dv;
-      std::fill(o, o + dv, 0.0f);
-      for (int64_t p = 0; p < n_keys; ++p) {
-        const float w = scores[p];
-        for (int i = 0; i < dv; ++i) o[i] += w * vals[p * dv + i];
-      }
-    }
-  });
+void Executor::Impl::Round(float* x, int64_t n) const {
+  if (act_dtype == ComputeDtype::kBFloat16) {
+    for (int64_t i = 0; i < n; ++i) x[i] = Bf16ToFloat(FloatToBf16(x[i]));
+  } else if (act_dtype == ComputeDtype::kFloat16) {
+    for (int64_t i = 0; i < n; ++i) x[i] = Fp16ToFloat(FloatToFp16(x[i]));
+  }
+}
+
+absl::Status Executor::Impl::DenseFfn(int layer, const Batch& b, const std::vector<float>& h,
+                                      std::vector<float>& out) {
+  const LayerWeights& L = layers[layer];
+  const int64_t T = b.size(), ff = L.w_gate.rows;
+  std::vector<float> gate(T * ff), up(T * ff);
+  if (auto s = MatMul(L.w_gate, h.data(), T, gate.data()); !s.ok()) return s;
+  if (auto s = MatMul(L.w_up, h.data(), T, up.data()); !s.ok()) return s;
+  cpu::SiluMul(gate.data(), up.data(), T * ff, gate.data());
+  Round(gate.data(), T * ff);
+  out.resize(T * hp.n_embd);
+  return MatMul(L.w_down, gate.data(), T, out.data());
 }
 
 absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
-    absl::Span<const SequenceInput> seqs) {
+    absl::Span<const SequenceInput> seqs, StepTrace* trace) {
   const int64_t d = hp.n_embd, V = hp.n_vocab;
-  std::vector<int32_t> tok;
-  std::vector<int64_t> pos, slot;
-  std::vector<int> seq_of;
+  Batch b;
+  b.seqs = seqs;
+  b.trace = trace;
   for (size_t s = 0; s < seqs.size(); ++s) {
     const SequenceInput& in = seqs[s];
+    b.seq_begin.push_back(b.size());
     if (in.tokens.empty())
       return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": no tokens"));
     for (size_t i = 0; i < in.tokens.size(); ++i) {
@@ -206,99 +217,66 @@ absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
             absl::StrCat("sequence ", s, ": position ", p, " has no cache slot (block table of ",
                          in.block_table.size(), " blocks of ", cache->shape().block_size, ")"));
       }
-      tok.push_back(id);
-      pos.push_back(p);
-      slot.push_back(sl);
-      seq_of.push_back(static_cast<int>(s));
+      b.tok.push_back(id);
+      b.pos.push_back(p);
+      b.slot.push_back(sl);
+      b.seq_of.push_back(static_cast<int>(s));
     }
   }
-  const int64_t T = static_cast<int64_t>(tok.size());
-  std::vector<float> x(T * d), h(T * d);
+  b.seq_begin.push_back(b.size());
+  const int64_t T = b.size();
+  std::vector<float> x(T * d), h(T * d), y;
   const gguf::GgmlTypeInfo* et = gguf::LookupGgmlType(token_embd->type);
   const uint64_t embd_row = static_cast<uint64_t>(d) / et->block_elems * et->block_bytes;
   auto embd = file.TensorData(*token_embd);
   for (int64_t t = 0; t < T; ++t) {
-    absl::Status st = quant::DequantizeToFloat(
-        token_embd->type, embd.subspan(tok[t] * embd_row, embd_row), d, &x[t * d]);
-    if (!st.ok()) return st;
+    if (auto s = quant::DequantizeToFloat(
+            token_embd->type, embd.subspan(b.tok[t] * embd_row, embd_row), d, &x[t * d]);
+        !s.ok()) {
+      return s;
+    }
   }
-  const float eps = hp.rms_eps;
   const int half = rope.n_rot / 2;
-  std::vector<float> cos_t(T * half), sin_t(T * half);
-  for (int64_t t = 0; t < T; ++t) cpu::RopeAngles(rope, pos[t], &cos_t[t * half], &sin_t[t * half]);
+  b.cos.resize(T * half);
+  b.sin.resize(T * half);
+  for (int64_t t = 0; t < T; ++t)
+    cpu::RopeAngles(rope, b.pos[t], &b.cos[t * half], &b.sin[t * half]);
+  b.dsa_keep.resize(T);
 
+  const float eps = hp.rms_eps;
   for (uint32_t l = 0; l < hp.n_layer; ++l) {
     const LayerWeights& L = layers[l];
-    const int H = static_cast<int>(hp.n_head[l]), Hkv = static_cast<int>(hp.n_head_kv[l]);
-    const int dk = static_cast<int>(hp.head_dim_k), dv = static_cast<int>(hp.head_dim_v);
+    const int layer = static_cast<int>(l);
     for (int64_t t = 0; t < T; ++t) cpu::RmsNorm(&x[t * d], L.attn_norm.data(), d, eps, &h[t * d]);
-    RoundTo(act_dtype, h.data(), T * d);
-    std::vector<float> q(T * H * dk), k(T * Hkv * dk), v(T * Hkv * dv);
-    for (auto [w, out] : {std::pair{&L.wq, &q}, {&L.wk, &k}, {&L.wv, &v}}) {
-      if (absl::Status st = MatMul(*w, h.data(), T, out->data()); !st.ok()) return st;
-    }
-    auto add_bias = [T](std::vector<float>& y, const std::vector<float>& b) {
-      if (b.empty()) return;
-      const size_t n = b.size();
-      for (int64_t t = 0; t < T; ++t) {
-        for (size_t i = 0; i < n; ++i) y[t * n + i] += b[i];
-      }
-    };
-    add_bias(q, L.q_bias);
-    add_bias(k, L.k_bias);
-    add_bias(v, L.v_bias);
-    for (int64_t t = 0; t < T; ++t) {
-      for (int hh = 0; hh < H; ++hh) {
-        float* head = &q[(t * H + hh) * dk];
-        if (config.qk_norm) cpu::RmsNorm(head, L.q_norm.data(), dk, eps, head);
-        cpu::ApplyRope(head, rope.n_rot, config.rope, &cos_t[t * half], &sin_t[t * half]);
-      }
-      for (int hh = 0; hh < Hkv; ++hh) {
-        float* head = &k[(t * Hkv + hh) * dk];
-        if (config.qk_norm) cpu::RmsNorm(head, L.k_norm.data(), dk, eps, head);
-        cpu::ApplyRope(head, rope.n_rot, config.rope, &cos_t[t * half], &sin_t[t * half]);
-      }
-      cache->Write(static_cast<int>(l), slot[t], &k[t * Hkv * dk], &v[t * Hkv * dv]);
-    }
-    std::vector<float> attn(T * H * dv), proj(T * d);
-    Attention(static_cast<int>(l), pos, seq_of, seqs, q.data(), attn.data());
-    RoundTo(act_dtype, attn.data(), T * H * dv);
-    if (absl::Status st = MatMul(L.wo, attn.data(), T, proj.data()); !st.ok()) return st;
-    add_bias(proj, L.o_bias);
-    for (int64_t i = 0; i < T * d; ++i) x[i] += proj[i];
-
+    Round(h.data(), T * d);
+    absl::Status s = config.mla ? MlaAttention(layer, b, h, y) : GqaAttention(layer, b, h, y);
+    if (!s.ok()) return s;
+    for (int64_t i = 0; i < T * d; ++i) x[i] += y[i];
     for (int64_t t = 0; t < T; ++t) cpu::RmsNorm(&x[t * d], L.ffn_norm.data(), d, eps, &h[t * d]);
-    RoundTo(act_dtype, h.data(), T * d);
-    const int64_t ff = hp.n_ff[l];
-    std::vector<float> gate(T * ff), up(T * ff);
-    if (absl::Status st = MatMul(L.w_gate, h.data(), T, gate.data()); !st.ok()) return st;
-    if (absl::Status st = MatMul(L.w_up, h.data(), T, up.data()); !st.ok()) return st;
-    cpu::SiluMul(gate.data(), up.data(), T * ff, gate.data());
-    RoundTo(act_dtype, gate.data(), T * ff);
-    if (absl::Status st = MatMul(L.w_down, gate.data(), T, proj.data()); !st.ok()) return st;
-    for (int64_t i = 0; i < T * d; ++i) x[i] += proj[i];
+    Round(h.data(), T * d);
+    s = hp.is_moe_block(l) ? MoeFfn(layer, b, h, y) : DenseFfn(layer, b, h, y);
+    if (!s.ok()) return s;
+    for (int64_t i = 0; i < T * d; ++i) x[i] += y[i];
   }
 
   // Final norm and head, only for the rows whose logits are wanted.
   std::vector<int64_t> rows;
-  std::vector<std::vector<float>> result(seqs.size());
-  int64_t t0 = 0;
   for (size_t s = 0; s < seqs.size(); ++s) {
     const int64_t n = static_cast<int64_t>(seqs[s].tokens.size());
-    for (int64_t i = seqs[s].all_logits ? 0 : n - 1; i < n; ++i) rows.push_back(t0 + i);
-    t0 += n;
+    for (int64_t i = seqs[s].all_logits ? 0 : n - 1; i < n; ++i) rows.push_back(b.seq_begin[s] + i);
   }
   const int64_t R = static_cast<int64_t>(rows.size());
   std::vector<float> hr(R * d), logits(R * V);
   for (int64_t r = 0; r < R; ++r)
     cpu::RmsNorm(&x[rows[r] * d], output_norm.data(), d, eps, &hr[r * d]);
-  RoundTo(act_dtype, hr.data(), R * d);
-  if (absl::Status st = MatMul(output, hr.data(), R, logits.data()); !st.ok()) return st;
+  Round(hr.data(), R * d);
+  if (auto s = MatMul(output, hr.data(), R, logits.data()); !s.ok()) return s;
   if (!output_bias.empty()) {
     for (int64_t r = 0; r < R; ++r) {
       for (int64_t i = 0; i < V; ++i) logits[r * V + i] += output_bias[i];
     }
   }
+  std::vector<std::vector<float>> result(seqs.size());
   int64_t r = 0;
   for (size_t s = 0; s < seqs.size(); ++s) {
     const int64_t n = seqs[s].all_logits ? static_cast<int64_t>(seqs[s].tokens.size()) : 1;
@@ -317,9 +295,9 @@ int Executor::block_size() const { return impl_->cache->shape().block_size; }
 int Executor::n_blocks() const { return impl_->cache->shape().n_blocks; }
 int Executor::threads() const { return impl_->pool->size(); }
 
-absl::StatusOr<std::vector<std::vector<float>>> Executor::Step(
-    absl::Span<const SequenceInput> seqs) {
-  return impl_->Step(seqs);
+absl::StatusOr<std::vector<std::vector<float>>> Executor::Step(absl::Span<const SequenceInput> seqs,
+                                                               StepTrace* trace) {
+  return impl_->Step(seqs, trace);
 }
 
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& model_path,
@@ -336,17 +314,9 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& mo
         absl::StrCat("unknown architecture '", arch_name,
                      "'; supported: ", absl::StrJoin(model::SupportedArchNames(), ", ")));
   }
-  if (arch_name == "llama") {
-    impl->config = LlamaConfig();
-  } else if (arch_name == "qwen2") {
-    impl->config = Qwen2Config();
-  } else if (arch_name == "qwen3") {
-    impl->config = Qwen3Config();
-  } else {
-    return absl::UnimplementedError(
-        absl::StrCat("architecture '", arch_name,
-                     "' is not supported by the CPU executor yet (llama, qwen2, qwen3 are)"));
-  }
+  auto config = ConfigFor(arch_name);
+  if (!config.ok()) return config.status();
+  impl->config = *config;
   std::vector<model::KeyProblem> key_problems;
   impl->hp = model::LoadHyperParams(*arch, arch_name, md, nullptr, &key_problems);
   for (const model::KeyProblem& k : key_problems) {
@@ -363,14 +333,30 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& mo
   cpu::RopeParams& rope = impl->rope;
   rope.n_rot = static_cast<int>(hp.n_rot);
   rope.freq_base = hp.rope_freq_base;
-  if (hp.rope_scaling_factor > 0 && hp.rope_scaling_type != "none") {
-    rope.freq_scale = 1.0f / hp.rope_scaling_factor;
-  }
+  const float s_rope =
+      hp.rope_scaling_factor > 0 && hp.rope_scaling_type != "none" ? hp.rope_scaling_factor : 1.0f;
+  rope.freq_scale = 1.0f / s_rope;
   rope.yarn = hp.rope_scaling_type == "yarn";
   rope.yarn_orig_ctx = static_cast<int>(hp.rope_orig_ctx);
-  rope.magnitude =
-      rope.yarn ? cpu::YarnMagnitude(hp.rope_scaling_factor, hp.rope_attn_factor) : 1.0f;
   rope.freq_factors = impl->rope_freqs.empty() ? nullptr : impl->rope_freqs.data();
+  // Rope magnitude M (spec 5.3) and, for MLA, the attention scale with the mscale (10.6).
+  float magnitude = 1.0f;
+  const bool log_mul = impl->config.mla_yarn_log_multiplier && hp.yarn_log_multiplier != 0;
+  if (rope.yarn && !log_mul) magnitude = cpu::YarnMagnitude(s_rope, hp.rope_attn_factor);
+  if (rope.yarn && log_mul) {
+    const float mu_all = hp.yarn_log_multiplier / 0.1f;
+    const float mu = mu_all != 1.0f ? mu_all : 1.0f;
+    auto g = [&](float m) { return s_rope <= 1 ? 1.0f : 1.0f + 0.1f * m * std::log(s_rope); };
+    magnitude = g(mu) / g(mu_all);
+  }
+  rope.magnitude = magnitude;
+  if (impl->config.mla) {
+    const float l_mul = impl->config.mla_yarn_log_multiplier ? hp.yarn_log_multiplier / 0.1f : 0.0f;
+    const float mscale = magnitude * (1.0f + 0.1f * l_mul * std::log(s_rope));
+    impl->attn_scale = mscale * mscale / std::sqrt(static_cast<float>(hp.key_length_mla));
+  } else {
+    impl->attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+  }
 
   impl->pool = std::make_unique<cpu::ThreadPool>(options.threads);
   impl->matmul.path = options.exact ? cpu::MatmulPath::kFloat : cpu::MatmulPath::kAuto;
@@ -398,10 +384,23 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& mo
   shape.block_size = std::max(1, options.kv_block_size);
   shape.n_blocks = static_cast<int>(
       (std::max<int64_t>(1, options.kv_tokens) + shape.block_size - 1) / shape.block_size);
-  shape.k_width = static_cast<int>(hp.n_head_kv[0] * hp.head_dim_k);
-  shape.v_width = static_cast<int>(hp.n_head_kv[0] * hp.head_dim_v);
   shape.dtype = kv_dtype;
+  if (impl->config.mla) {
+    // The latent and the shared rope key only: c + r values per token (spec 10.3).
+    shape.k_width = static_cast<int>(hp.kv_lora_rank + hp.n_rot);
+    shape.v_width = 0;
+  } else {
+    shape.k_width = static_cast<int>(hp.n_head_kv[0] * hp.head_dim_k);
+    shape.v_width = static_cast<int>(hp.n_head_kv[0] * hp.head_dim_v);
+  }
   impl->cache = std::make_unique<PagedKvCache>(shape);
+  if (impl->config.dsa) {
+    KvCacheShape ks = shape;
+    ks.k_width = static_cast<int>(hp.indexer_head_dim);
+    ks.v_width = 0;
+    ks.dtype = CacheDtype::kF32;  // indexer keys stay float32 (conformance README)
+    impl->indexer_cache = std::make_unique<PagedKvCache>(ks);
+  }
   return std::unique_ptr<Executor>(new Executor(std::move(impl)));
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,16 @@ struct SequenceInput {
   bool all_logits = false;           // logits for every new token, else only the last
 };
 
+// What routing and sparse attention chose in a step, for tests and debugging. Tokens are
+// numbered across the step's sequences in order.
+struct StepTrace {
+  // layer -> token -> experts chosen (in selection order) and their final weights.
+  std::map<int, std::vector<std::vector<int32_t>>> experts;
+  std::map<int, std::vector<std::vector<float>>> expert_weights;
+  // layer -> token -> key positions the DSA indexer kept (ascending).
+  std::map<int, std::vector<std::vector<int32_t>>> dsa_keys;
+};
+
 class Executor {
  public:
   // Opens the model (any part of a split set), checks it with the architecture tables and
@@ -59,7 +70,8 @@ class Executor {
   // Runs one step; per sequence, logits rows (all new tokens or the last) × n_vocab.
   // Errors: a token outside the vocabulary, a position beyond the block table, an empty
   // sequence; nothing is written to the cache then.
-  absl::StatusOr<std::vector<std::vector<float>>> Step(absl::Span<const SequenceInput> seqs);
+  absl::StatusOr<std::vector<std::vector<float>>> Step(absl::Span<const SequenceInput> seqs,
+                                                       StepTrace* trace = nullptr);
 
   struct Impl;
 

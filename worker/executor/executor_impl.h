@@ -1,0 +1,109 @@
+// The executor's private state, shared by its implementation files (executor.cc: loading
+// and the step driver; attention.cc: GQA, MLA and the DSA indexer; moe.cc: routing and
+// experts). Not part of the public interface.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/gguf/split.h"
+#include "common/model/hparams.h"
+#include "common/model/tensor_map.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/nn_ops.h"
+#include "kernels/cpu/thread_pool.h"
+#include "worker/executor/arch_config.h"
+#include "worker/executor/executor.h"
+#include "worker/executor/kv_cache.h"
+
+namespace tessera::executor {
+
+using cpu::QuantMatrix;
+
+struct LayerWeights {
+  std::vector<float> attn_norm, ffn_norm;
+  // GQA
+  std::vector<float> q_norm, k_norm, q_bias, k_bias, v_bias, o_bias;
+  QuantMatrix wq, wk, wv, wo;
+  // MLA (wq above when there is no q LoRA)
+  std::vector<float> q_a_norm, kv_a_norm;
+  QuantMatrix wq_a, wq_b, wkv_a, wk_b, wv_b;
+  // DSA indexer
+  std::vector<float> idx_k_norm_w, idx_k_norm_b;
+  QuantMatrix idx_q_b, idx_k, idx_proj;
+  // FFN: dense, routed experts, shared experts
+  QuantMatrix w_gate, w_up, w_down;
+  std::vector<float> exp_probs_b;
+  QuantMatrix router, gate_exps, up_exps, down_exps, gate_sh, up_sh, down_sh;
+};
+
+// The tokens of one step, flattened across sequences.
+struct Batch {
+  absl::Span<const SequenceInput> seqs;
+  std::vector<int32_t> tok;
+  std::vector<int64_t> pos, slot;
+  std::vector<int> seq_of;
+  std::vector<int64_t> seq_begin;  // first token of each sequence (size seqs + 1)
+  std::vector<float> cos, sin;     // RoPE per token, n_rot/2 each
+  StepTrace* trace = nullptr;
+  // DSA: per token, the key positions the most recent full indexer layer kept (shared
+  // layers reuse them, spec 12.4).
+  std::vector<std::vector<int32_t>> dsa_keep;
+  int64_t size() const { return static_cast<int64_t>(tok.size()); }
+};
+
+struct Executor::Impl {
+  ExecutorOptions options;
+  ComputeDtype act_dtype = ComputeDtype::kFloat32;
+  gguf::GgufModel file;
+  model::HyperParams hp;
+  ArchConfig config;
+  std::vector<LayerWeights> layers;
+  std::vector<float> output_norm, output_bias, rope_freqs;
+  const gguf::TensorInfo* token_embd = nullptr;
+  QuantMatrix output;
+  cpu::RopeParams rope;
+  float attn_scale = 1.0f;
+  std::deque<std::vector<float>> owned;  // float32 weights made by fixups (stable addresses)
+  std::unique_ptr<cpu::ThreadPool> pool;
+  std::unique_ptr<PagedKvCache> cache;          // K/V, or the MLA latent + rope key
+  std::unique_ptr<PagedKvCache> indexer_cache;  // DSA indexer keys (float32)
+  cpu::MatmulOptions matmul;
+
+  explicit Impl(gguf::GgufModel f) : file(std::move(f)) {}
+
+  absl::Status LoadWeights(const model::TensorMap& map);
+  QuantMatrix OwnedMatrix(std::vector<float> data, int64_t rows, int64_t cols);
+
+  // y[b][r] = W[r] . x[b] for the rows [row_begin, row_end) of w.
+  absl::Status MatMul(const QuantMatrix& w, const float* x, int64_t batch, float* y) {
+    return MatMulRows(w, 0, w.rows, x, batch, y, w.rows);
+  }
+  absl::Status MatMulRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
+                          int64_t batch, float* y, int64_t ldy);
+  void Round(float* x, int64_t n) const;
+
+  absl::StatusOr<std::vector<std::vector<float>>> Step(absl::Span<const SequenceInput> seqs,
+                                                       StepTrace* trace);
+  // Each appends its output (T x n_embd) to `out` (overwriting).
+  absl::Status GqaAttention(int layer, const Batch& b, const std::vector<float>& h,
+                            std::vector<float>& out);
+  absl::Status MlaAttention(int layer, Batch& b, const std::vector<float>& h,
+                            std::vector<float>& out);
+  absl::Status DenseFfn(int layer, const Batch& b, const std::vector<float>& h,
+                        std::vector<float>& out);
+  absl::Status MoeFfn(int layer, const Batch& b, const std::vector<float>& h,
+                      std::vector<float>& out);
+
+  // Softmax attention of `nq` query rows against `n_keys` cached rows: scores = Q K^T *
+  // scale with `mask(q_row, key)` deciding visibility, then out = P V. K is [n_keys][dk],
+  // V^T is [dv][n_keys], both contiguous float32.
+  absl::Status AttendRows(const float* q, int64_t nq, int64_t dk, const float* k, const float* v_t,
+                          int64_t dv, int64_t n_keys, float scale,
+                          const std::function<bool(int64_t, int64_t)>& visible, float* out,
+                          int64_t ld_out);
+};
+
+}  // namespace tessera::executor
