@@ -1,7 +1,8 @@
 #include "common/chat/interpreter.h"
 
 #include <cmath>
-#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "common/chat/call_args.h"
 #include "common/chat/filters.h"
@@ -25,14 +26,35 @@ constexpr int64_t kMaxSteps = 20'000'000;
 constexpr size_t kMaxOutputBytes = size_t{64} << 20;
 constexpr int64_t kMaxRepeatBytes = int64_t{64} << 20;
 
+// A scope's variables. Scopes hold a handful of names, so a flat vector beats a hash map.
+class FrameVars {
+ public:
+  Value& operator[](const std::string& name) {
+    for (auto& [k, v] : entries_) {
+      if (k == name) return v;
+    }
+    entries_.emplace_back(name, Value());
+    return entries_.back().second;
+  }
+  const Value* Find(const std::string& name) const {
+    for (const auto& [k, v] : entries_) {
+      if (k == name) return &v;
+    }
+    return nullptr;
+  }
+  size_t count(const std::string& name) const { return Find(name) ? 1 : 0; }
+
+ private:
+  std::vector<std::pair<std::string, Value>> entries_;
+};
+
 struct Frame {
-  std::unordered_map<std::string, Value> vars;
+  FrameVars vars;
   const Frame* parent = nullptr;
 
   const Value* Lookup(const std::string& name) const {
     for (const Frame* f = this; f != nullptr; f = f->parent) {
-      auto it = f->vars.find(name);
-      if (it != f->vars.end()) return &it->second;
+      if (const Value* v = f->vars.Find(name)) return v;
     }
     return nullptr;
   }
@@ -48,8 +70,12 @@ int64_t FloorDiv(int64_t a, int64_t b) {
   return q;
 }
 
-Value Arithmetic(const std::string& op, const Value& a, const Value& b) {
-  if (op == "~") return Value(ToStr(a) + ToStr(b));
+Value Arithmetic(const std::string& op, Value a, const Value& b) {
+  if (op == "~") {
+    std::string out = a.is_string() ? a.TakeString() : ToStr(a);
+    out += b.is_string() ? b.as_string() : ToStr(b);
+    return Value(std::move(out));
+  }
   if (a.is_undefined()) ThrowUndefined(a);
   if (b.is_undefined()) ThrowUndefined(b);
   bool nums = a.is_number() && b.is_number();
@@ -61,7 +87,11 @@ Value Arithmetic(const std::string& op, const Value& a, const Value& b) {
   if (op == "+") {
     if (ints) return Value(a.as_int() + b.as_int());
     if (nums) return Value(a.as_double() + b.as_double());
-    if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
+    if (a.is_string() && b.is_string()) {
+      std::string out = a.TakeString();
+      out += b.as_string();
+      return Value(std::move(out));
+    }
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
       ValueList l = a.list();
       l.insert(l.end(), b.list().begin(), b.list().end());

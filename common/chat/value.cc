@@ -11,8 +11,14 @@ namespace tessera::chat {
 
 Value Value::Undefined(std::string message) {
   Value v;
-  v.str_ = std::move(message);
+  v.data_ = std::move(message);
   return v;
+}
+
+const std::string& Value::as_string() const {
+  static const std::string* const kEmpty = new std::string();
+  const std::string* s = std::get_if<std::string>(&data_);
+  return s ? *s : *kEmpty;
 }
 
 Value Value::None() {
@@ -24,7 +30,7 @@ Value Value::None() {
 Value Value::List(ValueList items) {
   Value v;
   v.kind_ = Kind::kList;
-  v.list_ = std::make_shared<const ValueList>(std::move(items));
+  v.data_ = std::make_shared<const ValueList>(std::move(items));
   return v;
 }
 
@@ -37,7 +43,7 @@ Value Value::Tuple(ValueList items) {
 Value Value::Dict(ValueDict dict) {
   Value v;
   v.kind_ = Kind::kDict;
-  v.dict_ = std::make_shared<ValueDict>(std::move(dict));
+  v.data_ = std::make_shared<ValueDict>(std::move(dict));
   return v;
 }
 
@@ -50,19 +56,19 @@ Value Value::Namespace(ValueDict attrs) {
 Value Value::Function(std::string name, std::function<Value(CallArgs&)> fn) {
   Value v;
   v.kind_ = Kind::kCallable;
-  v.fn_ = std::make_shared<const Callable>(Callable{std::move(name), std::move(fn)});
+  v.data_ = std::make_shared<const Callable>(Callable{std::move(name), std::move(fn)});
   return v;
 }
 
 const void* Value::identity() const {
   switch (kind_) {
     case Kind::kList:
-      return list_.get();
+      return std::get<ListPtr>(data_).get();
     case Kind::kDict:
     case Kind::kNamespace:
-      return dict_.get();
+      return std::get<DictPtr>(data_).get();
     case Kind::kCallable:
-      return fn_.get();
+      return std::get<FunctionPtr>(data_).get();
     default:
       return nullptr;
   }

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace tessera::chat {
@@ -49,13 +50,13 @@ class Value {
   Value() = default;
   static Value Undefined(std::string message);
   static Value None();
-  explicit Value(bool b) : kind_(Kind::kBool), int_(b ? 1 : 0) {}
-  explicit Value(int64_t i) : kind_(Kind::kInt), int_(i) {}
-  explicit Value(int i) : kind_(Kind::kInt), int_(i) {}
-  explicit Value(double f) : kind_(Kind::kFloat), float_(f) {}
-  explicit Value(std::string s) : kind_(Kind::kString), str_(std::move(s)) {}
-  explicit Value(std::string_view s) : kind_(Kind::kString), str_(s) {}
-  explicit Value(const char* s) : kind_(Kind::kString), str_(s) {}
+  explicit Value(bool b) : kind_(Kind::kBool), data_(int64_t{b ? 1 : 0}) {}
+  explicit Value(int64_t i) : kind_(Kind::kInt), data_(i) {}
+  explicit Value(int i) : kind_(Kind::kInt), data_(int64_t{i}) {}
+  explicit Value(double f) : kind_(Kind::kFloat), data_(f) {}
+  explicit Value(std::string s) : kind_(Kind::kString), data_(std::move(s)) {}
+  explicit Value(std::string_view s) : kind_(Kind::kString), data_(std::string(s)) {}
+  explicit Value(const char* s) : kind_(Kind::kString), data_(std::string(s)) {}
   static Value List(ValueList items);
   // A Python tuple: a list that prints as (a, b) and never equals a list.
   static Value Tuple(ValueList items);
@@ -81,30 +82,43 @@ class Value {
   bool is_namespace() const { return kind_ == Kind::kNamespace; }
   bool is_callable() const { return kind_ == Kind::kCallable; }
 
-  bool as_bool() const { return int_ != 0; }
-  // Integer value of an int or bool.
-  int64_t as_int() const { return int_; }
+  bool as_bool() const { return as_int() != 0; }
+  // Integer value of an int or bool (0 for other kinds).
+  int64_t as_int() const {
+    const int64_t* i = std::get_if<int64_t>(&data_);
+    return i ? *i : 0;
+  }
   // Numeric value of an int, bool or float.
-  double as_double() const { return kind_ == Kind::kFloat ? float_ : static_cast<double>(int_); }
-  const std::string& as_string() const { return str_; }
-  const std::string& undefined_message() const { return str_; }
-  const ValueList& list() const { return *list_; }
-  const ValueDict& dict() const { return *dict_; }
+  double as_double() const {
+    const double* d = std::get_if<double>(&data_);
+    return d ? *d : static_cast<double>(as_int());
+  }
+  // The text of a string (empty for other kinds).
+  const std::string& as_string() const;
+  const std::string& undefined_message() const { return as_string(); }
+  // Moves the text out of a string value (which is left empty), so `a + b + c` chains can
+  // append in place instead of copying.
+  std::string TakeString() {
+    std::string* s = std::get_if<std::string>(&data_);
+    return s ? std::move(*s) : std::string();
+  }
+  const ValueList& list() const { return *std::get<ListPtr>(data_); }
+  const ValueDict& dict() const { return *std::get<DictPtr>(data_); }
   // The namespace's attributes; shared by every copy of the value (namespaces are mutable).
-  ValueDict& namespace_attrs() const { return *dict_; }
-  const Callable& callable() const { return *fn_; }
+  ValueDict& namespace_attrs() const { return *std::get<DictPtr>(data_); }
+  const Callable& callable() const { return *std::get<FunctionPtr>(data_); }
   // Identity of a container, for the `sameas` test.
   const void* identity() const;
 
  private:
+  using ListPtr = std::shared_ptr<const ValueList>;
+  using DictPtr = std::shared_ptr<ValueDict>;
+  using FunctionPtr = std::shared_ptr<const Callable>;
+
   Kind kind_ = Kind::kUndefined;
   bool tuple_ = false;
-  int64_t int_ = 0;
-  double float_ = 0;
-  std::string str_;
-  std::shared_ptr<const ValueList> list_;
-  std::shared_ptr<ValueDict> dict_;
-  std::shared_ptr<const Callable> fn_;
+  // Strings hold str and Undefined's message; containers are shared, so copies are cheap.
+  std::variant<int64_t, double, std::string, ListPtr, DictPtr, FunctionPtr> data_;
 };
 
 // A str-keyed mapping that keeps insertion order, as Python dicts do.
