@@ -1,5 +1,6 @@
 // Tier 1 (exact path) and Tier 2 (fast path) of ../shared/conformance/README.md for every
-// case whose architecture the dense executor runs, plus the greedy continuations.
+// case, the greedy continuations, and (MoE / DSA cases) the experts and keys chosen.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -93,22 +94,60 @@ struct Case {
   std::string name;
   fs::path dir;
   bool quantized;
+  bool routed;  // MoE or DSA: routing flips make Tier 2 only a sanity check
 };
 
-std::vector<Case> DenseCases(const fs::path& models) {
+std::vector<Case> AllCases(const fs::path& models) {
   std::vector<Case> out;
   for (const Json& c : ReadJson(models / "cases.json")) {
     std::string arch = c["arch"];
-    if (arch != "llama" && arch != "qwen2" && arch != "qwen3") continue;
-    out.push_back({c["case"], models / c["case"].get<std::string>(), c["quant"] != "F32"});
+    bool routed =
+        arch == "deepseek2" || arch == "glm-dsa" || arch == "qwen3moe" || arch == "glm4moe";
+    out.push_back({c["case"], models / c["case"].get<std::string>(), c["quant"] != "F32", routed});
   }
   return out;
 }
 
+// The experts (as sets) and the DSA keys chosen match the reference files at every layer
+// and position.
+void ExpectSameRouting(const Case& c, const StepTrace& trace) {
+  fs::path moe = c.dir / (c.quantized ? "moe_dequant.json" : "moe.json");
+  if (fs::exists(moe)) {
+    for (const Json& layer : ReadJson(moe)["layers"]) {
+      int l = layer["layer"];
+      ASSERT_TRUE(trace.experts.count(l)) << "layer " << l;
+      const auto& got = trace.experts.at(l);
+      const auto& want = layer["experts"];
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t t = 0; t < got.size(); ++t) {
+        std::vector<int32_t> a = got[t], b = want[t].get<std::vector<int32_t>>();
+        std::sort(a.begin(), a.end());
+        std::sort(b.begin(), b.end());
+        EXPECT_EQ(a, b) << "layer " << l << " token " << t;
+      }
+    }
+  }
+  fs::path dsa = c.dir / (c.quantized ? "dsa_dequant.json" : "dsa.json");
+  if (fs::exists(dsa)) {
+    for (const Json& layer : ReadJson(dsa)["layers"]) {
+      int l = layer["layer"];
+      ASSERT_TRUE(trace.dsa_keys.count(l)) << "layer " << l;
+      const auto& got = trace.dsa_keys.at(l);
+      const auto& want = layer["selected_key_positions"];
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t t = 0; t < got.size(); ++t) {
+        std::vector<int32_t> b = want[t].get<std::vector<int32_t>>();
+        std::sort(b.begin(), b.end());
+        EXPECT_EQ(got[t], b) << "layer " << l << " position " << t;
+      }
+    }
+  }
+}
+
 TEST(ExecutorConformance, ExactPathMeetsTier1AndReproducesGreedy) {
   TESSERA_REQUIRE_CONFORMANCE(models, "models");
-  std::vector<Case> cases = DenseCases(models);
-  ASSERT_GE(cases.size(), 5u);
+  std::vector<Case> cases = AllCases(models);
+  ASSERT_GE(cases.size(), 8u);
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     ExecutorOptions o;
@@ -120,8 +159,10 @@ TEST(ExecutorConformance, ExactPathMeetsTier1AndReproducesGreedy) {
     SequenceInput s = WholeCache(**ex);
     s.tokens = ReadJson(c.dir / "tokens.json")["tokens"].get<std::vector<int32_t>>();
     s.all_logits = true;
-    auto logits = (*ex)->Step({&s, 1});
+    StepTrace trace;
+    auto logits = (*ex)->Step({&s, 1}, &trace);
     ASSERT_TRUE(logits.ok()) << logits.status();
+    ExpectSameRouting(c, trace);
     auto ref = ReadF32(c.dir / (c.quantized ? "logits_dequant.f32" : "logits.f32"));
     ASSERT_EQ((*logits)[0].size(), ref.size());
     Compare cmp = CompareLogits((*logits)[0], ref, vocab);
@@ -141,7 +182,7 @@ TEST(ExecutorConformance, ExactPathMeetsTier1AndReproducesGreedy) {
 
 TEST(ExecutorConformance, FastPathMeetsTier2) {
   TESSERA_REQUIRE_CONFORMANCE(models, "models");
-  for (const Case& c : DenseCases(models)) {
+  for (const Case& c : AllCases(models)) {
     for (ComputeDtype dtype :
          {ComputeDtype::kAuto, ComputeDtype::kBFloat16, ComputeDtype::kFloat16}) {
       SCOPED_TRACE(c.name + " dtype " + std::to_string(static_cast<int>(dtype)));
@@ -157,10 +198,16 @@ TEST(ExecutorConformance, FastPathMeetsTier2) {
       ASSERT_TRUE(logits.ok()) << logits.status();
       Compare cmp =
           CompareLogits((*logits)[0], ReadF32(c.dir / "logits.f32"), (*ex)->hparams().n_vocab);
-      EXPECT_LE(cmp.max_abs, 1.0);
-      EXPECT_LE(cmp.max_kl, 5e-2);
-      EXPECT_LE(cmp.mean_kl, 1e-2);
-      EXPECT_GE(cmp.top1, 0.9);
+      if (c.routed) {
+        // The README's MoE/DSA sanity bound: quantized activations flip a few routing
+        // decisions, so Tier 1 on the exact path is the real test.
+        EXPECT_LE(cmp.mean_kl, 0.5);
+      } else {
+        EXPECT_LE(cmp.max_abs, 1.0);
+        EXPECT_LE(cmp.max_kl, 5e-2);
+        EXPECT_LE(cmp.mean_kl, 1e-2);
+        EXPECT_GE(cmp.top1, 0.9);
+      }
     }
   }
 }

@@ -3,6 +3,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "common/gguf/writer.h"
 #include "common/model/synthetic.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -214,10 +215,14 @@ TEST(Executor, BadInputsAreErrors) {
   s.tokens = {};
   EXPECT_FALSE(ex->Step({&s, 1}).ok());
 
-  auto ds = Executor::Create(Synthetic("deepseek2", "F32"), Exact());
-  ASSERT_FALSE(ds.ok());
-  EXPECT_EQ(ds.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(ds.status().message()), ::testing::HasSubstr("deepseek2"));
+  gguf::GgufWriter w;
+  w.metadata().Set("general.architecture", gguf::Value::String("mystery"));
+  std::string mystery = ::testing::TempDir() + "/mystery.gguf";
+  ASSERT_TRUE(w.WriteFile(mystery).ok());
+  auto unknown = Executor::Create(mystery, Exact());
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(std::string(unknown.status().message()),
+              ::testing::HasSubstr("unknown architecture 'mystery'"));
 }
 
 }  // namespace
