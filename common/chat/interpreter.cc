@@ -7,6 +7,7 @@
 #include "common/chat/call_args.h"
 #include "common/chat/filters.h"
 #include "common/chat/methods.h"
+#include "common/chat/operators.h"
 #include "common/chat/py_format.h"
 #include "common/chat/py_string.h"
 #include "common/chat/template_error.h"
@@ -21,10 +22,9 @@ constexpr int kMaxCallDepth = 200;
 // Jinja2's sandbox refuses range() above MAX_RANGE = 100000.
 constexpr int64_t kMaxRange = 100000;
 // Bounds on one render, so a hostile template cannot hold a server thread or its memory:
-// statements executed, bytes of output, and bytes built by `*` repetition.
+// statements executed and bytes of output.
 constexpr int64_t kMaxSteps = 20'000'000;
 constexpr size_t kMaxOutputBytes = size_t{64} << 20;
-constexpr int64_t kMaxRepeatBytes = int64_t{64} << 20;
 
 // A scope's variables. Scopes hold a handful of names, so a flat vector beats a hash map.
 class FrameVars {
@@ -63,122 +63,6 @@ struct Frame {
 enum class Flow { kNormal, kBreak, kContinue };
 
 [[noreturn]] void TypeErr(const std::string& what) { throw TemplateError("TypeError: " + what); }
-
-int64_t FloorDiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-
-Value Arithmetic(const std::string& op, Value a, const Value& b) {
-  if (op == "~") {
-    std::string out = a.is_string() ? a.TakeString() : ToStr(a);
-    out += b.is_string() ? b.as_string() : ToStr(b);
-    return Value(std::move(out));
-  }
-  if (a.is_undefined()) ThrowUndefined(a);
-  if (b.is_undefined()) ThrowUndefined(b);
-  bool nums = a.is_number() && b.is_number();
-  bool ints = nums && !a.is_float() && !b.is_float();
-  auto unsupported = [&]() {
-    TypeErr("unsupported operand type(s) for " + op + ": '" + TypeName(a) + "' and '" +
-            TypeName(b) + "'");
-  };
-  if (op == "+") {
-    if (ints) return Value(a.as_int() + b.as_int());
-    if (nums) return Value(a.as_double() + b.as_double());
-    if (a.is_string() && b.is_string()) {
-      std::string out = a.TakeString();
-      out += b.as_string();
-      return Value(std::move(out));
-    }
-    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
-      ValueList l = a.list();
-      l.insert(l.end(), b.list().begin(), b.list().end());
-      return a.is_tuple() ? Value::Tuple(std::move(l)) : Value::List(std::move(l));
-    }
-    if (a.is_string()) TypeErr("can only concatenate str (not \"" + TypeName(b) + "\") to str");
-    if (a.is_list()) TypeErr("can only concatenate list (not \"" + TypeName(b) + "\") to list");
-    unsupported();
-  }
-  if (op == "-") {
-    if (ints) return Value(a.as_int() - b.as_int());
-    if (nums) return Value(a.as_double() - b.as_double());
-    unsupported();
-  }
-  if (op == "*") {
-    if (ints) return Value(a.as_int() * b.as_int());
-    if (nums) return Value(a.as_double() * b.as_double());
-    const Value* seq = (a.is_string() || a.is_list()) ? &a : &b;
-    const Value* count = seq == &a ? &b : &a;
-    if ((seq->is_string() || seq->is_list()) && (count->is_int() || count->is_bool())) {
-      int64_t n = std::max<int64_t>(count->as_int(), 0);
-      int64_t unit = seq->is_string() ? static_cast<int64_t>(seq->as_string().size())
-                                      : static_cast<int64_t>(seq->list().size()) * 16;
-      if (unit > 0 && n > kMaxRepeatBytes / unit) {
-        throw TemplateError("MemoryError: repetition result too large");
-      }
-      if (seq->is_string()) {
-        std::string out;
-        for (int64_t i = 0; i < n; ++i) out += seq->as_string();
-        return Value(out);
-      }
-      ValueList out;
-      for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq->list().begin(), seq->list().end());
-      return Value::List(std::move(out));
-    }
-    unsupported();
-  }
-  if (op == "%" && a.is_string()) return Value(PercentFormat(a.as_string(), b));
-  if (!nums) unsupported();
-  if ((op == "/" || op == "//" || op == "%") && b.as_double() == 0) {
-    throw TemplateError(op == "/" ? "ZeroDivisionError: division by zero"
-                                  : "ZeroDivisionError: integer division or modulo by zero");
-  }
-  if (op == "/") return Value(a.as_double() / b.as_double());
-  if (op == "//") {
-    if (ints) return Value(FloorDiv(a.as_int(), b.as_int()));
-    return Value(std::floor(a.as_double() / b.as_double()));
-  }
-  if (op == "%") {
-    if (ints) return Value(a.as_int() - FloorDiv(a.as_int(), b.as_int()) * b.as_int());
-    double r = std::fmod(a.as_double(), b.as_double());
-    if (r != 0 && ((r < 0) != (b.as_double() < 0))) r += b.as_double();
-    return Value(r);
-  }
-  if (op == "**") {
-    if (ints && b.as_int() >= 0) {
-      int64_t r = 1;
-      for (int64_t i = 0; i < b.as_int(); ++i) r *= a.as_int();
-      return Value(r);
-    }
-    return Value(std::pow(a.as_double(), b.as_double()));
-  }
-  unsupported();
-  return Value();
-}
-
-bool CompareOp(const std::string& op, const Value& a, const Value& b) {
-  if (op == "==") return Equals(a, b);
-  if (op == "!=") return !Equals(a, b);
-  if (op == "in") return Contains(b, a);
-  if (op == "not in") return !Contains(b, a);
-  if (a.is_undefined()) ThrowUndefined(a);
-  if (b.is_undefined()) ThrowUndefined(b);
-  int c = Compare(a, b);
-  if (op == "<") return c < 0;
-  if (op == "<=") return c <= 0;
-  if (op == ">") return c > 0;
-  return c >= 0;
-}
-
-std::optional<int64_t> SliceBound(const Value& v) {
-  if (v.is_none() || v.is_undefined()) return std::nullopt;
-  if (!v.is_int() && !v.is_bool()) {
-    TypeErr("slice indices must be integers or None, not " + TypeName(v));
-  }
-  return v.as_int();
-}
 
 class Interpreter {
  public:
@@ -617,40 +501,7 @@ class Interpreter {
   int64_t steps_ = 0;
 };
 
-// Jinja2 fails at compile time on an unknown filter or test, except inside an `if` or a
-// conditional expression ("soft" frames), where it fails only if the call is reached.
-void CheckExpr(const Expr* e, bool soft) {
-  if (e == nullptr) return;
-  if (!soft && e->kind == Expr::Kind::kFilter && !IsKnownFilter(e->name)) {
-    throw TemplateError("no filter named '" + e->name + "'", e->line);
-  }
-  if (!soft && e->kind == Expr::Kind::kTest && !IsKnownTest(e->name)) {
-    throw TemplateError("no test named '" + e->name + "'", e->line);
-  }
-  soft = soft || e->kind == Expr::Kind::kCondition;
-  for (const auto& o : e->operands) CheckExpr(o.get(), soft);
-  for (const auto& a : e->args) CheckExpr(a.value.get(), soft);
-}
-
-void CheckStmts(const StmtList& program, bool soft) {
-  for (const auto& s : program) {
-    CheckExpr(s->expr.get(), soft);
-    CheckExpr(s->filter.get(), soft);
-    for (const auto& [cond, body] : s->branches) {
-      CheckExpr(cond.get(), true);
-      CheckStmts(body, true);
-    }
-    for (const auto& p : s->params) CheckExpr(p.default_value.get(), false);
-    for (const auto& [name, expr] : s->assigns) CheckExpr(expr.get(), soft);
-    // Loops, macros, call/filter/set blocks and `with` open inner frames, which are never soft.
-    CheckStmts(s->body, false);
-    CheckStmts(s->else_body, false);
-  }
-}
-
 }  // namespace
-
-void CheckNames(const StmtList& program) { CheckStmts(program, false); }
 
 std::string Execute(const StmtList& program, const ValueDict& variables, const std::tm& now) {
   return Interpreter(variables, now).Run(program);
