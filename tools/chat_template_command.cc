@@ -33,7 +33,8 @@ constexpr char kUsage[] =
     "  --context FILE        JSON object of render variables (messages, add_generation_prompt,\n"
     "                        bos_token, eos_token, tools, extras such as enable_thinking);\n"
     "                        '-' reads stdin. tools and documents default to null and\n"
-    "                        add_generation_prompt to false, as HuggingFace passes them\n"
+    "                        add_generation_prompt to false, as HuggingFace passes them;\n"
+    "                        a \"kwargs\" object is merged in (a conformance case works as is)\n"
     "  --now TIME            the time strftime_now() formats (default: now, local time)\n"
     "\n"
     "A template that calls raise_exception(msg) exits 1 with msg on stderr.\n";
@@ -115,6 +116,13 @@ int RunChatTemplate(const Args& args) {
   Json context = Json::parse(context_text, nullptr, /*allow_exceptions=*/false);
   if (context.is_discarded() || !context.is_object()) {
     return Fail("context " + context_path + ": expected a JSON object");
+  }
+  // A conformance case can be passed as it is: its "kwargs" are extra render variables.
+  if (context.contains("kwargs") && context["kwargs"].is_object()) {
+    Json extra = context["kwargs"];
+    for (auto it = extra.begin(); it != extra.end(); ++it) {
+      if (!context.contains(it.key())) context[it.key()] = it.value();
+    }
   }
   for (const char* key : {"tools", "documents"}) {
     if (!context.contains(key)) context[key] = nullptr;

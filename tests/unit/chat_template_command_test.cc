@@ -69,6 +69,15 @@ TEST_F(ChatTemplateCommand, RaiseExceptionExitsOneWithTheMessage) {
   EXPECT_NE(err.find("Conversation roles must alternate"), std::string::npos) << err;
 }
 
+TEST_F(ChatTemplateCommand, ConformanceCaseKwargsAreMerged) {
+  std::string tmpl = Write("t.jinja", "{{ 'think' if enable_thinking else 'no' }}");
+  std::string ctx = Write("c.json", R"({"name": "x", "messages": [], "kwargs":
+                                        {"enable_thinking": false}, "expected": "no"})");
+  std::string out, err;
+  ASSERT_EQ(Run({"--template", tmpl, "--context", ctx}, &out, &err), 0) << err;
+  EXPECT_EQ(out, "no");
+}
+
 TEST_F(ChatTemplateCommand, BuiltinTemplateWithoutAModel) {
   std::string ctx = Write("c.json", kContext);
   std::string out, err;
