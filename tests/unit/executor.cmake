@@ -6,6 +6,6 @@ if(TARGET tessera_executor)
     DEPS tessera_nn_cpu tessera_nn_reference)
   tessera_test(executor_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/executor_test.cc
-    DEPS tessera_executor tessera_dense_reference tessera_model
+    DEPS tessera_executor tessera_model_reference tessera_model
     TIMEOUT 600)
 endif()

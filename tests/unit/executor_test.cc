@@ -7,7 +7,7 @@
 #include "common/model/synthetic.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/reference/dense_ref.h"
+#include "kernels/reference/model_ref.h"
 #include "worker/executor/executor.h"
 
 namespace tessera::executor {
@@ -71,7 +71,7 @@ TEST(Executor, MatchesTheFloat64ForwardOnGeneratedModels) {
       s.block_table = Iota(ex->n_blocks());
       auto got = ex->Step({&s, 1});
       ASSERT_TRUE(got.ok()) << got.status();
-      auto want = reference::DenseForwardRef(ex->file(), s.tokens);
+      auto want = reference::ForwardRef(ex->file(), s.tokens);
       ASSERT_TRUE(want.ok()) << want.status();
       ASSERT_EQ((*got)[0].size(), want->size());
       double max_diff = 0;
@@ -81,6 +81,134 @@ TEST(Executor, MatchesTheFloat64ForwardOnGeneratedModels) {
       EXPECT_LT(max_diff, 1e-3);
     }
   }
+}
+
+// Exact path vs the float64 reference on MoE / MLA / DSA models, with the same experts and
+// (glm-dsa) the same kept keys at every layer and position.
+TEST(Executor, RoutedArchitecturesMatchTheFloat64Forward) {
+  for (const char* arch : {"qwen3moe", "glm4moe", "deepseek2", "glm-dsa"}) {
+    for (const char* quant : {"F32", "Q8_0"}) {
+      SCOPED_TRACE(absl::StrCat(arch, " ", quant));
+      auto ex = Make(Synthetic(arch, quant), Exact());
+      SequenceInput s;
+      s.tokens = Tokens(24);  // longer than glm-dsa tiny's indexer top-k of 16
+      s.all_logits = true;
+      s.block_table = Iota(ex->n_blocks());
+      StepTrace trace;
+      auto got = ex->Step({&s, 1}, &trace);
+      ASSERT_TRUE(got.ok()) << got.status();
+      reference::RefTrace ref_trace;
+      auto want = reference::ForwardRef(ex->file(), s.tokens, &ref_trace);
+      ASSERT_TRUE(want.ok()) << want.status();
+      double max_diff = 0;
+      for (size_t i = 0; i < want->size(); ++i) {
+        max_diff = std::max(max_diff, std::fabs((*got)[0][i] - (*want)[i]));
+      }
+      EXPECT_LT(max_diff, 1e-3);
+      ASSERT_EQ(trace.experts.size(), ref_trace.experts.size());
+      for (auto& [layer, tokens] : trace.experts) {
+        for (size_t t = 0; t < tokens.size(); ++t) {
+          std::vector<int32_t> e = tokens[t];
+          std::sort(e.begin(), e.end());
+          EXPECT_EQ(e, ref_trace.experts[layer][t]) << "layer " << layer << " token " << t;
+        }
+      }
+      EXPECT_EQ(trace.dsa_keys, ref_trace.dsa_keys);
+      if (std::string(arch) == "glm-dsa") {
+        // The indexer really prunes: late queries see 16 of their 24 keys.
+        ASSERT_FALSE(trace.dsa_keys.empty());
+        EXPECT_EQ(trace.dsa_keys.begin()->second[23].size(), 16u);
+        EXPECT_EQ(trace.dsa_keys.begin()->second[10].size(), 11u);
+      }
+    }
+  }
+}
+
+TEST(Executor, SparseAttentionDiffersFromDense) {
+  // The same glm-dsa weights with indexer.top_k raised above the prompt length attend
+  // densely; the logits of positions beyond the top-k must move (spec 12.4).
+  std::string sparse_path = Synthetic("glm-dsa", "F32");
+  auto in = gguf::GgufModel::Open(sparse_path);
+  ASSERT_TRUE(in.ok());
+  gguf::GgufWriter w;
+  w.metadata() = in->metadata();
+  w.metadata().Set("glm-dsa.attention.indexer.top_k", gguf::Value::U32(4096));
+  for (const auto& t : in->tensors())
+    ASSERT_TRUE(w.AddTensor(t.name, t.dims, t.type, in->TensorData(t)).ok());
+  std::string dense_path = ::testing::TempDir() + "/glm-dsa-dense.gguf";
+  ASSERT_TRUE(w.WriteFile(dense_path).ok());
+  auto run = [&](const std::string& path) {
+    auto ex = Make(path, Exact());
+    SequenceInput s;
+    s.tokens = Tokens(24);
+    s.all_logits = true;
+    s.block_table = Iota(ex->n_blocks());
+    return (*ex->Step({&s, 1}))[0];
+  };
+  std::vector<float> a = run(sparse_path), b = run(dense_path);
+  const size_t V = a.size() / 24;
+  double early = 0, late = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    double diff = std::fabs(a[i] - b[i]);
+    (i / V < 16 ? early : late) = std::max(i / V < 16 ? early : late, diff);
+  }
+  EXPECT_LT(early, 1e-4);  // at most top-k keys visible: identical
+  EXPECT_GT(late, 1e-2);   // beyond: the indexer changed the attention
+}
+
+TEST(Executor, LegacyKvBFileEqualsSplitFile) {
+  // Rewrite the deepseek2 tiny model in the pre-2025 form (spec 10.4): one attn_kv_b per
+  // block built here from attn_k_b / attn_v_b, no *_mla keys, per-head key/value lengths.
+  std::string split_path = Synthetic("deepseek2", "F32");
+  auto in = gguf::GgufModel::Open(split_path);
+  ASSERT_TRUE(in.ok());
+  const int64_t H = 4, n = 64, v = 64, c = 256;
+  gguf::GgufWriter w;
+  w.metadata() = in->metadata();
+  w.metadata().Erase("deepseek2.attention.key_length_mla");
+  w.metadata().Erase("deepseek2.attention.value_length_mla");
+  w.metadata().Set("deepseek2.attention.key_length", gguf::Value::U32(96));
+  w.metadata().Set("deepseek2.attention.value_length", gguf::Value::U32(64));
+  w.metadata().Set("deepseek2.attention.head_count_kv", gguf::Value::U32(4));
+  for (const auto& t : in->tensors()) {
+    if (t.name.find("attn_v_b") != std::string::npos) continue;
+    if (t.name.find("attn_k_b") == std::string::npos) {
+      ASSERT_TRUE(w.AddTensor(t.name, t.dims, t.type, in->TensorData(t)).ok());
+      continue;
+    }
+    const float* kb = reinterpret_cast<const float*>(in->TensorData(t).data());
+    const gguf::TensorInfo* vt =
+        in->FindTensor(std::string(t.name).replace(t.name.find("attn_k_b"), 8, "attn_v_b"));
+    const float* vb = reinterpret_cast<const float*>(in->TensorData(*vt).data());
+    std::vector<float> kv(H * (n + v) * c);
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t j = 0; j < c; ++j) {
+        for (int64_t i = 0; i < n; ++i) kv[(h * (n + v) + i) * c + j] = kb[(h * c + j) * n + i];
+        for (int64_t e = 0; e < v; ++e) kv[(h * (n + v) + n + e) * c + j] = vb[(h * v + e) * c + j];
+      }
+    }
+    std::string name = t.name;
+    name.replace(name.find("attn_k_b"), 8, "attn_kv_b");
+    ASSERT_TRUE(w.AddF32Tensor(name, {c, H * (n + v)}, kv).ok());
+  }
+  std::string legacy_path = ::testing::TempDir() + "/deepseek2-legacy.gguf";
+  ASSERT_TRUE(w.WriteFile(legacy_path).ok());
+  auto run = [&](const std::string& path) {
+    auto ex = Make(path, Exact());
+    SequenceInput s;
+    s.tokens = Tokens(20);
+    s.all_logits = true;
+    s.block_table = Iota(ex->n_blocks());
+    return (*ex->Step({&s, 1}))[0];
+  };
+  std::vector<float> legacy = run(legacy_path);
+  EXPECT_LT(MaxAbs(legacy, run(split_path)), 1e-4);
+  auto ref = reference::ForwardRef(*gguf::GgufModel::Open(legacy_path), Tokens(20));
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  double max_diff = 0;
+  for (size_t i = 0; i < ref->size(); ++i)
+    max_diff = std::max(max_diff, std::fabs(legacy[i] - (*ref)[i]));
+  EXPECT_LT(max_diff, 1e-3);
 }
 
 TEST(Executor, BatchedStepEqualsEachSequenceAlone) {
@@ -124,40 +252,44 @@ TEST(Executor, BatchedStepEqualsEachSequenceAlone) {
 }
 
 TEST(Executor, PagedCacheWithShuffledBlocksEqualsContiguous) {
-  std::string path = Synthetic("llama", "Q4_K_M");
-  auto run = [&](std::vector<int32_t> table) {
+  // GQA (per-head K/V) and MLA + DSA (latent and indexer caches).
+  for (const char* arch : {"llama", "glm-dsa"}) {
+    SCOPED_TRACE(arch);
+    std::string path = Synthetic(arch, "Q4_K_M");
+    auto run = [&](std::vector<int32_t> table) {
+      auto ex = Make(path, Exact());
+      std::vector<int32_t> tokens = Tokens(40);
+      SequenceInput s;
+      s.block_table = table;
+      // Prefill in chunks of 7, then 5 single-token decode steps.
+      std::vector<float> last;
+      size_t at = 0;
+      while (at < tokens.size()) {
+        size_t n = at < 25 ? std::min<size_t>(7, 25 - at) : 1;
+        s.tokens.assign(tokens.begin() + at, tokens.begin() + at + n);
+        s.start_pos = static_cast<int64_t>(at);
+        auto l = ex->Step({&s, 1});
+        EXPECT_TRUE(l.ok()) << l.status();
+        last = (*l)[0];
+        at += n;
+      }
+      return last;
+    };
     auto ex = Make(path, Exact());
-    std::vector<int32_t> tokens = Tokens(40);
+    std::vector<int32_t> contiguous = Iota(ex->n_blocks());
+    std::vector<int32_t> shuffled = contiguous;
+    std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(5));
+    std::vector<float> a = run(contiguous), b = run(shuffled);
+    EXPECT_LT(MaxAbs(a, b), 1e-5);
+    // And equal to one batch of all 40 tokens.
+    auto one = Make(path, Exact());
     SequenceInput s;
-    s.block_table = table;
-    // Prefill in chunks of 7, then 5 single-token decode steps.
-    std::vector<float> last;
-    size_t at = 0;
-    while (at < tokens.size()) {
-      size_t n = at < 25 ? std::min<size_t>(7, 25 - at) : 1;
-      s.tokens.assign(tokens.begin() + at, tokens.begin() + at + n);
-      s.start_pos = static_cast<int64_t>(at);
-      auto l = ex->Step({&s, 1});
-      EXPECT_TRUE(l.ok()) << l.status();
-      last = (*l)[0];
-      at += n;
-    }
-    return last;
-  };
-  auto ex = Make(path, Exact());
-  std::vector<int32_t> contiguous = Iota(ex->n_blocks());
-  std::vector<int32_t> shuffled = contiguous;
-  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(5));
-  std::vector<float> a = run(contiguous), b = run(shuffled);
-  EXPECT_LT(MaxAbs(a, b), 1e-5);
-  // And equal to one batch of all 40 tokens.
-  auto one = Make(path, Exact());
-  SequenceInput s;
-  s.tokens = Tokens(40);
-  s.block_table = contiguous;
-  auto l = one->Step({&s, 1});
-  ASSERT_TRUE(l.ok());
-  EXPECT_LT(MaxAbs(a, (*l)[0]), 1e-4);
+    s.tokens = Tokens(40);
+    s.block_table = contiguous;
+    auto l = one->Step({&s, 1});
+    ASSERT_TRUE(l.ok());
+    EXPECT_LT(MaxAbs(a, (*l)[0]), 1e-4);
+  }
 }
 
 TEST(Executor, EveryQuantTypeWorksWithEveryDtype) {
