@@ -8,6 +8,7 @@
 #include "common/chat/call_args.h"
 #include "common/chat/json_dump.h"
 #include "common/chat/methods.h"
+#include "common/chat/operators.h"
 #include "common/chat/py_format.h"
 #include "common/chat/py_string.h"
 #include "common/chat/template_error.h"
@@ -137,7 +138,7 @@ Value IntFilter(const Value& v, const BoundArgs& a) {
   if (v.is_int() || v.is_bool()) return Value(v.as_int());
   if (v.is_float()) {
     if (!std::isfinite(v.as_double())) return dflt;
-    return Value(static_cast<int64_t>(std::trunc(v.as_double())));
+    return Value(TruncToInt(v.as_double()));
   }
   if (v.is_string()) {
     std::string s = PyStrip(v.as_string(), std::nullopt, true, true);
@@ -152,7 +153,7 @@ Value IntFilter(const Value& v, const BoundArgs& a) {
     if (!digits.empty() && end && *end == '\0' && errno == 0) return Value(static_cast<int64_t>(n));
     double d = std::strtod(s.c_str(), &end);
     if (!s.empty() && end && *end == '\0' && std::isfinite(d)) {
-      return Value(static_cast<int64_t>(std::trunc(d)));
+      return Value(TruncToInt(d));
     }
   }
   return dflt;
@@ -346,7 +347,9 @@ Value CallFilter(const std::string& name, const Value& v, const CallArgs& args) 
   }
   if (name == "abs") {
     if (v.is_float()) return Value(std::fabs(v.as_double()));
-    if (v.is_int() || v.is_bool()) return Value(static_cast<int64_t>(std::llabs(v.as_int())));
+    if (v.is_int() || v.is_bool()) {
+      return Value(v.as_int() < 0 ? CheckedSub(0, v.as_int()) : v.as_int());
+    }
     throw TemplateError("TypeError: bad operand type for abs(): '" + TypeName(v) + "'");
   }
   if (name == "int") return IntFilter(v, BoundArgs(name, args, {"default", "base"}));
@@ -445,7 +448,7 @@ Value CallFilter(const std::string& name, const Value& v, const CallArgs& args) 
                             "' and '" + TypeName(x) + "'");
       }
       total = (x.is_float() || total.is_float()) ? Value(total.as_double() + x.as_double())
-                                                 : Value(total.as_int() + x.as_int());
+                                                 : Value(CheckedAdd(total.as_int(), x.as_int()));
     }
     return total;
   }

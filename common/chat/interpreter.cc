@@ -92,13 +92,14 @@ class Interpreter {
       int64_t step = a.size() == 3 ? a[2] : 1;
       if (step == 0) throw TemplateError("ValueError: range() arg 3 must not be zero");
       ValueList out;
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+      for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
         if (static_cast<int64_t>(out.size()) >= kMaxRange) {
           throw TemplateError(
               "OverflowError: Range too big. The sandbox blocks ranges larger than "
               "MAX_RANGE (100000).");
         }
         out.emplace_back(i);
+        if (__builtin_add_overflow(i, step, &i)) break;  // the next value is past `stop`
       }
       return Value::List(std::move(out));
     });
@@ -438,7 +439,7 @@ class Interpreter {
         if (!v.is_number())
           TypeErr("bad operand type for unary " + e.name + ": '" + TypeName(v) + "'");
         if (e.name == "+") return v.is_float() ? v : Value(v.as_int());
-        return v.is_float() ? Value(-v.as_double()) : Value(-v.as_int());
+        return v.is_float() ? Value(-v.as_double()) : Value(CheckedSub(0, v.as_int()));
       }
       case Expr::Kind::kBinary:
         return Arithmetic(e.name, Eval(*e.operands[0], frame), Eval(*e.operands[1], frame));

@@ -12,13 +12,62 @@ namespace {
 
 [[noreturn]] void TypeErr(const std::string& what) { throw TemplateError("TypeError: " + what); }
 
+[[noreturn]] void IntOverflow() {
+  throw TemplateError("OverflowError: integer result outside the engine's 64-bit range");
+}
+
+// Python's // and % on ints (the result takes the divisor's sign); b != 0.
 int64_t FloorDiv(int64_t a, int64_t b) {
+  if (b == -1) return CheckedSub(0, a);
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
 }
 
+int64_t FloorMod(int64_t a, int64_t b) {
+  if (b == -1) return 0;
+  int64_t r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+
+int64_t IntPow(int64_t base, int64_t exp) {
+  int64_t result = 1;
+  while (exp > 0) {
+    if (exp & 1) result = CheckedMul(result, base);
+    exp >>= 1;
+    if (exp > 0) base = CheckedMul(base, base);
+  }
+  return result;
+}
+
 }  // namespace
+
+int64_t CheckedAdd(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) IntOverflow();
+  return r;
+}
+
+int64_t CheckedSub(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_sub_overflow(a, b, &r)) IntOverflow();
+  return r;
+}
+
+int64_t CheckedMul(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) IntOverflow();
+  return r;
+}
+
+int64_t TruncToInt(double d) {
+  if (std::isnan(d)) throw TemplateError("ValueError: cannot convert float NaN to integer");
+  double t = std::trunc(d);
+  // 2^63 is exactly representable; every double below it in magnitude fits.
+  if (t >= 9223372036854775808.0 || t < -9223372036854775808.0) IntOverflow();
+  return static_cast<int64_t>(t);
+}
 
 Value Arithmetic(const std::string& op, Value a, const Value& b) {
   if (op == "~") {
@@ -35,7 +84,7 @@ Value Arithmetic(const std::string& op, Value a, const Value& b) {
             TypeName(b) + "'");
   };
   if (op == "+") {
-    if (ints) return Value(a.as_int() + b.as_int());
+    if (ints) return Value(CheckedAdd(a.as_int(), b.as_int()));
     if (nums) return Value(a.as_double() + b.as_double());
     if (a.is_string() && b.is_string()) {
       std::string out = a.TakeString();
@@ -52,12 +101,12 @@ Value Arithmetic(const std::string& op, Value a, const Value& b) {
     unsupported();
   }
   if (op == "-") {
-    if (ints) return Value(a.as_int() - b.as_int());
+    if (ints) return Value(CheckedSub(a.as_int(), b.as_int()));
     if (nums) return Value(a.as_double() - b.as_double());
     unsupported();
   }
   if (op == "*") {
-    if (ints) return Value(a.as_int() * b.as_int());
+    if (ints) return Value(CheckedMul(a.as_int(), b.as_int()));
     if (nums) return Value(a.as_double() * b.as_double());
     const Value* seq = (a.is_string() || a.is_list()) ? &a : &b;
     const Value* count = seq == &a ? &b : &a;
@@ -91,17 +140,13 @@ Value Arithmetic(const std::string& op, Value a, const Value& b) {
     return Value(std::floor(a.as_double() / b.as_double()));
   }
   if (op == "%") {
-    if (ints) return Value(a.as_int() - FloorDiv(a.as_int(), b.as_int()) * b.as_int());
+    if (ints) return Value(FloorMod(a.as_int(), b.as_int()));
     double r = std::fmod(a.as_double(), b.as_double());
     if (r != 0 && ((r < 0) != (b.as_double() < 0))) r += b.as_double();
     return Value(r);
   }
   if (op == "**") {
-    if (ints && b.as_int() >= 0) {
-      int64_t r = 1;
-      for (int64_t i = 0; i < b.as_int(); ++i) r *= a.as_int();
-      return Value(r);
-    }
+    if (ints && b.as_int() >= 0) return Value(IntPow(a.as_int(), b.as_int()));
     return Value(std::pow(a.as_double(), b.as_double()));
   }
   unsupported();

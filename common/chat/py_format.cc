@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "common/chat/methods.h"
+#include "common/chat/operators.h"
 #include "common/chat/py_string.h"
 #include "common/chat/template_error.h"
 
@@ -140,7 +141,7 @@ std::string PercentFormat(const std::string& fmt, const Value& args) {
       case 'i':
       case 'u': {
         double d = RequireNumber(v, type);
-        long long n = v.is_float() ? static_cast<long long>(std::trunc(d)) : v.as_int();
+        long long n = v.is_float() ? TruncToInt(d) : v.as_int();
         out += CFormatInt(spec + "lld", n);
         break;
       }
@@ -152,8 +153,19 @@ std::string PercentFormat(const std::string& fmt, const Value& args) {
                               " format: an integer is required, not " + TypeName(v));
         }
         long long n = v.as_int();
-        std::string digits = CFormatInt(spec + "ll" + type, n < 0 ? -n : n);
-        out += n < 0 ? "-" + digits : digits;
+        // The magnitude as unsigned: -n overflows for the most negative int.
+        unsigned long long mag = n < 0 ? 0ULL - static_cast<unsigned long long>(n) : n;
+        char buf[32];
+        std::snprintf(buf, sizeof(buf), type == 'x' ? "%llx" : type == 'X' ? "%llX" : "%llo", mag);
+        std::string digits = buf;
+        if (flags.find('#') != std::string::npos) digits = std::string("0") + type + digits;
+        size_t w = static_cast<size_t>(FormatNumber(width));
+        std::string body = n < 0 ? "-" + digits : digits;
+        bool left = flags.find('-') != std::string::npos;
+        if (!left && flags.find('0') != std::string::npos && body.size() < w) {
+          body.insert(n < 0 ? 1 : 0, std::string(w - body.size(), '0'));
+        }
+        out += Pad(body, w, left ? '<' : '>', " ");
         break;
       }
       case 'e':
@@ -168,7 +180,10 @@ std::string PercentFormat(const std::string& fmt, const Value& args) {
         if (v.is_string()) {
           out += v.as_string();
         } else {
-          AppendUtf8(static_cast<char32_t>(RequireNumber(v, type)), &out);
+          RequireNumber(v, type);
+          int64_t cp = v.is_float() ? TruncToInt(v.as_double()) : v.as_int();
+          if (cp < 0 || cp > 0x10FFFF) throw TemplateError("OverflowError: %c arg not in range");
+          AppendUtf8(static_cast<char32_t>(cp), &out);
         }
         break;
       default:

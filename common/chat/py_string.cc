@@ -358,10 +358,9 @@ std::vector<int64_t> SliceIndices(int64_t n, std::optional<int64_t> start,
     }
   }
   std::vector<int64_t> idx;
-  if (st > 0) {
-    for (int64_t i = lo; i < hi; i += st) idx.push_back(i);
-  } else {
-    for (int64_t i = lo; i > hi; i += st) idx.push_back(i);
+  for (int64_t i = lo; st > 0 ? i < hi : i > hi;) {
+    idx.push_back(i);
+    if (__builtin_add_overflow(i, st, &i)) break;  // past the end either way
   }
   return idx;
 }
