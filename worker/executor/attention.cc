@@ -33,8 +33,9 @@ void AddBias(std::vector<float>& y, const std::vector<float>& bias, int64_t rows
 
 absl::Status Executor::Impl::AttendRows(const float* q, int64_t nq, int64_t dk, const float* k,
                                         const float* v_t, int64_t dv, int64_t n_keys, float scale,
-                                        const std::function<bool(int64_t, int64_t)>& visible,
-                                        float* out, int64_t ld_out) {
+                                        const std::vector<int64_t>& last,
+                                        const std::vector<const char*>* mask, float* out,
+                                        int64_t ld_out) {
   std::vector<float> scores(nq * n_keys);
   // Float path whatever the options: these are activations, not weights.
   auto float_opts = matmul;
@@ -47,8 +48,16 @@ absl::Status Executor::Impl::AttendRows(const float* q, int64_t nq, int64_t dk, 
   const float neg_inf = -std::numeric_limits<float>::infinity();
   for (int64_t r = 0; r < nq; ++r) {
     float* row = &scores[r * n_keys];
-    for (int64_t j = 0; j < n_keys; ++j) row[j] = visible(r, j) ? row[j] * scale : neg_inf;
-    cpu::Softmax(row, n_keys);
+    const int64_t n = last[r] + 1;
+    for (int64_t j = 0; j < n; ++j) row[j] *= scale;
+    if (mask != nullptr) {
+      const char* m = (*mask)[r];
+      for (int64_t j = 0; j < n; ++j) {
+        if (!m[j]) row[j] = neg_inf;
+      }
+    }
+    cpu::Softmax(row, n);
+    std::fill(row + n, row + n_keys, 0.0f);
   }
   return cpu::Matmul(FloatMatrix(v_t, dv, n_keys), 0, dv, scores.data(), nq, out, ld_out,
                      pool.get(), float_opts);
@@ -105,9 +114,10 @@ absl::Status Executor::Impl::GqaAttention(int layer, const Batch& b, const std::
           std::copy_n(&q[((t0 + t) * H + g * group + j) * dk], dk, &qg[(t * group + j) * dk]);
         }
       }
-      auto visible = [&](int64_t row, int64_t key) { return key <= b.pos[t0 + row / group]; };
+      std::vector<int64_t> last(nt * group);
+      for (int64_t row = 0; row < nt * group; ++row) last[row] = b.pos[t0 + row / group];
       if (auto st = AttendRows(qg.data(), nt * group, dk, kg.data(), vg_t.data(), dv, n_keys,
-                               attn_scale, visible, og.data(), dv);
+                               attn_scale, last, nullptr, og.data(), dv);
           !st.ok()) {
         return st;
       }
@@ -260,19 +270,19 @@ absl::Status Executor::Impl::MlaAttention(int layer, Batch& b, const std::vector
     }
     // Visibility: causal, and for DSA only the kept keys.
     std::vector<std::vector<char>> keep_mask;
+    std::vector<const char*> row_mask;
+    std::vector<int64_t> last(nt * H);
+    for (int64_t row = 0; row < nt * H; ++row) last[row] = b.pos[t0 + row / H];
     if (dsa) {
       keep_mask.assign(nt, std::vector<char>(n_keys, 0));
       for (int64_t t = 0; t < nt; ++t) {
         for (int32_t j : b.dsa_keep[t0 + t]) keep_mask[t][j] = 1;
       }
+      for (int64_t row = 0; row < nt * H; ++row) row_mask.push_back(keep_mask[row / H].data());
     }
-    auto visible = [&](int64_t row, int64_t key) {
-      const int64_t t = row / H;
-      if (key > b.pos[t0 + t]) return false;
-      return !dsa || keep_mask[t][key] != 0;
-    };
-    if (auto st = AttendRows(&qa[t0 * H * (c + r)], nt * H, c + r, krows.data(), c_t.data(), c,
-                             n_keys, attn_scale, visible, &a[t0 * H * c], c);
+    if (auto st =
+            AttendRows(&qa[t0 * H * (c + r)], nt * H, c + r, krows.data(), c_t.data(), c, n_keys,
+                       attn_scale, last, dsa ? &row_mask : nullptr, &a[t0 * H * c], c);
         !st.ok()) {
       return st;
     }

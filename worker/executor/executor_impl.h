@@ -98,12 +98,12 @@ struct Executor::Impl {
                       std::vector<float>& out);
 
   // Softmax attention of `nq` query rows against `n_keys` cached rows: scores = Q K^T *
-  // scale with `mask(q_row, key)` deciding visibility, then out = P V. K is [n_keys][dk],
-  // V^T is [dv][n_keys], both contiguous float32.
+  // scale over the keys [0, last[row]] (causal), further limited to mask[row][key] != 0 when
+  // `mask` is given (DSA), then out = P V. K is [n_keys][dk], V^T is [dv][n_keys], both
+  // contiguous float32.
   absl::Status AttendRows(const float* q, int64_t nq, int64_t dk, const float* k, const float* v_t,
-                          int64_t dv, int64_t n_keys, float scale,
-                          const std::function<bool(int64_t, int64_t)>& visible, float* out,
-                          int64_t ld_out);
+                          int64_t dv, int64_t n_keys, float scale, const std::vector<int64_t>& last,
+                          const std::vector<const char*>* mask, float* out, int64_t ld_out);
 };
 
 }  // namespace tessera::executor
