@@ -121,6 +121,19 @@ class Interpreter {
       for (const auto& [k, v] : args.keyword) d.Set(k, v);
       return Value::Dict(std::move(d));
     });
+    // joiner(sep): a callable that returns "" the first time and `sep` afterwards.
+    globals_.vars["joiner"] = Value::Function("joiner", [](CallArgs& args) {
+      BoundArgs a("joiner", args, {"sep"});
+      std::string sep = a.Has(0) ? ToStr(a.Get(0)) : ", ";
+      auto used = std::make_shared<bool>(false);
+      return Value::Function("joiner", [sep, used](CallArgs&) {
+        if (!*used) {
+          *used = true;
+          return Value("");
+        }
+        return Value(sep);
+      });
+    });
     globals_.vars["raise_exception"] = Value::Function("raise_exception", [](CallArgs& args) {
       BoundArgs a("raise_exception", args, {"message"});
       throw RaisedException(ToStr(a.Get(0)));

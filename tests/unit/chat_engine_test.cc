@@ -136,6 +136,17 @@ TEST(ChatEngine, HostileTemplatesFailInsteadOfExhaustingTheMachine) {
   EXPECT_TRUE(absl::StrContains(output.status().message(), "output exceeded")) << output.status();
 }
 
+TEST(ChatEngine, IntegersBeyondInt64AreRefusedNotWrapped) {
+  // Python would print 18446744073709551616; the engine's ints are 64-bit, so it refuses.
+  for (const char* source :
+       {"{{ 2 ** 64 }}", "{{ 9223372036854775807 + 1 }}", "{{ -(-9223372036854775807 - 1) }}",
+        "{{ 1e300 | int }}", "{{ [9223372036854775807, 1] | sum }}"}) {
+    auto r = Render(source);
+    ASSERT_FALSE(r.ok()) << source;
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "OverflowError")) << r.status();
+  }
+}
+
 TEST(ChatEngine, VariablesMustBeAnObject) {
   auto tmpl = ChatTemplate::Parse("x");
   ASSERT_TRUE(tmpl.ok());
