@@ -1,11 +1,14 @@
-// Prefill (512 tokens) and decode (128 tokens) throughput of the CPU executor on the
-// llama-shaped 124m preset (hidden 768, 12 layers, 12/4 heads, FFN 2048, vocab 32000) at
-// Q4_K_M and Q8_0, 1 and 2 threads, next to a memcpy bandwidth measured in the same run.
-// Peak RSS is reported against the file size (weights are used in place from the mapping).
+// Prefill and decode throughput of the CPU executor, 1 and 2 threads, next to a memcpy
+// bandwidth measured in the same run:
+//  - llama 124m preset (hidden 768, 12 layers, 12/4 heads, FFN 2048, vocab 32000) at Q4_K_M
+//    and Q8_0: prefill 512 tokens, decode 128;
+//  - tiny glm-dsa and deepseek2, and the ~1 GB deepseek2-shaped moe-1g preset (64 experts,
+//    top-8) at Q8_0: prefill 128, decode 64, with the share of decode time spent in
+//    attention, the DSA indexer, the router and the experts.
+// Models are generated once into the temp directory. Peak RSS: measure `tessera generate`
+// with /usr/bin/time (this process holds several executors at once).
 //
 //   build/default/bench/executor_bench [--benchmark_filter=...]
-#include <sys/resource.h>
-
 #include <cstring>
 #include <filesystem>
 #include <numeric>
@@ -21,46 +24,45 @@ using tessera::executor::Executor;
 using tessera::executor::ExecutorOptions;
 using tessera::executor::SequenceInput;
 
-std::string ModelPath(const std::string& quant) {
+struct Model {
+  const char* arch;
+  const char* preset;
+  const char* quant;
+};
+
+std::string ModelPath(const Model& m) {
   std::string path = absl::StrCat(std::filesystem::temp_directory_path().string(),
-                                  "/tessera-bench-124m-", quant, ".gguf");
+                                  "/tessera-bench-", m.arch, "-", m.preset, "-", m.quant, ".gguf");
   if (!std::filesystem::exists(path)) {
     tessera::model::SyntheticOptions o;
-    o.arch = "llama";
-    o.preset = "124m";
-    o.quant = quant;
+    o.arch = m.arch;
+    o.preset = m.preset;
+    o.quant = m.quant;
     auto w = tessera::model::BuildSyntheticModel(o);
     if (!w.ok() || !w->WriteFile(path).ok()) std::abort();
   }
   return path;
 }
 
-std::unique_ptr<Executor> Make(const std::string& quant, int threads) {
+std::unique_ptr<Executor> Make(const Model& m, int threads) {
   ExecutorOptions o;
   o.threads = threads;
   o.kv_tokens = 1024;
-  auto ex = Executor::Create(ModelPath(quant), o);
+  auto ex = Executor::Create(ModelPath(m), o);
   if (!ex.ok()) std::abort();
   return *std::move(ex);
 }
 
-std::vector<int32_t> Prompt(int n) {
+std::vector<int32_t> Prompt(int n, int vocab) {
   std::vector<int32_t> t(n);
-  for (int i = 0; i < n; ++i) t[i] = (i * 7919 + 13) % 32000;
+  for (int i = 0; i < n; ++i) t[i] = (i * 7919 + 13) % vocab;
   return t;
 }
 
-void SetRss(benchmark::State& state, const std::string& quant) {
-  rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  state.counters["peak_rss_MiB"] = ru.ru_maxrss / 1024.0;
-  state.counters["file_MiB"] = std::filesystem::file_size(ModelPath(quant)) / 1048576.0;
-}
-
-void BM_Prefill512(benchmark::State& state, const std::string& quant) {
-  auto ex = Make(quant, static_cast<int>(state.range(0)));
+void Prefill(benchmark::State& state, Model m, int n) {
+  auto ex = Make(m, static_cast<int>(state.range(0)));
   SequenceInput s;
-  s.tokens = Prompt(512);
+  s.tokens = Prompt(n, static_cast<int>(ex->hparams().n_vocab));
   s.block_table.resize(ex->n_blocks());
   std::iota(s.block_table.begin(), s.block_table.end(), 0);
   for (auto _ : state) {
@@ -68,29 +70,35 @@ void BM_Prefill512(benchmark::State& state, const std::string& quant) {
     benchmark::DoNotOptimize(l);
   }
   state.counters["tokens_per_s"] =
-      benchmark::Counter(512.0 * state.iterations(), benchmark::Counter::kIsRate);
-  SetRss(state, quant);
+      benchmark::Counter(static_cast<double>(n) * state.iterations(), benchmark::Counter::kIsRate);
 }
 
-void BM_Decode128(benchmark::State& state, const std::string& quant) {
-  auto ex = Make(quant, static_cast<int>(state.range(0)));
+void Decode(benchmark::State& state, Model m, int n) {
+  auto ex = Make(m, static_cast<int>(state.range(0)));
+  const int vocab = static_cast<int>(ex->hparams().n_vocab);
   SequenceInput s;
   s.block_table.resize(ex->n_blocks());
   std::iota(s.block_table.begin(), s.block_table.end(), 0);
-  s.tokens = Prompt(16);
-  (void)ex->Step({&s, 1});  // a short prompt, then 128 single-token steps per iteration
+  s.tokens = Prompt(16, vocab);
+  (void)ex->Step({&s, 1});  // a short prompt, then n single-token steps per iteration
+  ex->ResetProfile();
   for (auto _ : state) {
     s.start_pos = 16;
-    for (int i = 0; i < 128; ++i) {
-      s.tokens = {(i * 31 + 7) % 32000};
+    for (int i = 0; i < n; ++i) {
+      s.tokens = {(i * 31 + 7) % vocab};
       auto l = ex->Step({&s, 1});
       benchmark::DoNotOptimize(l);
       ++s.start_pos;
     }
   }
   state.counters["tokens_per_s"] =
-      benchmark::Counter(128.0 * state.iterations(), benchmark::Counter::kIsRate);
-  SetRss(state, quant);
+      benchmark::Counter(static_cast<double>(n) * state.iterations(), benchmark::Counter::kIsRate);
+  auto profile = ex->Profile();
+  double total = 0;
+  for (const auto& [phase, secs] : profile) total += secs;
+  for (const char* phase : {"attention", "indexer", "router", "experts", "dense_ffn", "head"}) {
+    if (profile.count(phase) && total > 0) state.counters[std::string(phase) + "_share"] = profile[phase] / total;
+  }
 }
 
 // The memory bandwidth a plain copy reaches on this machine, for scale: decode reads every
@@ -106,15 +114,23 @@ void BM_Memcpy(benchmark::State& state) {
       benchmark::Counter(2.0 * n * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
+constexpr Model kLlamaQ4{"llama", "124m", "Q4_K_M"};
+constexpr Model kLlamaQ8{"llama", "124m", "Q8_0"};
+constexpr Model kDsaTiny{"glm-dsa", "tiny", "Q8_0"};
+constexpr Model kDs2Tiny{"deepseek2", "tiny", "Q8_0"};
+constexpr Model kMoe1g{"deepseek2", "moe-1g", "Q8_0"};
+
 }  // namespace
 
 BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond)->MinTime(0.5);
-BENCHMARK_CAPTURE(BM_Prefill512, q4_k_m, std::string("Q4_K_M"))
-    ->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(2)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Prefill512, q8_0, std::string("Q8_0"))
-    ->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(2)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Decode128, q4_k_m, std::string("Q4_K_M"))
-    ->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(2)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Decode128, q8_0, std::string("Q8_0"))
-    ->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(2)->UseRealTime();
+#define TESSERA_BENCH_MODEL(name, model, prefill, decode)                                   \
+  BENCHMARK_CAPTURE(Prefill, name, model, prefill)                                          \
+      ->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(2)->UseRealTime();           \
+  BENCHMARK_CAPTURE(Decode, name, model, decode)                                            \
+      ->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(2)->UseRealTime()
+TESSERA_BENCH_MODEL(llama124m_q4_k_m, kLlamaQ4, 512, 128);
+TESSERA_BENCH_MODEL(llama124m_q8_0, kLlamaQ8, 512, 128);
+TESSERA_BENCH_MODEL(glm_dsa_tiny_q8_0, kDsaTiny, 128, 64);
+TESSERA_BENCH_MODEL(deepseek2_tiny_q8_0, kDs2Tiny, 128, 64);
+TESSERA_BENCH_MODEL(deepseek2_moe1g_q8_0, kMoe1g, 128, 64);
 BENCHMARK_MAIN();

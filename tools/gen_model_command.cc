@@ -24,7 +24,8 @@ std::string Usage() {
          "\n"
          "                           (default llama)\n"
          "  --preset P               tiny (default; the embedded default model), small,\n"
-         "                           124m (llama only: hidden 768, 12 layers, vocab 32000), or\n"
+         "                           124m (llama only: hidden 768, 12 layers, vocab 32000),\n"
+         "                           moe-1g (deepseek2 only: 64 experts top-8, ~1 GB at Q8_0), or\n"
          "                           glm5-shape (GLM-5's real dimensions, --arch glm-dsa only,\n"
          "                           sparse files: real header, data as holes, 10 parts)\n"
          "  --quant Q                " +

@@ -379,7 +379,9 @@ void WriteKeys(const ArchSpec& arch, const HyperParams& hp, gguf::Metadata& md) 
 
 }  // namespace
 
-std::vector<std::string> SyntheticPresets() { return {"tiny", "small", "124m", "glm5-shape"}; }
+std::vector<std::string> SyntheticPresets() {
+  return {"tiny", "small", "124m", "moe-1g", "glm5-shape"};
+}
 
 std::vector<std::string> SyntheticQuants() {
   return {"F32",  "F16",  "BF16", "Q8_0", "Q4_0", "Q4_1",   "Q5_0",      "Q5_1",
@@ -455,6 +457,34 @@ absl::StatusOr<HyperParams> SyntheticHyperParams(const SyntheticOptions& o) {
     hp.n_ctx_train = 4096;
     hp.rope_freq_base = 500000.0f;
     hp.rms_eps = 1e-5f;
+    hp.n_vocab = 32000;
+  } else if (o.preset == "moe-1g") {
+    // A deepseek2-shaped model of about 1 GB at Q8_0 for benchmarks: 64 experts, top-8,
+    // 8 blocks (1 dense), MLA with q LoRA, vocabulary 32000.
+    if (o.arch != "deepseek2") return absl::InvalidArgumentError("preset moe-1g is for --arch deepseek2");
+    d = 1024;
+    layers = 8;
+    heads = 8;
+    kv_heads = 1;
+    head_dim = 0;
+    ff = 2816;
+    hp.n_ctx_train = 4096;
+    hp.rms_eps = 1e-6f;
+    hp.n_expert = 64;
+    hp.n_expert_used = 8;
+    hp.n_ff_exp = 512;
+    hp.n_expert_shared = 1;
+    hp.n_leading_dense = 1;
+    hp.n_expert_groups = 8;
+    hp.n_group_used = 4;
+    hp.expert_weights_scale = 2.5f;
+    hp.expert_weights_norm = true;
+    hp.gating_func = 2;
+    hp.q_lora_rank = 512;
+    hp.kv_lora_rank = 256;
+    hp.n_rot = 32;
+    hp.key_length_mla = 96;
+    hp.value_length_mla = 64;
     hp.n_vocab = 32000;
   } else if (o.preset == "glm5-shape") {
     if (o.arch != "glm-dsa") {

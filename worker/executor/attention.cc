@@ -2,6 +2,7 @@
 // the DSA lightning indexer (glm-dsa). Scores and weighted sums run through the matmul
 // kernels, one sequence and one KV head (or the single MLA latent) at a time.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -187,73 +188,74 @@ absl::Status Executor::Impl::MlaAttention(int layer, Batch& b, const std::vector
   // DSA: which keys each query may attend to (spec 12.4).
   const bool dsa = config.dsa;
   if (dsa && layer < static_cast<int>(hp.indexer_full.size()) && hp.indexer_full[layer]) {
-    if (auto s = [&]() -> absl::Status {
-          const int64_t HI = hp.indexer_heads, DI = hp.indexer_head_dim;
-          std::vector<float> qi(T * HI * DI), ki(T * DI), wi(T * HI);
-          if (auto st = MatMul(L.idx_q_b, c_q.data(), T, qi.data()); !st.ok()) return st;
-          if (auto st = MatMul(L.idx_k, h.data(), T, ki.data()); !st.ok()) return st;
-          if (auto st = MatMul(L.idx_proj, h.data(), T, wi.data()); !st.ok()) return st;
-          const float w_scale = 1.0f / std::sqrt(static_cast<float>(DI * HI));
-          for (int64_t t = 0; t < T; ++t) {
-            float* key = &ki[t * DI];
-            // LayerNorm eps 1e-6 (spec 12.4 / 17.2); RoPE on the first n_rot dims.
-            cpu::LayerNorm(key, L.idx_k_norm_w.data(), L.idx_k_norm_b.data(), DI, 1e-6f, key);
-            cpu::ApplyRope(key, static_cast<int>(r), config.rope, &b.cos[t * half],
-                           &b.sin[t * half]);
+    const auto indexer_start = std::chrono::steady_clock::now();
+    absl::Status indexer_status = [&]() -> absl::Status {
+      const int64_t HI = hp.indexer_heads, DI = hp.indexer_head_dim;
+      std::vector<float> qi(T * HI * DI), ki(T * DI), wi(T * HI);
+      if (auto st = MatMul(L.idx_q_b, c_q.data(), T, qi.data()); !st.ok()) return st;
+      if (auto st = MatMul(L.idx_k, h.data(), T, ki.data()); !st.ok()) return st;
+      if (auto st = MatMul(L.idx_proj, h.data(), T, wi.data()); !st.ok()) return st;
+      const float w_scale = 1.0f / std::sqrt(static_cast<float>(DI * HI));
+      for (int64_t t = 0; t < T; ++t) {
+        float* key = &ki[t * DI];
+        // LayerNorm eps 1e-6 (spec 12.4 / 17.2); RoPE on the first n_rot dims.
+        cpu::LayerNorm(key, L.idx_k_norm_w.data(), L.idx_k_norm_b.data(), DI, 1e-6f, key);
+        cpu::ApplyRope(key, static_cast<int>(r), config.rope, &b.cos[t * half], &b.sin[t * half]);
+        for (int64_t hh = 0; hh < HI; ++hh) {
+          cpu::ApplyRope(&qi[(t * HI + hh) * DI], static_cast<int>(r), config.rope,
+                         &b.cos[t * half], &b.sin[t * half]);
+        }
+        for (int64_t hh = 0; hh < HI; ++hh) wi[t * HI + hh] *= w_scale;
+        indexer_cache->Write(layer, b.slot[t], key, nullptr);
+      }
+      auto float_opts = matmul;
+      float_opts.path = cpu::MatmulPath::kFloat;
+      for (size_t s = 0; s < b.seqs.size(); ++s) {
+        const int64_t t0 = b.seq_begin[s], t1 = b.seq_begin[s + 1], nt = t1 - t0;
+        const int64_t n_keys = b.pos[t1 - 1] + 1;
+        std::vector<float> keys(n_keys * DI), dots(nt * HI * n_keys);
+        for (int64_t p = 0; p < n_keys; ++p) {
+          indexer_cache->ReadK(layer, indexer_cache->Slot(b.seqs[s].block_table, p), &keys[p * DI]);
+        }
+        QuantMatrix km;
+        km.type = gguf::GgmlType::kF32;
+        km.rows = n_keys;
+        km.cols = DI;
+        km.row_bytes = DI * sizeof(float);
+        km.data = reinterpret_cast<const uint8_t*>(keys.data());
+        if (auto st = cpu::Matmul(km, 0, n_keys, &qi[t0 * HI * DI], nt * HI, dots.data(), n_keys,
+                                  pool.get(), float_opts);
+            !st.ok()) {
+          return st;
+        }
+        for (int64_t t = 0; t < nt; ++t) {
+          const int64_t visible = b.pos[t0 + t] + 1;
+          const int64_t k = std::min<int64_t>(hp.indexer_top_k, visible);
+          std::vector<std::pair<float, int32_t>> score(visible);
+          for (int64_t j = 0; j < visible; ++j) {
+            double acc = 0;
             for (int64_t hh = 0; hh < HI; ++hh) {
-              cpu::ApplyRope(&qi[(t * HI + hh) * DI], static_cast<int>(r), config.rope,
-                             &b.cos[t * half], &b.sin[t * half]);
+              acc += wi[(t0 + t) * HI + hh] * std::max(0.0f, dots[(t * HI + hh) * n_keys + j]);
             }
-            for (int64_t hh = 0; hh < HI; ++hh) wi[t * HI + hh] *= w_scale;
-            indexer_cache->Write(layer, b.slot[t], key, nullptr);
+            score[j] = {static_cast<float>(acc), static_cast<int32_t>(j)};
           }
-          auto float_opts = matmul;
-          float_opts.path = cpu::MatmulPath::kFloat;
-          for (size_t s = 0; s < b.seqs.size(); ++s) {
-            const int64_t t0 = b.seq_begin[s], t1 = b.seq_begin[s + 1], nt = t1 - t0;
-            const int64_t n_keys = b.pos[t1 - 1] + 1;
-            std::vector<float> keys(n_keys * DI), dots(nt * HI * n_keys);
-            for (int64_t p = 0; p < n_keys; ++p) {
-              indexer_cache->ReadK(layer, indexer_cache->Slot(b.seqs[s].block_table, p),
-                                   &keys[p * DI]);
-            }
-            QuantMatrix km;
-            km.type = gguf::GgmlType::kF32;
-            km.rows = n_keys;
-            km.cols = DI;
-            km.row_bytes = DI * sizeof(float);
-            km.data = reinterpret_cast<const uint8_t*>(keys.data());
-            if (auto st = cpu::Matmul(km, 0, n_keys, &qi[t0 * HI * DI], nt * HI, dots.data(),
-                                      n_keys, pool.get(), float_opts);
-                !st.ok()) {
-              return st;
-            }
-            for (int64_t t = 0; t < nt; ++t) {
-              const int64_t visible = b.pos[t0 + t] + 1;
-              const int64_t k = std::min<int64_t>(hp.indexer_top_k, visible);
-              std::vector<std::pair<float, int32_t>> score(visible);
-              for (int64_t j = 0; j < visible; ++j) {
-                double acc = 0;
-                for (int64_t hh = 0; hh < HI; ++hh) {
-                  acc += wi[(t0 + t) * HI + hh] * std::max(0.0f, dots[(t * HI + hh) * n_keys + j]);
-                }
-                score[j] = {static_cast<float>(acc), static_cast<int32_t>(j)};
-              }
-              std::partial_sort(
-                  score.begin(), score.begin() + k, score.end(), [](auto& x, auto& y) {
-                    return x.first != y.first ? x.first > y.first : x.second < y.second;
-                  });
-              std::vector<int32_t>& keep = b.dsa_keep[t0 + t];
-              keep.clear();
-              for (int64_t i = 0; i < k; ++i) keep.push_back(score[i].second);
-              std::sort(keep.begin(), keep.end());
-            }
-          }
-          return absl::OkStatus();
-        }();
-        !s.ok()) {
-      return s;
-    }
+          std::partial_sort(score.begin(), score.begin() + k, score.end(), [](auto& x, auto& y) {
+            return x.first != y.first ? x.first > y.first : x.second < y.second;
+          });
+          std::vector<int32_t>& keep = b.dsa_keep[t0 + t];
+          keep.clear();
+          for (int64_t i = 0; i < k; ++i) keep.push_back(score[i].second);
+          std::sort(keep.begin(), keep.end());
+        }
+      }
+      return absl::OkStatus();
+    }();
+    // Reported on its own and taken out of "attention", which times the whole call.
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - indexer_start).count();
+    profile["indexer"] += secs;
+    profile["attention"] -= secs;
+    if (!indexer_status.ok()) return indexer_status;
   }
   if (dsa && b.trace != nullptr) b.trace->dsa_keys[layer] = b.dsa_keep;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -226,6 +227,7 @@ absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
   b.seq_begin.push_back(b.size());
   const int64_t T = b.size();
   std::vector<float> x(T * d), h(T * d), y;
+  std::optional<PhaseTimer> embed_timer(profile["embed"]);
   const gguf::GgmlTypeInfo* et = gguf::LookupGgmlType(token_embd->type);
   const uint64_t embd_row = static_cast<uint64_t>(d) / et->block_elems * et->block_bytes;
   auto embd = file.TensorData(*token_embd);
@@ -242,6 +244,7 @@ absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
   for (int64_t t = 0; t < T; ++t)
     cpu::RopeAngles(rope, b.pos[t], &b.cos[t * half], &b.sin[t * half]);
   b.dsa_keep.resize(T);
+  embed_timer.reset();
 
   const float eps = hp.rms_eps;
   for (uint32_t l = 0; l < hp.n_layer; ++l) {
@@ -249,17 +252,27 @@ absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
     const int layer = static_cast<int>(l);
     for (int64_t t = 0; t < T; ++t) cpu::RmsNorm(&x[t * d], L.attn_norm.data(), d, eps, &h[t * d]);
     Round(h.data(), T * d);
-    absl::Status s = config.mla ? MlaAttention(layer, b, h, y) : GqaAttention(layer, b, h, y);
+    absl::Status s;
+    {
+      PhaseTimer timer(profile["attention"]);
+      s = config.mla ? MlaAttention(layer, b, h, y) : GqaAttention(layer, b, h, y);
+    }
     if (!s.ok()) return s;
     for (int64_t i = 0; i < T * d; ++i) x[i] += y[i];
     for (int64_t t = 0; t < T; ++t) cpu::RmsNorm(&x[t * d], L.ffn_norm.data(), d, eps, &h[t * d]);
     Round(h.data(), T * d);
-    s = hp.is_moe_block(l) ? MoeFfn(layer, b, h, y) : DenseFfn(layer, b, h, y);
+    if (hp.is_moe_block(l)) {
+      s = MoeFfn(layer, b, h, y);
+    } else {
+      PhaseTimer timer(profile["dense_ffn"]);
+      s = DenseFfn(layer, b, h, y);
+    }
     if (!s.ok()) return s;
     for (int64_t i = 0; i < T * d; ++i) x[i] += y[i];
   }
 
   // Final norm and head, only for the rows whose logits are wanted.
+  PhaseTimer head_timer(profile["head"]);
   std::vector<int64_t> rows;
   for (size_t s = 0; s < seqs.size(); ++s) {
     const int64_t n = static_cast<int64_t>(seqs[s].tokens.size());
@@ -294,6 +307,8 @@ const gguf::GgufModel& Executor::file() const { return impl_->file; }
 int Executor::block_size() const { return impl_->cache->shape().block_size; }
 int Executor::n_blocks() const { return impl_->cache->shape().n_blocks; }
 int Executor::threads() const { return impl_->pool->size(); }
+std::map<std::string, double> Executor::Profile() const { return impl_->profile; }
+void Executor::ResetProfile() { impl_->profile.clear(); }
 
 absl::StatusOr<std::vector<std::vector<float>>> Executor::Step(absl::Span<const SequenceInput> seqs,
                                                                StepTrace* trace) {

@@ -67,6 +67,12 @@ class Executor {
   int n_blocks() const;
   int threads() const;
 
+  // Seconds spent per phase since the last ResetProfile(): "attention" (projections and
+  // attention, the DSA indexer excluded), "indexer", "router", "experts" (routed and shared),
+  // "dense_ffn", "head" (final norm and LM head), "embed".
+  std::map<std::string, double> Profile() const;
+  void ResetProfile();
+
   // Runs one step; per sequence, logits rows (all new tokens or the last) × n_vocab.
   // Errors: a token outside the vocabulary, a position beyond the block table, an empty
   // sequence; nothing is written to the cache then.

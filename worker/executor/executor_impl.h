@@ -3,8 +3,11 @@
 // experts). Not part of the public interface.
 #pragma once
 
+#include <chrono>
 #include <deque>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -39,6 +42,19 @@ struct LayerWeights {
   QuantMatrix router, gate_exps, up_exps, down_exps, gate_sh, up_sh, down_sh;
 };
 
+// Adds the seconds between construction and destruction to a profile entry.
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(double& sink) : sink_(sink), start_(std::chrono::steady_clock::now()) {}
+  ~PhaseTimer() {
+    sink_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  double& sink_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 // The tokens of one step, flattened across sequences.
 struct Batch {
   absl::Span<const SequenceInput> seqs;
@@ -71,6 +87,7 @@ struct Executor::Impl {
   std::unique_ptr<PagedKvCache> cache;          // K/V, or the MLA latent + rope key
   std::unique_ptr<PagedKvCache> indexer_cache;  // DSA indexer keys (float32)
   cpu::MatmulOptions matmul;
+  std::map<std::string, double> profile;  // seconds per phase (Executor::Profile)
 
   explicit Impl(gguf::GgufModel f) : file(std::move(f)) {}
 

@@ -74,13 +74,17 @@ absl::Status Executor::Impl::MoeFfn(int layer, const Batch& b, const std::vector
   const LayerWeights& L = layers[layer];
   const int64_t T = b.size(), d = hp.n_embd, E = hp.n_expert, F = hp.n_ff_exp;
   std::vector<float> z(T * E);
-  if (auto s = MatMul(L.router, h.data(), T, z.data()); !s.ok()) return s;
   std::vector<Route> routes(T);
   std::vector<std::vector<int64_t>> tokens_of(E);
-  for (int64_t t = 0; t < T; ++t) {
-    routes[t] = RouteToken(&z[t * E], hp, L.exp_probs_b, config.moe_always_norm);
-    for (int32_t e : routes[t].experts) tokens_of[e].push_back(t);
+  {
+    PhaseTimer timer(profile["router"]);
+    if (auto s = MatMul(L.router, h.data(), T, z.data()); !s.ok()) return s;
+    for (int64_t t = 0; t < T; ++t) {
+      routes[t] = RouteToken(&z[t * E], hp, L.exp_probs_b, config.moe_always_norm);
+      for (int32_t e : routes[t].experts) tokens_of[e].push_back(t);
+    }
   }
+  PhaseTimer timer(profile["experts"]);
   if (b.trace != nullptr) {
     auto& ex = b.trace->experts[layer];
     auto& wt = b.trace->expert_weights[layer];
