@@ -228,6 +228,25 @@ void BM_DecodeInCache(benchmark::State& state, GgmlType type) {
   state.SetLabel(cpu::IsaName(isa));
 }
 
+// Per-call cost of small products (attention-sized, f32): what a forward pass with many
+// heads pays besides the arithmetic.
+void BM_SmallMatmul(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = 128, batch = state.range(1);
+  std::vector<float> w(rows * cols, 0.25f), x(batch * cols, 0.5f), y(batch * rows);
+  auto m = cpu::QuantMatrix::Make(
+      GgmlType::kF32, rows, cols,
+      {reinterpret_cast<const uint8_t*>(w.data()), w.size() * sizeof(float)}, "w");
+  cpu::ThreadPool pool(2);
+  for (auto _ : state) {
+    auto s = cpu::Matmul(*m, 0, rows, x.data(), batch, y.data(), rows, &pool);
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * rows * cols * batch * static_cast<double>(state.iterations()) / 1e9,
+                         benchmark::Counter::kIsRate);
+}
+
 // Batch-64 product with a 4096 × 4096 matrix: compute-bound GFLOP/s (2·rows·cols·batch).
 void BM_Prefill(benchmark::State& state, GgmlType type) {
   const int threads = static_cast<int>(state.range(0));
@@ -252,6 +271,12 @@ void BM_Prefill(benchmark::State& state, GgmlType type) {
 }
 
 void RegisterAll() {
+  benchmark::RegisterBenchmark("SmallMatmul", BM_SmallMatmul)
+      ->Args({64, 1})
+      ->Args({64, 16})
+      ->Args({512, 1})
+      ->Args({512, 16})
+      ->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("Memcpy", BM_Memcpy)->Unit(benchmark::kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("ReadBandwidth", BM_ReadBandwidth)
       ->Arg(1)

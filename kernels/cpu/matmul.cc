@@ -182,6 +182,7 @@ absl::Status Matmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, co
                                                    " output rows"));
   }
   if (batch == 0) return absl::OkStatus();
+  if ((row_end - row_begin) * w.cols * batch < options.min_parallel_macs) pool = nullptr;
   bool integer = false;
   switch (options.path) {
     case MatmulPath::kAuto:

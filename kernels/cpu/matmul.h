@@ -57,6 +57,9 @@ inline constexpr int64_t kPrefillBatch = 8;
 struct MatmulOptions {
   MatmulPath path = MatmulPath::kAuto;
   Isa isa = BestIsa();
+  // Products of fewer multiply-adds (rows × cols × batch) run on the calling thread: waking
+  // the pool costs microseconds, more than small products (attention heads) take.
+  int64_t min_parallel_macs = int64_t{1} << 18;
 };
 
 // y[b * ldy + (r − row_begin)] = Σ_k W[r][k] · x[b * cols + k] for r in [row_begin, row_end),

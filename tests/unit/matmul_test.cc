@@ -73,6 +73,7 @@ void Check(const Problem& p, MatmulPath path, Isa isa, int threads) {
   ThreadPool pool(threads);
   std::vector<float> y(p.batch * p.rows, NAN);
   MatmulOptions opt{path, isa};
+  opt.min_parallel_macs = 0;  // these small products must still go through the pool
   ASSERT_TRUE(Matmul(*w, 0, p.rows, p.x.data(), p.batch, y.data(), p.rows, &pool, opt).ok());
   const bool integer = path != MatmulPath::kFloat &&
                        (path == MatmulPath::kInteger || p.batch < kPrefillBatch) &&
