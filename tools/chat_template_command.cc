@@ -117,17 +117,7 @@ int RunChatTemplate(const Args& args) {
   if (context.is_discarded() || !context.is_object()) {
     return Fail("context " + context_path + ": expected a JSON object");
   }
-  // A conformance case can be passed as it is: its "kwargs" are extra render variables.
-  if (context.contains("kwargs") && context["kwargs"].is_object()) {
-    Json extra = context["kwargs"];
-    for (auto it = extra.begin(); it != extra.end(); ++it) {
-      if (!context.contains(it.key())) context[it.key()] = it.value();
-    }
-  }
-  for (const char* key : {"tools", "documents"}) {
-    if (!context.contains(key)) context[key] = nullptr;
-  }
-  if (!context.contains("add_generation_prompt")) context["add_generation_prompt"] = false;
+  chat::AddHuggingFaceDefaults(&context);
 
   std::string source;
   if (!model_path.empty()) {

@@ -61,6 +61,21 @@ absl::StatusOr<std::string> ChatTemplate::Render(const nlohmann::ordered_json& v
   return Render(variables, now);
 }
 
+void AddHuggingFaceDefaults(nlohmann::ordered_json* variables) {
+  nlohmann::ordered_json& v = *variables;
+  if (!v.is_object()) return;
+  if (v.contains("kwargs") && v["kwargs"].is_object()) {
+    nlohmann::ordered_json extra = v["kwargs"];
+    for (auto it = extra.begin(); it != extra.end(); ++it) {
+      if (!v.contains(it.key())) v[it.key()] = it.value();
+    }
+  }
+  for (const char* key : {"tools", "documents"}) {
+    if (!v.contains(key)) v[key] = nullptr;
+  }
+  if (!v.contains("add_generation_prompt")) v["add_generation_prompt"] = false;
+}
+
 std::tm MakeTime(int year, int month, int day, int hour, int minute, int second) {
   std::tm t{};
   t.tm_year = year - 1900;

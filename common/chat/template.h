@@ -46,6 +46,11 @@ class ChatTemplate {
   std::shared_ptr<const Program> program_;
 };
 
+// Fills in what HuggingFace's apply_chat_template always passes when `variables` lacks it:
+// tools = None, documents = None, add_generation_prompt = False. A "kwargs" object, as in a
+// conformance case, is merged in without overriding existing keys.
+void AddHuggingFaceDefaults(nlohmann::ordered_json* variables);
+
 // A calendar time for Render's `now` (month 1-12), e.g. MakeTime(2026, 1, 15, 12, 0, 0).
 std::tm MakeTime(int year, int month, int day, int hour, int minute, int second);
 
