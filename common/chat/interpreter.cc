@@ -1,6 +1,7 @@
 #include "common/chat/interpreter.h"
 
 #include <cmath>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -49,8 +50,13 @@ class FrameVars {
 };
 
 struct Frame {
+  explicit Frame(const Frame* p = nullptr) : parent(p) {}
+
   FrameVars vars;
   const Frame* parent = nullptr;
+  // Created when a closure (a macro or `caller`) captures this frame; closures hold a
+  // weak_ptr to it and fall back to the template's top scope once the frame is gone.
+  std::shared_ptr<char> lifetime;
 
   const Value* Lookup(const std::string& name) const {
     for (const Frame* f = this; f != nullptr; f = f->parent) {
@@ -196,7 +202,7 @@ class Interpreter {
         return Flow::kNormal;
       case Stmt::Kind::kSetBlock: {
         std::string body;
-        Frame inner{{}, &frame};
+        Frame inner(&frame);
         ExecList(s.body, inner, &body);
         Value v(std::move(body));
         if (s.filter) v = ApplyFilterChain(*s.filter, v, frame);
@@ -204,12 +210,12 @@ class Interpreter {
         return Flow::kNormal;
       }
       case Stmt::Kind::kMacro:
-        frame.vars[s.name] = MakeMacro(s);
+        frame.vars[s.name] = MakeMacro(s, frame);
         return Flow::kNormal;
       case Stmt::Kind::kCallBlock: {
-        const Frame* caller_frame = &frame;
-        Value caller = Value::Function("caller", [this, &s, caller_frame](CallArgs& args) {
-          Frame cf{{}, caller_frame};
+        Closure scope = Capture(frame);
+        Value caller = Value::Function("caller", [this, &s, scope](CallArgs& args) {
+          Frame cf(Resolve(scope));
           BindParams(s, args, cf);
           std::string body;
           ExecList(s.body, cf, &body);
@@ -221,18 +227,18 @@ class Interpreter {
       }
       case Stmt::Kind::kFilterBlock: {
         std::string body;
-        Frame inner{{}, &frame};
+        Frame inner(&frame);
         ExecList(s.body, inner, &body);
         out->append(ToStr(ApplyFilterChain(*s.filter, Value(std::move(body)), frame)));
         return Flow::kNormal;
       }
       case Stmt::Kind::kWith: {
-        Frame inner{{}, &frame};
+        Frame inner(&frame);
         for (const auto& [name, expr] : s.assigns) inner.vars[name] = Eval(*expr, frame);
         return ExecList(s.body, inner, out);
       }
       case Stmt::Kind::kScope: {
-        Frame inner{{}, &frame};
+        Frame inner(&frame);
         return ExecList(s.body, inner, out);
       }
       case Stmt::Kind::kBreak:
@@ -282,7 +288,7 @@ class Interpreter {
       ValueList kept;
       for (Value& item : items) {
         Step(s.line);
-        Frame f{{}, &frame};
+        Frame f(&frame);
         Assign(s.targets, item, f);
         if (Truthy(Eval(*s.filter, f))) kept.push_back(std::move(item));
       }
@@ -291,14 +297,14 @@ class Interpreter {
     const int64_t n = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < n; ++i) {
       Step(s.line);
-      Frame f{{}, &frame};
+      Frame f(&frame);
       Assign(s.targets, items[i], f);
       f.vars["loop"] = LoopObject(items, i);
       Flow flow = ExecList(s.body, f, out);
       if (flow == Flow::kBreak) break;
     }
     if (n == 0 && !s.else_body.empty()) {
-      Frame f{{}, &frame};
+      Frame f(&frame);
       ExecList(s.else_body, f, out);
     }
   }
@@ -357,13 +363,30 @@ class Interpreter {
     frame.vars["kwargs"] = Value::Dict(std::move(kwargs));
   }
 
-  Value MakeMacro(const Stmt& s) {
-    return Value::Function(s.name, [this, &s](CallArgs& args) {
+  // The scope a closure sees: its defining frame, late-bound as Jinja2's closures are.
+  struct Closure {
+    const Frame* frame = nullptr;
+    std::weak_ptr<char> alive;
+  };
+
+  Closure Capture(Frame& frame) {
+    if (&frame == &root_) return {};
+    if (!frame.lifetime) frame.lifetime = std::make_shared<char>(0);
+    return {&frame, frame.lifetime};
+  }
+
+  const Frame* Resolve(const Closure& c) const {
+    return c.frame != nullptr && !c.alive.expired() ? c.frame : &root_;
+  }
+
+  Value MakeMacro(const Stmt& s, Frame& defining) {
+    Closure scope = Capture(defining);
+    return Value::Function(s.name, [this, &s, scope](CallArgs& args) {
       if (++depth_ > kMaxCallDepth) {
         --depth_;
         throw TemplateError("maximum macro recursion depth exceeded in '" + s.name + "'");
       }
-      Frame mf{{}, &root_};
+      Frame mf(Resolve(scope));
       std::string body;
       try {
         BindParams(s, args, mf);
