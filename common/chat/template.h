@@ -31,6 +31,9 @@ class ChatTemplate {
   static absl::StatusOr<ChatTemplate> Parse(std::string_view source);
 
   // Renders with `variables` (a JSON object); `now` is the time strftime_now() formats.
+  // Const and self-contained: one parsed template may render on several threads at once.
+  // A render is bounded (steps, output size, nesting, range() and repetition sizes) so a
+  // hostile template fails with an error instead of holding a thread or its memory.
   // When the template calls raise_exception(msg) the result is FailedPrecondition whose
   // message is exactly msg; other run-time errors (undefined values misused, type errors)
   // are InvalidArgument "chat template line N: ...".
