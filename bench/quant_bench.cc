@@ -247,15 +247,16 @@ void BM_SmallMatmul(benchmark::State& state) {
                          benchmark::Counter::kIsRate);
 }
 
-// Batch-64 product with a 4096 × 4096 matrix: compute-bound GFLOP/s (2·rows·cols·batch).
+// Batch-64 product with a 4096-row matrix of `cols` columns (arg 2; 4096 for the table,
+// 16384 to exercise the column-sliced path): compute-bound GFLOP/s (2·rows·cols·batch).
 void BM_Prefill(benchmark::State& state, GgmlType type) {
   const int threads = static_cast<int>(state.range(0));
-  const int64_t rows = 4096, batch = 64;
+  const int64_t rows = 4096, batch = 64, cols = state.range(1);
   const quant::QuantTraits* t = quant::FindQuantTraits(type);
-  const size_t row_bytes = kCols / t->block_elems * t->block_bytes;
-  auto data = FillBlocks(type, rows * (kCols / t->block_elems));
-  auto w = cpu::QuantMatrix::Make(type, rows, kCols, {data.get(), rows * row_bytes}, "w");
-  std::vector<float> x(batch * kCols, 0.5f), y(batch * rows);
+  const size_t row_bytes = cols / t->block_elems * t->block_bytes;
+  auto data = FillBlocks(type, rows * (cols / t->block_elems));
+  auto w = cpu::QuantMatrix::Make(type, rows, cols, {data.get(), rows * row_bytes}, "w");
+  std::vector<float> x(batch * cols, 0.5f), y(batch * rows);
   cpu::ThreadPool pool(threads);
   const double cpu0 = ProcessCpuSeconds();
   for (auto _ : state) {
@@ -263,7 +264,7 @@ void BM_Prefill(benchmark::State& state, GgmlType type) {
     if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
     benchmark::DoNotOptimize(y.data());
   }
-  const double gflop = 2.0 * rows * kCols * batch * static_cast<double>(state.iterations()) / 1e9;
+  const double gflop = 2.0 * rows * cols * batch * static_cast<double>(state.iterations()) / 1e9;
   state.counters["GFLOP/s"] = benchmark::Counter(gflop, benchmark::Counter::kIsRate);
   // Per second of CPU actually granted to this process: the kernel's own efficiency, less
   // sensitive to other processes sharing the cores.
@@ -306,11 +307,10 @@ void RegisterAll() {
   }
   for (const quant::QuantTraits& t : quant::SupportedQuantTypes()) {
     if (t.type == GgmlType::kQ8_K) continue;
-    benchmark::RegisterBenchmark((std::string("Prefill64/") + t.name).c_str(), BM_Prefill, t.type)
-        ->Arg(1)
-        ->Arg(2)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
+    auto* b = benchmark::RegisterBenchmark((std::string("Prefill64/") + t.name).c_str(), BM_Prefill,
+                                           t.type);
+    b->Args({1, 4096})->Args({2, 4096})->Unit(benchmark::kMillisecond)->UseRealTime();
+    if (t.type == GgmlType::kQ4_K) b->Args({1, 16384})->Args({2, 16384});
   }
 }
 

@@ -98,13 +98,20 @@ void FloatMatmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const
   const auto transposed_gemm =
       AtLeast(isa, Isa::kAvx512) ? avx512::FloatGemmTransposedX : avx2::FloatGemmTransposedX;
   const FloatGemmFn gemm = AtLeast(isa, Isa::kAvx2) ? avx2::FloatGemm : ScalarFloatGemm;
+  // Long rows are multiplied in slices of kKChunk columns so that the slice of x (kKChunk ×
+  // batch floats, 256 KiB at batch 64) stays in L2 while every row of the tile passes.
+  constexpr int64_t kKChunk = 1024;
+  const bool chunked = prefill && w.cols > kKChunk;
   // A tile of dequantized rows stays in L2 while every vector of the batch passes over it;
   // prefill tiles are multiples of the 6-row register tile.
   int64_t max_tile = std::clamp<int64_t>((512 * 1024 / 4) / w.cols, 1, prefill ? 24 : 16);
+  if (chunked) max_tile = 24;
   if (prefill && max_tile >= 6) max_tile -= max_tile % 6;
   const int64_t tile = RowsPerTask(n_rows, threads, max_tile);
   std::vector<std::vector<float>> scratch(direct ? 0 : threads);
   for (auto& s : scratch) s.resize(static_cast<size_t>(tile * w.cols));
+  std::vector<std::vector<float>> partial(chunked ? threads : 0);
+  for (auto& p : partial) p.resize(static_cast<size_t>(tile * batch));
   auto task = [&](int64_t t, int thread) {
     const int64_t r0 = row_begin + t * tile;
     const int64_t rows = std::min(row_end, r0 + tile) - r0;
@@ -119,7 +126,19 @@ void FloatMatmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const
       tile_w = buf;
     }
     float* y_tile = y + (r0 - row_begin);
-    if (prefill) {
+    if (chunked) {
+      float* part = partial[thread].data();
+      for (int64_t k0 = 0; k0 < w.cols; k0 += kKChunk) {
+        const int64_t kc = std::min(kKChunk, w.cols - k0);
+        const bool first = k0 == 0;
+        transposed_gemm(tile_w + k0, w.cols, rows, xt.data() + k0 * ldxt, ldxt, batch, kc,
+                        first ? y_tile : part, first ? ldy : rows);
+        if (first) continue;
+        for (int64_t b = 0; b < batch; ++b) {
+          for (int64_t r = 0; r < rows; ++r) y_tile[b * ldy + r] += part[b * rows + r];
+        }
+      }
+    } else if (prefill) {
       transposed_gemm(tile_w, w.cols, rows, xt.data(), ldxt, batch, w.cols, y_tile, ldy);
     } else {
       gemm(tile_w, w.cols, rows, x, w.cols, batch, w.cols, y_tile, ldy);

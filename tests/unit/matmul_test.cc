@@ -118,6 +118,21 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest, ::testing::ValuesIn(AllTypes()),
                            return std::string(quant::FindQuantTraits(info.param)->name);
                          });
 
+// Rows longer than the prefill column slice (1024) are multiplied slice by slice.
+TEST(MatmulWideTest, LongRowsMatchFloat64Reference) {
+  uint64_t seed = 99;
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kF16, GgmlType::kQ8_0}) {
+    for (int64_t rows : {7, 30}) {
+      for (int64_t batch : {8, 64}) {
+        const Problem p = MakeProblem(type, rows, 2560, batch, seed++);
+        for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+          if (IsaSupported(isa)) Check(p, MatmulPath::kAuto, isa, 2);
+        }
+      }
+    }
+  }
+}
+
 TEST(MatmulRowRangeTest, ShardMultipliesItsOwnRows) {
   const Problem p = MakeProblem(GgmlType::kQ4_K, 17, 512, 3, 42);
   auto w = QuantMatrix::Make(p.type, p.rows, p.cols, p.w, "w");
