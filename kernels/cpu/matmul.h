@@ -9,10 +9,15 @@
 //    format (Q8_0 for the 32-element types, Q8_K for the K-quants and IQ4_XS) and each
 //    weight block meets it in an integer dot product. Its error against the exact product of
 //    the dequantized W with x is the activation rounding, |Σ w_i·(x_i − x̂_i)|, plus float32
-//    accumulation (see tests/unit/matmul_test.cc for the bound used).
+//    accumulation (see tests/unit/matmul_test.cc for the bound used). Activations round as
+//    llama.cpp's CPU backend rounds them (activation_quant.h). Integer kernels are AVX2
+//    (every quantized weight type); a CPU without AVX2 takes the float path.
 //  - float (prefill, and wherever no integer kernel exists): tiles of W rows are dequantized
-//    to float32 and multiplied with x in float32 (register-blocked FMA); error is float32
-//    accumulation only. Also the checking path (MatmulPath::kFloat).
+//    to float32 and multiplied with x in float32 (register-blocked FMA, AVX-512 where
+//    present); error is float32 accumulation only. Also the checking path (kFloat).
+//
+// Threads: rows are split into tasks over `pool`; products below
+// MatmulOptions::min_parallel_macs run on the caller.
 #pragma once
 
 #include <cstdint>
