@@ -3,7 +3,23 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace tessera::cpu {
+namespace {
+
+#if defined(__x86_64__)
+// CPUID leaf 1, ECX bit 29. clang 14's __builtin_cpu_supports does not know "f16c".
+bool HasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  return (ecx & (1u << 29)) != 0;
+}
+#endif
+
+}  // namespace
 
 bool IsaSupported(Isa isa) {
 #if defined(__x86_64__)
@@ -11,8 +27,7 @@ bool IsaSupported(Isa isa) {
     case Isa::kScalar:
       return true;
     case Isa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && HasF16c();
     case Isa::kAvx512:
       return IsaSupported(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
