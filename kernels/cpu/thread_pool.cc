@@ -1,6 +1,22 @@
 #include "kernels/cpu/thread_pool.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace tessera::cpu {
+namespace {
+
+// Iterations a worker spins for new work before it sleeps (~50-100 us).
+constexpr int kSpinIterations = 20000;
+
+inline void Pause() {
+#if defined(__x86_64__)
+  _mm_pause();
+#endif
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::thread::hardware_concurrency());
@@ -13,6 +29,7 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    stopping_.store(true, std::memory_order_release);
   }
   start_cv_.notify_all();
   for (std::thread& w : workers_) w.join();
@@ -29,17 +46,25 @@ void ThreadPool::RunTasks(int thread) {
 void ThreadPool::WorkerLoop(int thread) {
   uint64_t seen = 0;
   for (;;) {
-    {
+    bool found = false;
+    for (int i = 0; i < kSpinIterations; ++i) {
+      if (generation_.load(std::memory_order_acquire) != seen ||
+          stopping_.load(std::memory_order_acquire)) {
+        found = true;
+        break;
+      }
+      Pause();
+    }
+    if (!found) {
       std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      start_cv_.wait(lock, [&] {
+        return stop_ || generation_.load(std::memory_order_acquire) != seen;
+      });
     }
+    if (stopping_.load(std::memory_order_acquire)) return;
+    seen = generation_.load(std::memory_order_acquire);
     RunTasks(thread);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--busy_workers_ == 0) done_cv_.notify_one();
-    }
+    busy_workers_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -51,18 +76,24 @@ void ThreadPool::ParallelFor(int64_t n_tasks,
     for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0);
     return;
   }
+  fn_ = &fn;
+  n_tasks_ = n_tasks;
+  next_task_.store(0, std::memory_order_relaxed);
+  busy_workers_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   {
+    // Under the mutex so that a worker about to sleep cannot miss the bump.
     std::lock_guard<std::mutex> lock(mu_);
-    fn_ = &fn;
-    n_tasks_ = n_tasks;
-    next_task_.store(0, std::memory_order_relaxed);
-    busy_workers_ = static_cast<int>(workers_.size());
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   start_cv_.notify_all();
   RunTasks(0);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return busy_workers_ == 0; });
+  for (int spins = 0; busy_workers_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < kSpinIterations) {
+      Pause();
+    } else {
+      std::this_thread::yield();
+    }
+  }
   fn_ = nullptr;
 }
 

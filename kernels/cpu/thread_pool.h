@@ -35,12 +35,16 @@ class ThreadPool {
   void RunTasks(int thread);
 
   std::mutex call_mu_;  // one ParallelFor at a time
+  // Workers spin on `generation_` for a while before sleeping on start_cv_, and the caller
+  // spins on `busy_workers_`: a decode step makes ~100 small parallel calls, and a
+  // condition-variable wake-up per call (tens of microseconds on a VM) cost more than the
+  // matmuls themselves.
   std::mutex mu_;
   std::condition_variable start_cv_;
-  std::condition_variable done_cv_;
-  uint64_t generation_ = 0;  // bumped per ParallelFor; guarded by mu_
-  int busy_workers_ = 0;     // workers still in the current generation; guarded by mu_
-  bool stop_ = false;        // guarded by mu_
+  std::atomic<uint64_t> generation_{0};  // bumped per ParallelFor (under mu_)
+  std::atomic<int> busy_workers_{0};     // workers still in the current generation
+  bool stop_ = false;                    // guarded by mu_
+  std::atomic<bool> stopping_{false};
   const std::function<void(int64_t, int)>* fn_ = nullptr;
   int64_t n_tasks_ = 0;
   std::atomic<int64_t> next_task_{0};
