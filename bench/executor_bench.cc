@@ -12,6 +12,8 @@
 #include <cstring>
 #include <filesystem>
 #include <numeric>
+#include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
@@ -73,6 +75,25 @@ void Prefill(benchmark::State& state, Model m, int n) {
       benchmark::Counter(static_cast<double>(n) * state.iterations(), benchmark::Counter::kIsRate);
 }
 
+// Weight bytes one decode step reads: every tensor but the embedding table, experts
+// weighted by the share of them a token uses (k of E).
+double WeightBytesPerToken(const Executor& ex) {
+  const auto& hp = ex.hparams();
+  double bytes = 0;
+  for (const auto& t : ex.file().tensors()) {
+    if (t.name == "token_embd.weight") continue;
+    if (t.name.rfind("blk.", 0) == 0 &&
+        std::stoul(t.name.substr(4, t.name.find('.', 4) - 4)) >= hp.n_layer) {
+      continue;  // MTP block: not run
+    }
+    double share = t.name.find("_exps.") != std::string::npos
+                       ? static_cast<double>(hp.n_expert_used) / hp.n_expert
+                       : 1.0;
+    bytes += share * static_cast<double>(t.n_bytes);
+  }
+  return bytes;
+}
+
 void Decode(benchmark::State& state, Model m, int n) {
   auto ex = Make(m, static_cast<int>(state.range(0)));
   const int vocab = static_cast<int>(ex->hparams().n_vocab);
@@ -93,6 +114,8 @@ void Decode(benchmark::State& state, Model m, int n) {
   }
   state.counters["tokens_per_s"] =
       benchmark::Counter(static_cast<double>(n) * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["weight_GB_per_s"] = benchmark::Counter(
+      WeightBytesPerToken(*ex) * n * state.iterations() / 1e9, benchmark::Counter::kIsRate);
   auto profile = ex->Profile();
   double total = 0;
   for (const auto& [phase, secs] : profile) total += secs;
@@ -114,6 +137,29 @@ void BM_Memcpy(benchmark::State& state) {
       benchmark::Counter(2.0 * n * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
+// A streaming read (sum) of 1 GiB with T threads: the bandwidth decode can reach.
+void BM_ReadBandwidth(benchmark::State& state) {
+  const size_t n = size_t{1} << 30;
+  static std::vector<uint64_t>* data = new std::vector<uint64_t>(n / 8, 1);
+  const int threads = static_cast<int>(state.range(0));
+  for (auto _ : state) {
+    std::vector<std::thread> ts;
+    std::vector<uint64_t> sums(threads);
+    for (int t = 0; t < threads; ++t) {
+      ts.emplace_back([&, t] {
+        const size_t per = data->size() / threads;
+        uint64_t s = 0;
+        for (size_t i = t * per; i < (t + 1) * per; ++i) s += (*data)[i];
+        sums[t] = s;
+      });
+    }
+    for (auto& th : ts) th.join();
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.counters["GB_per_s"] =
+      benchmark::Counter(static_cast<double>(n) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
 constexpr Model kLlamaQ4{"llama", "124m", "Q4_K_M"};
 constexpr Model kLlamaQ8{"llama", "124m", "Q8_0"};
 constexpr Model kDsaTiny{"glm-dsa", "tiny", "Q8_0"};
@@ -123,6 +169,7 @@ constexpr Model kMoe1g{"deepseek2", "moe-1g", "Q8_0"};
 }  // namespace
 
 BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond)->MinTime(0.5);
+BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(1)->UseRealTime();
 #define TESSERA_BENCH_MODEL(name, model, prefill, decode)                                   \
   BENCHMARK_CAPTURE(Prefill, name, model, prefill)                                          \
       ->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(2)->UseRealTime();           \

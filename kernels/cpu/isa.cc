@@ -12,10 +12,15 @@ namespace {
 
 #if defined(__x86_64__)
 // CPUID leaf 1, ECX bit 29. clang 14's __builtin_cpu_supports does not know "f16c".
+// Read once: CPUID traps to the hypervisor on a VM and costs microseconds, and every matmul
+// asks.
 bool HasF16c() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
-  return (ecx & (1u << 29)) != 0;
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+    return (ecx & (1u << 29)) != 0;
+  }();
+  return has;
 }
 #endif
 
