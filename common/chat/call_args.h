@@ -55,6 +55,15 @@ class BoundArgs {
     }
     return slots_[i]->as_int();
   }
+  // A string argument that must be given (missing or none is a TypeError, as in Python).
+  std::string RequiredString(size_t i) const {
+    std::optional<std::string> s = String(i);
+    if (!s) {
+      throw TemplateError("TypeError: " + function_ + "() argument " + std::to_string(i + 1) +
+                          " must be str");
+    }
+    return *s;
+  }
   std::optional<std::string> String(size_t i) const {
     if (!slots_[i] || slots_[i]->is_none()) return std::nullopt;
     if (!slots_[i]->is_string()) {

@@ -88,7 +88,7 @@ Value CallStringMethod(const std::string& s, const std::string& name, CallArgs& 
   if (name == "splitlines") return StringList(PySplitLines(s));
   if (name == "replace") {
     BoundArgs a(name, args, {"old", "new", "count"});
-    return Value(PyReplace(s, *a.String(0), *a.String(1), a.Int(2, -1)));
+    return Value(PyReplace(s, a.RequiredString(0), a.RequiredString(1), a.Int(2, -1)));
   }
   if (name == "upper") return Value(PyUpper(s));
   if (name == "lower" || name == "casefold") return Value(PyLower(s));
@@ -109,7 +109,7 @@ Value CallStringMethod(const std::string& s, const std::string& name, CallArgs& 
     BoundArgs a(name, args, {"sub", "start", "end"});
     int64_t offset;
     std::string hay = SubstrArgs(s, a, 1, &offset);
-    int64_t r = PyFind(hay, *a.String(0), name[0] == 'r');
+    int64_t r = PyFind(hay, a.RequiredString(0), name[0] == 'r');
     if (r < 0 && (name == "index" || name == "rindex")) {
       throw TemplateError("ValueError: substring not found");
     }
@@ -118,7 +118,7 @@ Value CallStringMethod(const std::string& s, const std::string& name, CallArgs& 
   if (name == "count") {
     BoundArgs a(name, args, {"sub", "start", "end"});
     int64_t offset;
-    return Value(PyCount(SubstrArgs(s, a, 1, &offset), *a.String(0)));
+    return Value(PyCount(SubstrArgs(s, a, 1, &offset), a.RequiredString(0)));
   }
   if (name == "join") {
     BoundArgs a(name, args, {"iterable"});
@@ -176,7 +176,7 @@ Value CallStringMethod(const std::string& s, const std::string& name, CallArgs& 
   }
   if (name == "removeprefix" || name == "removesuffix") {
     BoundArgs a(name, args, {"affix"});
-    std::string x = *a.String(0);
+    std::string x = a.RequiredString(0);
     if (name == "removeprefix" && s.compare(0, x.size(), x) == 0) return Value(s.substr(x.size()));
     if (name == "removesuffix" && x.size() <= s.size() && !x.empty() &&
         s.compare(s.size() - x.size(), x.size(), x) == 0)
@@ -185,7 +185,7 @@ Value CallStringMethod(const std::string& s, const std::string& name, CallArgs& 
   }
   if (name == "partition" || name == "rpartition") {
     BoundArgs a(name, args, {"sep"});
-    std::string sep = *a.String(0);
+    std::string sep = a.RequiredString(0);
     size_t f = name == "partition" ? s.find(sep) : s.rfind(sep);
     if (f == std::string::npos) {
       return Value::Tuple(

@@ -43,6 +43,17 @@ TEST(ChatEngine, RunTimeErrorsNameTheLine) {
   EXPECT_TRUE(absl::StrContains(r.status().message(), "'nothing' is undefined")) << r.status();
 }
 
+TEST(ChatEngine, StringMethodsWithoutTheirRequiredArgumentAreTypeErrors) {
+  // Python: 'abc'.count() -> TypeError; found by the fuzzer as a crash.
+  for (const char* call : {"'abc'.count()", "'abc'.find(none)", "'abc'.replace('a')",
+                           "'abc'.startswith()", "'abc'.index()"}) {
+    auto r = Render(std::string("{{ ") + call + " }}");
+    ASSERT_FALSE(r.ok()) << call;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << call;
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "TypeError")) << r.status();
+  }
+}
+
 TEST(ChatEngine, MissingKeyIsUndefinedButItsAttributeIsAnError) {
   Json vars = {{"m", {{"role", "user"}}}};
   EXPECT_EQ(*Render("[{{ m.content }}][{{ m.content is defined }}]", vars), "[][False]");
