@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <regex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -18,13 +17,24 @@ constexpr char kSplitTensors[] = "split.tensors.count";
 }  // namespace
 
 std::optional<SplitName> SplitName::Parse(const std::string& path) {
-  static const std::regex kPattern(R"(^(.*)-(\d{5})-of-(\d{5})\.gguf$)");
-  std::smatch m;
-  if (!std::regex_match(path, m, kPattern)) return std::nullopt;
+  // "<prefix>-NNNNN-of-MMMMM.gguf": 20 characters after the prefix.
+  constexpr size_t kSuffix = 20;
+  if (path.size() <= kSuffix) return std::nullopt;
+  const std::string tail = path.substr(path.size() - kSuffix);
+  auto digits = [&](size_t at) {
+    for (size_t i = at; i < at + 5; ++i) {
+      if (tail[i] < '0' || tail[i] > '9') return false;
+    }
+    return true;
+  };
+  if (tail[0] != '-' || !digits(1) || tail.compare(6, 4, "-of-") != 0 || !digits(10) ||
+      tail.compare(15, 5, ".gguf") != 0) {
+    return std::nullopt;
+  }
   SplitName s;
-  s.prefix = m[1].str();
-  s.number = static_cast<uint32_t>(std::stoul(m[2].str()));
-  s.count = static_cast<uint32_t>(std::stoul(m[3].str()));
+  s.prefix = path.substr(0, path.size() - kSuffix);
+  s.number = static_cast<uint32_t>(std::stoul(tail.substr(1, 5)));
+  s.count = static_cast<uint32_t>(std::stoul(tail.substr(10, 5)));
   if (s.number == 0 || s.count == 0 || s.number > s.count) return std::nullopt;
   return s;
 }

@@ -1,7 +1,5 @@
 #include "common/model/tensor_map.h"
 
-#include <regex>
-
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -30,10 +28,13 @@ bool AppliesTo(const TensorSpec& spec, const HyperParams& hp, uint32_t layer) {
 
 // The block index of "blk.N.*", or -1.
 int64_t BlockIndex(const std::string& name) {
-  static const std::regex kBlock(R"(^blk\.(\d+)\.)");
-  std::smatch m;
-  if (!std::regex_search(name, m, kBlock)) return -1;
-  return std::stoll(m[1].str());
+  if (name.compare(0, 4, "blk.") != 0) return -1;
+  size_t i = 4;
+  int64_t n = 0;
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9' && i < 14)
+    n = n * 10 + (name[i++] - '0');
+  if (i == 4 || i >= name.size() || name[i] != '.') return -1;
+  return n;
 }
 
 void ChooseFixups(TensorMapping& m) {

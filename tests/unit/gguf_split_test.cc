@@ -53,6 +53,11 @@ TEST(SplitName, ParsesAndFormats) {
   EXPECT_FALSE(SplitName::Parse("model.gguf").has_value());
   EXPECT_FALSE(SplitName::Parse("m-00000-of-00002.gguf").has_value());
   EXPECT_FALSE(SplitName::Parse("m-00003-of-00002.gguf").has_value());
+  EXPECT_FALSE(SplitName::Parse("m-0001-of-00002.gguf").has_value());
+  EXPECT_FALSE(SplitName::Parse("m-00001-of-00002.ggufx").has_value());
+  EXPECT_FALSE(SplitName::Parse("m-00001_of-00002.gguf").has_value());
+  EXPECT_FALSE(SplitName::Parse("-00001-of-00002.gguf").has_value() &&
+               !SplitName::Parse("-00001-of-00002.gguf")->prefix.empty());
 }
 
 TEST_F(SplitTest, AnyPartOpensTheWholeSet) {
