@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
 
 namespace tessera::cli {
 
@@ -30,6 +31,13 @@ inline double ShortestFloat32(double d) {
     if (static_cast<float>(candidate) == f) return candidate;
   }
   return d;
+}
+
+// JSON text of `j`; strings from files (metadata, tensor names, generated text) may hold
+// invalid UTF-8, which is replaced by U+FFFD instead of throwing.
+template <typename Json>
+std::string JsonDump(const Json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace tessera::cli

@@ -13,6 +13,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/commands.h"
 #include "tools/executor_flags.h"
+#include "tools/format.h"
 #include "worker/executor/executor.h"
 #include "worker/sampling/sampling.h"
 
@@ -152,7 +153,7 @@ int Generate(Options& o) {
     if (detok) (void)detok->Feed(r.token, &text);
     if (o.json) {
       nlohmann::json j = {{"token", r.token}, {"text", text}, {"logprob", r.logprob}};
-      std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+      std::printf("%s\n", JsonDump(j).c_str());
     } else {
       std::fputs(tok ? text.c_str() : (std::to_string(r.token) + " ").c_str(), stdout);
     }
@@ -174,8 +175,8 @@ int Generate(Options& o) {
                         {"decode_tokens_per_s", decode_tps},
                         {"finish_reason", finish},
                         {"seed", sampler->seed()}};
-    if (!tail.empty()) std::printf("%s\n", nlohmann::json({{"text", tail}}).dump().c_str());
-    std::printf("%s\n", j.dump().c_str());
+    if (!tail.empty()) std::printf("%s\n", JsonDump(nlohmann::json({{"text", tail}})).c_str());
+    std::printf("%s\n", JsonDump(j).c_str());
   } else {
     std::printf("%s\n", tail.c_str());
     std::fprintf(

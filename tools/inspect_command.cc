@@ -175,7 +175,7 @@ void PrintHuman(const Json& r, const GgufModel& model) {
   if (!r["hyperparameters"].empty()) {
     std::printf("hyper-parameters:\n");
     for (const auto& [key, value] : r["hyperparameters"].items()) {
-      std::string v = value.dump();
+      std::string v = JsonDump(value);
       if (v.size() > 100) v = v.substr(0, 97) + "...";
       std::printf("  %-48s %s\n", key.c_str(), v.c_str());
     }
@@ -185,9 +185,9 @@ void PrintHuman(const Json& r, const GgufModel& model) {
     std::printf("tokenizer:     %s (pre: %s), %s tokens, %s merges",
                 tok["model"].get<std::string>().c_str(),
                 tok["pre"].is_null() ? "none" : tok["pre"].get<std::string>().c_str(),
-                tok["vocab_size"].dump().c_str(), tok["merges"].dump().c_str());
+                JsonDump(tok["vocab_size"]).c_str(), JsonDump(tok["merges"]).c_str());
     for (const auto& [k, v] : tok["special_token_ids"].items()) {
-      std::printf(", %s %s", k.c_str(), v.dump().c_str());
+      std::printf(", %s %s", k.c_str(), JsonDump(v).c_str());
     }
     std::printf("; chat template: %s\n", tok["chat_template"].get<bool>() ? "yes" : "no");
   } else {
@@ -212,7 +212,7 @@ void PrintHuman(const Json& r, const GgufModel& model) {
                 "offset");
     for (const Json& t : r["tensors"]) {
       std::printf("%-48s %-8s %-24s %12llu %5d %14llu\n", t["name"].get<std::string>().c_str(),
-                  t["type"].get<std::string>().c_str(), t["shape"].dump().c_str(),
+                  t["type"].get<std::string>().c_str(), JsonDump(t["shape"]).c_str(),
                   static_cast<unsigned long long>(t["bytes"].get<uint64_t>()), t["part"].get<int>(),
                   static_cast<unsigned long long>(t["offset"].get<uint64_t>()));
     }
@@ -312,7 +312,7 @@ int RunInspect(const Args& args) {
   if (!dump.empty()) return Dump(*model, dump, out);
   Json report = BuildReport(file, *model, tensors);
   if (json) {
-    std::printf("%s\n", report.dump(2).c_str());
+    std::printf("%s\n", JsonDump(report, 2).c_str());
   } else {
     PrintHuman(report, *model);
   }

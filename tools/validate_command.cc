@@ -158,7 +158,7 @@ int Validate(const Options& o) {
     r["problems"] = problems;
     r["warnings"] = warnings;
     if (o.json) {
-      std::printf("%s\n", r.dump(2).c_str());
+      std::printf("%s\n", JsonDump(r, 2).c_str());
     } else {
       for (const std::string& w : warnings) std::printf("warning: %s\n", w.c_str());
       for (const std::string& p : problems) std::printf("problem: %s\n", p.c_str());
@@ -319,7 +319,7 @@ int Validate(const Options& o) {
         arch->notes.c_str());
     std::printf("hyper-parameters:\n");
     for (const auto& [k, v] : r["hyperparameters"].items()) {
-      std::printf("  %-22s %s\n", k.c_str(), v.dump().c_str());
+      std::printf("  %-22s %s\n", k.c_str(), JsonDump(v).c_str());
     }
     std::printf("probes:        MTP tensors %u; chat template %s\n", map.mtp_tensors,
                 r["probes"]["chat_template"].get<bool>() ? "present" : "absent");

@@ -109,6 +109,20 @@ TEST_F(InspectTest, DumpWritesFloat32) {
   EXPECT_EQ(Run({model, "--dump", "nope", "--out", dump}, &out), 1);
 }
 
+TEST_F(InspectTest, InvalidUtf8InMetadataIsReplacedNotFatal) {
+  GgufWriter w;
+  w.metadata().Set("general.architecture", Value::String("llama"));
+  w.metadata().Set("general.name", Value::String("bad \xff\xfe name"));
+  w.metadata().Set("llama.tag", Value::String("\xc3"));  // truncated 2-byte sequence
+  std::string model = (dir_ / "utf8.gguf").string();
+  ASSERT_TRUE(w.WriteFile(model).ok());
+  std::string out;
+  ASSERT_EQ(Run({model, "--json"}, &out), 0);
+  auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["name"], "bad \xef\xbf\xbd\xef\xbf\xbd name");  // two U+FFFD
+  ASSERT_EQ(Run({model}, &out), 0);
+}
+
 TEST_F(InspectTest, UsageErrors) {
   std::string out;
   EXPECT_EQ(Run({}, &out), 2);
