@@ -189,7 +189,14 @@ HyperParams LoadHyperParams(const ArchSpec& arch, const std::string& key_prefix,
     }
   }
   absl::flat_hash_set<std::string> supplied;
-  if (hf_config != nullptr) ApplyHfConfig(*hf_config, hp, supplied, problems);
+  if (hf_config != nullptr) {
+    try {
+      ApplyHfConfig(*hf_config, hp, supplied, problems);
+    } catch (const nlohmann::json::exception& e) {
+      // A field of an unexpected type (e.g. a string where a number belongs).
+      AddProblem(problems, true, "--hf-config", absl::StrCat("--hf-config: ", e.what()));
+    }
+  }
   for (const KeySpec& k : arch.keys) {
     if (present.contains(k.suffix) || supplied.contains(k.suffix)) continue;
     std::string key = absl::StrCat(key_prefix, ".", k.suffix);

@@ -187,6 +187,12 @@ TEST(Validate, MissingRequiredKeyAndHfConfigOverride) {
   r = Validate({"--model", path, "--hf-config", hf});
   EXPECT_EQ(r.rc, 0) << r.problems;
   EXPECT_EQ(r.json["hyperparameters"]["indexer_top_k"], 16);
+  // Fields of the wrong type are a problem named after the flag, not a crash.
+  std::ofstream(hf) << R"({"num_hidden_layers": 2, "num_nextn_predict_layers": "one",
+                         "qk_rope_head_dim": "x", "qk_nope_head_dim": 1})";
+  r = Validate({"--model", path, "--hf-config", hf});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_THAT(r.problems, HasSubstr("--hf-config"));
 }
 
 TEST(Validate, LegacyKvBIsSplitAtLoad) {
