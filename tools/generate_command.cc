@@ -120,10 +120,6 @@ int Generate(Options& o) {
   o.exec.kv_tokens = static_cast<int64_t>(prompt->size()) + o.max_tokens;
   auto ex = executor::Executor::Create(o.model, o.exec);
   if (!ex.ok()) return Fail(std::string(ex.status().message()));
-  if (static_cast<int64_t>(prompt->size()) + o.max_tokens > (*ex)->hparams().n_ctx_train) {
-    std::fprintf(stderr, "warning: prompt + max tokens exceed the training context %u\n",
-                 (*ex)->hparams().n_ctx_train);
-  }
   sampler->AddPromptTokens(*prompt);
 
   executor::SequenceInput seq;

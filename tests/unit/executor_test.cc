@@ -27,7 +27,7 @@ std::string Synthetic(const std::string& arch, const std::string& quant, int lay
 }
 
 std::unique_ptr<Executor> Make(const std::string& path, ExecutorOptions o = {}) {
-  if (o.kv_tokens == 4096) o.kv_tokens = 256;
+  if (o.kv_tokens == 0) o.kv_tokens = 256;
   auto ex = Executor::Create(path, o);
   EXPECT_TRUE(ex.ok()) << ex.status();
   return ex.ok() ? *std::move(ex) : nullptr;
@@ -346,6 +346,13 @@ TEST(Executor, BadInputsAreErrors) {
   EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("has no cache slot"));
   s.tokens = {};
   EXPECT_FALSE(ex->Step({&s, 1}).ok());
+  // A cache beyond the context length (tiny models: 4096) is refused before allocating.
+  ExecutorOptions big = Exact();
+  big.kv_tokens = 1 << 20;
+  auto too_big = Executor::Create(path, big);
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_THAT(std::string(too_big.status().message()),
+              ::testing::HasSubstr("exceeds the model's context length 4096"));
 
   gguf::GgufWriter w;
   w.metadata().Set("general.architecture", gguf::Value::String("mystery"));

@@ -394,11 +394,17 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& mo
         break;
     }
   }
+  int64_t kv_tokens = options.kv_tokens;
+  if (kv_tokens <= 0) kv_tokens = std::min<int64_t>(4096, std::max<uint32_t>(hp.n_ctx_train, 1));
+  if (hp.n_ctx_train > 0 && kv_tokens > hp.n_ctx_train) {
+    return absl::InvalidArgumentError(absl::StrCat("a KV cache of ", kv_tokens,
+                                                   " tokens exceeds the model's context length ",
+                                                   hp.n_ctx_train));
+  }
   KvCacheShape shape;
   shape.n_layers = static_cast<int>(hp.n_layer);
   shape.block_size = std::max(1, options.kv_block_size);
-  shape.n_blocks = static_cast<int>(
-      (std::max<int64_t>(1, options.kv_tokens) + shape.block_size - 1) / shape.block_size);
+  shape.n_blocks = static_cast<int>((kv_tokens + shape.block_size - 1) / shape.block_size);
   shape.dtype = kv_dtype;
   if (impl->config.mla) {
     // The latent and the shared rope key only: c + r values per token (spec 10.3).

@@ -32,7 +32,9 @@ struct ExecutorOptions {
   ComputeDtype dtype = ComputeDtype::kAuto;  // auto: float32 activations, float16 KV cache
   int threads = 0;                           // 0: one per core
   int kv_block_size = 16;
-  int64_t kv_tokens = 4096;  // cache capacity in tokens (rounded up to whole blocks)
+  // Cache capacity in tokens (rounded up to whole blocks); 0: min(4096, context length).
+  // More than the model's context length is an error.
+  int64_t kv_tokens = 0;
 };
 
 struct SequenceInput {
