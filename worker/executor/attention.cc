@@ -72,9 +72,12 @@ absl::Status Executor::Impl::GqaAttention(int layer, const Batch& b, const std::
   const int64_t dk = hp.head_dim_k, dv = hp.head_dim_v, group = H / Hkv;
   const int half = rope.n_rot / 2;
   std::vector<float> q(T * H * dk), k(T * Hkv * dk), v(T * Hkv * dv);
-  if (auto s = MatMul(L.wq, h.data(), T, q.data()); !s.ok()) return s;
-  if (auto s = MatMul(L.wk, h.data(), T, k.data()); !s.ok()) return s;
-  if (auto s = MatMul(L.wv, h.data(), T, v.data()); !s.ok()) return s;
+  if (auto s = MatMulMany(
+          {{&L.wq, h.data(), q.data()}, {&L.wk, h.data(), k.data()}, {&L.wv, h.data(), v.data()}},
+          T);
+      !s.ok()) {
+    return s;
+  }
   AddBias(q, L.q_bias, T);
   AddBias(k, L.k_bias, T);
   AddBias(v, L.v_bias, T);
@@ -131,7 +134,7 @@ absl::Status Executor::Impl::GqaAttention(int layer, const Batch& b, const std::
   }
   Round(attn.data(), T * H * dv);
   out.resize(T * d);
-  if (auto s = MatMul(L.wo, attn.data(), T, out.data()); !s.ok()) return s;
+  if (auto s = MatMulMany({{&L.wo, attn.data(), out.data()}}, T); !s.ok()) return s;
   AddBias(out, L.o_bias, T);
   return absl::OkStatus();
 }

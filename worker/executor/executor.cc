@@ -173,6 +173,37 @@ absl::Status Executor::Impl::MatMulRows(const QuantMatrix& w, int64_t row_begin,
   return cpu::Matmul(w, row_begin, row_end, x, batch, y, ldy, pool.get(), matmul);
 }
 
+absl::Status Executor::Impl::MatMulMany(std::initializer_list<Product> products, int64_t batch) {
+  if (batch >= cpu::kPrefillBatch || pool->size() == 1) {
+    for (const Product& p : products) {
+      if (auto s = MatMul(*p.w, p.x, batch, p.y); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  struct Chunk {
+    const Product* p;
+    int64_t r0, r1;
+  };
+  std::vector<Chunk> chunks;
+  for (const Product& p : products) {
+    // About four chunks per thread per product keeps the threads busy to the end.
+    const int64_t rows = p.w->rows;
+    const int64_t step = std::max<int64_t>(16, (rows + 4 * pool->size() - 1) / (4 * pool->size()));
+    for (int64_t r = 0; r < rows; r += step) chunks.push_back({&p, r, std::min(rows, r + step)});
+  }
+  std::vector<absl::Status> status(pool->size());
+  pool->ParallelFor(static_cast<int64_t>(chunks.size()), [&](int64_t t, int thread) {
+    const Chunk& c = chunks[t];
+    absl::Status s = cpu::Matmul(*c.p->w, c.r0, c.r1, c.p->x, batch, c.p->y + c.r0, c.p->w->rows,
+                                 nullptr, matmul);
+    if (!s.ok()) status[thread] = s;
+  });
+  for (const absl::Status& s : status) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 void Executor::Impl::Round(float* x, int64_t n) const {
   if (act_dtype == ComputeDtype::kBFloat16) {
     for (int64_t i = 0; i < n; ++i) x[i] = Bf16ToFloat(FloatToBf16(x[i]));
@@ -186,12 +217,14 @@ absl::Status Executor::Impl::DenseFfn(int layer, const Batch& b, const std::vect
   const LayerWeights& L = layers[layer];
   const int64_t T = b.size(), ff = L.w_gate.rows;
   std::vector<float> gate(T * ff), up(T * ff);
-  if (auto s = MatMul(L.w_gate, h.data(), T, gate.data()); !s.ok()) return s;
-  if (auto s = MatMul(L.w_up, h.data(), T, up.data()); !s.ok()) return s;
+  if (auto s = MatMulMany({{&L.w_gate, h.data(), gate.data()}, {&L.w_up, h.data(), up.data()}}, T);
+      !s.ok()) {
+    return s;
+  }
   cpu::SiluMul(gate.data(), up.data(), T * ff, gate.data());
   Round(gate.data(), T * ff);
   out.resize(T * hp.n_embd);
-  return MatMul(L.w_down, gate.data(), T, out.data());
+  return MatMulMany({{&L.w_down, gate.data(), out.data()}}, T);
 }
 
 absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
@@ -283,7 +316,7 @@ absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
   for (int64_t r = 0; r < R; ++r)
     cpu::RmsNorm(&x[rows[r] * d], output_norm.data(), d, eps, &hr[r * d]);
   Round(hr.data(), R * d);
-  if (auto s = MatMul(output, hr.data(), R, logits.data()); !s.ok()) return s;
+  if (auto s = MatMulMany({{&output, hr.data(), logits.data()}}, R); !s.ok()) return s;
   if (!output_bias.empty()) {
     for (int64_t r = 0; r < R; ++r) {
       for (int64_t i = 0; i < V; ++i) logits[r * V + i] += output_bias[i];

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <deque>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -101,6 +102,16 @@ struct Executor::Impl {
   absl::Status MatMulRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
                           int64_t batch, float* y, int64_t ldy);
   void Round(float* x, int64_t n) const;
+
+  // Several products y = W x over the same batch. For decode-sized batches they share one
+  // hand-off to the thread pool (row chunks of all of them are the tasks), instead of one
+  // per product; larger batches run each product with the pool inside the kernel.
+  struct Product {
+    const QuantMatrix* w;
+    const float* x;
+    float* y;  // [batch][w->rows]
+  };
+  absl::Status MatMulMany(std::initializer_list<Product> products, int64_t batch);
 
   absl::StatusOr<std::vector<std::vector<float>>> Step(absl::Span<const SequenceInput> seqs,
                                                        StepTrace* trace);
