@@ -12,16 +12,6 @@
 namespace tessera::executor {
 namespace {
 
-QuantMatrix FloatMatrix(const float* data, int64_t rows, int64_t cols) {
-  QuantMatrix q;
-  q.type = gguf::GgmlType::kF32;
-  q.rows = rows;
-  q.cols = cols;
-  q.row_bytes = static_cast<size_t>(cols) * sizeof(float);
-  q.data = reinterpret_cast<const uint8_t*>(data);
-  return q;
-}
-
 void AddBias(std::vector<float>& y, const std::vector<float>& bias, int64_t rows) {
   if (bias.empty()) return;
   const size_t n = bias.size();
@@ -220,14 +210,9 @@ absl::Status Executor::Impl::MlaAttention(int layer, Batch& b, const std::vector
         for (int64_t p = 0; p < n_keys; ++p) {
           indexer_cache->ReadK(layer, indexer_cache->Slot(b.seqs[s].block_table, p), &keys[p * DI]);
         }
-        QuantMatrix km;
-        km.type = gguf::GgmlType::kF32;
-        km.rows = n_keys;
-        km.cols = DI;
-        km.row_bytes = DI * sizeof(float);
-        km.data = reinterpret_cast<const uint8_t*>(keys.data());
-        if (auto st = cpu::Matmul(km, 0, n_keys, &qi[t0 * HI * DI], nt * HI, dots.data(), n_keys,
-                                  pool.get(), float_opts);
+        if (auto st =
+                cpu::Matmul(FloatMatrix(keys.data(), n_keys, DI), 0, n_keys, &qi[t0 * HI * DI],
+                            nt * HI, dots.data(), n_keys, pool.get(), float_opts);
             !st.ok()) {
           return st;
         }

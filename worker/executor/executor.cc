@@ -89,13 +89,7 @@ QuantMatrix LayerWeights::*MatrixSlot(const std::string& n) {
 
 QuantMatrix Executor::Impl::OwnedMatrix(std::vector<float> data, int64_t rows, int64_t cols) {
   owned.push_back(std::move(data));
-  QuantMatrix q;
-  q.type = gguf::GgmlType::kF32;
-  q.rows = rows;
-  q.cols = cols;
-  q.row_bytes = static_cast<size_t>(cols) * sizeof(float);
-  q.data = reinterpret_cast<const uint8_t*>(owned.back().data());
-  return q;
+  return FloatMatrix(owned.back().data(), rows, cols);
 }
 
 absl::Status Executor::Impl::LoadWeights(const model::TensorMap& map) {

@@ -26,6 +26,17 @@ namespace tessera::executor {
 
 using cpu::QuantMatrix;
 
+// A view of `rows` x `cols` contiguous float32 values as a matrix for cpu::Matmul.
+inline QuantMatrix FloatMatrix(const float* data, int64_t rows, int64_t cols) {
+  QuantMatrix q;
+  q.type = gguf::GgmlType::kF32;
+  q.rows = rows;
+  q.cols = cols;
+  q.row_bytes = static_cast<size_t>(cols) * sizeof(float);
+  q.data = reinterpret_cast<const uint8_t*>(data);
+  return q;
+}
+
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;
   // GQA
