@@ -12,6 +12,7 @@
 #include "common/quant/quantize.h"
 #include "common/util/half.h"
 #include "common/util/strings.h"
+#include "common/util/utf8.h"
 
 namespace tessera::model {
 namespace {
@@ -38,15 +39,7 @@ std::vector<std::string> ByteLevelChars() {
   int next = 256;
   for (int b = 0; b < 256; ++b) {
     bool printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae);
-    int cp = printable ? b : next++;
-    std::string s;
-    if (cp < 0x80) {
-      s.push_back(static_cast<char>(cp));
-    } else {
-      s.push_back(static_cast<char>(0xc0 | (cp >> 6)));
-      s.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-    }
-    out[b] = s;
+    AppendUtf8CodePoint(static_cast<uint32_t>(printable ? b : next++), &out[b]);
   }
   return out;
 }
@@ -461,7 +454,8 @@ absl::StatusOr<HyperParams> SyntheticHyperParams(const SyntheticOptions& o) {
   } else if (o.preset == "moe-1g") {
     // A deepseek2-shaped model of about 1 GB at Q8_0 for benchmarks: 64 experts, top-8,
     // 8 blocks (1 dense), MLA with q LoRA, vocabulary 32000.
-    if (o.arch != "deepseek2") return absl::InvalidArgumentError("preset moe-1g is for --arch deepseek2");
+    if (o.arch != "deepseek2")
+      return absl::InvalidArgumentError("preset moe-1g is for --arch deepseek2");
     d = 1024;
     layers = 8;
     heads = 8;

@@ -1,5 +1,7 @@
 #include "common/tokenizer/utf8.h"
 
+#include "common/util/utf8.h"
+
 namespace tessera::tokenizer {
 namespace {
 
@@ -27,23 +29,7 @@ size_t LeadLength(uint8_t b) {
 
 }  // namespace
 
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
+void AppendUtf8(uint32_t cp, std::string* out) { AppendUtf8CodePoint(cp, out); }
 
 size_t DecodeUtf8(std::string_view text, uint32_t* code_point) {
   if (text.empty()) return 0;
