@@ -1,0 +1,27 @@
+// What the scheduler drives: something that runs one batched step over the model's
+// workers (the worker group of tesserad, or an in-process executor in tests and tools).
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "tessera/v1/worker.pb.h"
+
+namespace tessera::serving {
+
+class StepRunner {
+ public:
+  virtual ~StepRunner() = default;
+
+  // Runs one step on every rank and returns rank 0's result (sampled tokens, log-probs,
+  // requested logits), its SequenceResults in the request's order. UNAVAILABLE when the
+  // workers are down or died during the step (every sequence of the step is then lost:
+  // the caller fails its requests); INVALID_ARGUMENT when the step itself is malformed.
+  virtual absl::StatusOr<tessera::v1::StepResult> RunStep(const tessera::v1::StepRequest& step) = 0;
+
+  // KV-cache geometry every rank agreed on when it loaded.
+  virtual int block_size() const = 0;
+  virtual int n_blocks() const = 0;
+  // The workers are loaded and answering.
+  virtual bool ready() const = 0;
+};
+
+}  // namespace tessera::serving
