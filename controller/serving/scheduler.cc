@@ -1,0 +1,92 @@
+#include "controller/serving/scheduler.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace tessera::serving {
+
+Scheduler::Scheduler(SchedulerLimits limits, BlockManager* blocks)
+    : limits_(limits), blocks_(blocks) {
+  limits_.max_num_seqs = std::max(limits_.max_num_seqs, 1);
+  limits_.max_num_batched_tokens = std::max(limits_.max_num_batched_tokens, 1);
+}
+
+void Scheduler::Enqueue(std::unique_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
+
+void Scheduler::Preempt(size_t running_index) {
+  std::unique_ptr<Sequence> seq = std::move(running_[running_index]);
+  running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(running_index));
+  blocks_->Release(seq->block_table);
+  seq->num_computed = 0;
+  ++preemptions_;
+  waiting_.push_front(std::move(seq));
+}
+
+StepPlan Scheduler::Schedule() {
+  StepPlan plan;
+  int64_t budget = limits_.max_num_batched_tokens;
+  auto add = [&](Sequence* s, int64_t n) {
+    ScheduledChunk c;
+    c.seq = s;
+    c.start = s->num_computed;
+    c.n_tokens = static_cast<int32_t>(n);
+    c.sample = s->num_computed + n == static_cast<int64_t>(s->tokens.size());
+    const bool decode = n == 1 && c.sample && s->generated() > 0;
+    (decode ? plan.decode_tokens : plan.prefill_tokens) += n;
+    plan.chunks.push_back(c);
+    budget -= n;
+  };
+
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Sequence* s = running_[i].get();
+    const int64_t n = std::min(s->uncomputed(), budget);
+    bool preempted_self = false;
+    while (!blocks_->Reserve(s->block_table, s->num_computed + n)) {
+      // The newest running sequence gives its blocks up; it has not been planned yet (the
+      // ones before `i` are older), unless it is `s` itself.
+      const size_t victim = running_.size() - 1;
+      preempted_self = victim == i;
+      Preempt(victim);
+      ++plan.preempted;
+      if (preempted_self) break;
+    }
+    if (preempted_self) break;
+    add(s, n);
+    ++i;
+  }
+
+  if (plan.preempted > 0) return plan;
+  while (budget > 0 && !waiting_.empty() &&
+         static_cast<int>(running_.size()) < limits_.max_num_seqs) {
+    Sequence* s = waiting_.front().get();
+    const int64_t n = std::min(s->uncomputed(), budget);
+    if (!blocks_->Reserve(s->block_table, s->num_computed + n)) break;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    add(s, n);
+  }
+  return plan;
+}
+
+bool Scheduler::HeadCannotFit() const {
+  if (!running_.empty() || waiting_.empty()) return false;
+  const Sequence& s = *waiting_.front();
+  return blocks_->BlocksFor(std::min<int64_t>(s.uncomputed(), limits_.max_num_batched_tokens)) >
+         blocks_->total_blocks();
+}
+
+std::unique_ptr<Sequence> Scheduler::Remove(Sequence* seq) {
+  std::unique_ptr<Sequence> out;
+  auto take = [&](auto& list) {
+    auto it = std::find_if(list.begin(), list.end(), [&](const auto& p) { return p.get() == seq; });
+    if (it == list.end()) return false;
+    out = std::move(*it);
+    list.erase(it);
+    return true;
+  };
+  if (!take(running_)) take(waiting_);
+  if (out) blocks_->Release(out->block_table);
+  return out;
+}
+
+}  // namespace tessera::serving

@@ -1,0 +1,84 @@
+// Continuous batching: which sequences run in the next step and how many tokens each
+// feeds. Per step, within `max_num_batched_tokens`:
+//   1. running sequences, oldest admission first: a decode (one token) or the next chunk
+//      of a prompt being prefilled (chunked prefill);
+//   2. when no running sequence had to be preempted, waiting sequences in arrival order
+//      (FCFS) while `max_num_seqs`, the token budget and free KV blocks allow; a prompt
+//      longer than the budget left starts with a chunk of it.
+// When a running sequence needs a block and none is free, the most recently admitted
+// running sequence is preempted by recompute: its blocks are freed and it goes back to the
+// head of the waiting queue with prompt + generated tokens as the prefill to redo (its
+// sampler stays on the worker, so its draws continue where they were). vLLM's policy.
+//
+// Not thread-safe: the engine calls it under its lock.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "controller/serving/block_manager.h"
+#include "controller/serving/sequence.h"
+
+namespace tessera::serving {
+
+struct SchedulerLimits {
+  int max_num_seqs = 64;
+  int max_num_batched_tokens = 512;
+};
+
+// What one sequence does in a step: feed tokens[start, start + n_tokens) and, when
+// `sample`, get its next token (only the chunk that reaches the end of the known tokens
+// samples).
+struct ScheduledChunk {
+  Sequence* seq = nullptr;
+  int64_t start = 0;
+  int32_t n_tokens = 0;
+  bool sample = false;
+};
+
+struct StepPlan {
+  std::vector<ScheduledChunk> chunks;
+  int preempted = 0;
+  int64_t prefill_tokens = 0;  // tokens of chunks that do not sample, or prompt chunks
+  int64_t decode_tokens = 0;   // one-token decodes
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerLimits limits, BlockManager* blocks);
+
+  // Queues a new sequence at the back of the waiting queue.
+  void Enqueue(std::unique_ptr<Sequence> seq);
+
+  // Plans the next step (reserving the blocks it needs). An empty plan while sequences wait
+  // means the head of the queue cannot fit even in an empty cache (see HeadCannotFit).
+  StepPlan Schedule();
+  // True when nothing runs and the first waiting sequence needs more blocks than the
+  // whole cache has: it can never run.
+  bool HeadCannotFit() const;
+
+  // Takes a sequence out (finished, cancelled or failed), freeing its blocks.
+  std::unique_ptr<Sequence> Remove(Sequence* seq);
+
+  // Running in admission order; waiting in queue order (preempted ones at the head).
+  const std::vector<std::unique_ptr<Sequence>>& running() const { return running_; }
+  const std::deque<std::unique_ptr<Sequence>>& waiting() const { return waiting_; }
+  bool empty() const { return running_.empty() && waiting_.empty(); }
+  int64_t preemptions() const { return preemptions_; }
+  // Swaps in another cache (a restarted worker group may report other geometry). Only
+  // when nothing holds blocks.
+  void set_blocks(BlockManager* blocks) { blocks_ = blocks; }
+
+ private:
+  void Preempt(size_t running_index);
+
+  SchedulerLimits limits_;
+  BlockManager* blocks_;
+  std::vector<std::unique_ptr<Sequence>> running_;
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  int64_t preemptions_ = 0;
+};
+
+}  // namespace tessera::serving

@@ -1,0 +1,545 @@
+#include "controller/serving/serving_engine.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "controller/serving/request_validation.h"
+#include "controller/serving/utf8_sanitizer.h"
+#include "nlohmann/json.hpp"
+
+namespace tessera::serving {
+
+namespace v1 = tessera::v1;
+
+namespace {
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// When the scheduler has work it cannot start (workers not ready, or waiting for blocks),
+// it looks again this often.
+constexpr auto kIdlePoll = std::chrono::milliseconds(10);
+
+}  // namespace
+
+// The engine as a handle sees it: null once the engine is gone.
+struct ServingEngine::Link {
+  std::mutex mu;
+  ServingEngine* engine = nullptr;
+};
+
+class ServingEngine::Handle : public RequestHandle {
+ public:
+  Handle(std::shared_ptr<CancelFlag> flag, std::shared_ptr<Link> link)
+      : flag_(std::move(flag)), link_(std::move(link)) {}
+
+  void Cancel() override {
+    if (flag_->cancelled.exchange(true)) return;
+    std::lock_guard<std::mutex> l(link_->mu);
+    if (link_->engine != nullptr) link_->engine->Poke();
+  }
+
+ private:
+  std::shared_ptr<CancelFlag> flag_;
+  std::shared_ptr<Link> link_;
+};
+
+ServingEngine::ServingEngine(StepRunner* runner, tokenizer::Tokenizer tokenizer,
+                             std::optional<chat::ChatTemplate> chat_template, ModelInfo info,
+                             EngineOptions options, EngineObserver* observer)
+    : runner_(runner),
+      tokenizer_(std::move(tokenizer)),
+      chat_template_(std::move(chat_template)),
+      info_(std::move(info)),
+      options_(options),
+      observer_(observer),
+      blocks_(std::make_unique<BlockManager>(0, 1)),
+      scheduler_({options.max_num_seqs, options.max_num_batched_tokens}, blocks_.get()),
+      link_(std::make_shared<Link>()) {
+  const int32_t n_vocab = std::max(info_.n_vocab, tokenizer_.vocab().size());
+  eog_.assign(static_cast<size_t>(n_vocab), false);
+  if (!info_.eog_token_ids.empty()) {
+    for (int32_t id : info_.eog_token_ids) {
+      if (id >= 0 && id < n_vocab) eog_[id] = true;
+    }
+  } else {
+    for (int32_t id = 0; id < tokenizer_.vocab().size(); ++id) {
+      eog_[id] = tokenizer_.vocab().IsEndOfGeneration(id);
+    }
+  }
+  link_->engine = this;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+ServingEngine::~ServingEngine() {
+  {
+    std::lock_guard<std::mutex> l(link_->mu);
+    link_->engine = nullptr;
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void ServingEngine::Poke() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    poked_ = true;
+  }
+  wake_.notify_all();
+}
+
+// ---- API side -------------------------------------------------------------------------
+
+int64_t ServingEngine::EffectiveMaxModelLen() const {
+  int64_t len = options_.max_model_len > 0 ? options_.max_model_len
+                : info_.max_model_len > 0  ? info_.max_model_len
+                                           : info_.context_length;
+  const int64_t capacity = blocks_->capacity_tokens();
+  if (capacity > 0 && (len <= 0 || len > capacity)) len = capacity;
+  return len;
+}
+
+int64_t ServingEngine::max_model_len() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return EffectiveMaxModelLen();
+}
+
+void ServingEngine::EnsureCache() {
+  if (!runner_->ready()) return;
+  const int n = runner_->n_blocks(), bs = runner_->block_size();
+  if (blocks_->total_blocks() == n && blocks_->block_size() == bs) return;
+  if (blocks_->used_blocks() > 0) return;  // swapped once the sequences holding blocks end
+  blocks_ = std::make_unique<BlockManager>(n, bs);
+  scheduler_.set_blocks(blocks_.get());
+}
+
+absl::StatusOr<std::unique_ptr<RequestHandle>> ServingEngine::Submit(GenerateRequest request,
+                                                                     EventSink sink) {
+  if (!runner_->ready()) {
+    return absl::UnavailableError("the model's workers are not ready; retry later");
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (draining_ || stop_) {
+    return absl::UnavailableError("the server is shutting down and accepts no new requests");
+  }
+  EnsureCache();
+  RequestLimits limits;
+  limits.max_model_len = EffectiveMaxModelLen();
+  limits.max_prompt_tokens =
+      options_.max_prompt_tokens > 0 ? options_.max_prompt_tokens : limits.max_model_len;
+  limits.n_vocab = static_cast<int32_t>(eog_.size());
+  limits.default_max_tokens = options_.default_max_tokens;
+  absl::StatusOr<int32_t> max_tokens = ValidateRequest(request, limits);
+  if (!max_tokens.ok()) return max_tokens.status();
+  if (static_cast<int>(scheduler_.waiting().size()) >= options_.max_waiting_requests) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the waiting queue is full (max-waiting-requests = ", options_.max_waiting_requests,
+        " requests); retry later"));
+  }
+
+  auto seq = std::make_unique<Sequence>();
+  seq->seq_id = next_seq_id_++;
+  seq->arrival = Clock::now();
+  seq->max_tokens = *max_tokens;
+  if (request.deadline.has_value()) {
+    seq->deadline = request.deadline;
+  } else if (options_.request_timeout > Clock::duration::zero()) {
+    seq->deadline = seq->arrival + options_.request_timeout;
+  }
+  seq->tokens = request.prompt_tokens;
+  seq->prompt_len = static_cast<int32_t>(request.prompt_tokens.size());
+  seq->text = std::make_unique<OutputText>(&tokenizer_, request.stop);
+  seq->cancel = std::make_shared<CancelFlag>();
+  seq->request = std::move(request);
+  seq->sink = std::move(sink);
+  auto handle = std::make_unique<Handle>(seq->cancel, link_);
+  scheduler_.Enqueue(std::move(seq));
+  poked_ = true;
+  lock.unlock();
+  wake_.notify_all();
+  return handle;
+}
+
+absl::StatusOr<std::vector<int32_t>> ServingEngine::Tokenize(const std::string& text,
+                                                             bool add_special) const {
+  tokenizer::EncodeOptions o;
+  o.add_special = add_special;
+  // Rendered chat templates spell their markers as text; as HF tokenizers and llama-server.
+  o.parse_special = true;
+  o.skip_duplicate_bos = true;
+  return tokenizer_.Encode(text, o);
+}
+
+absl::StatusOr<std::string> ServingEngine::Detokenize(const std::vector<int32_t>& ids) const {
+  absl::StatusOr<std::string> bytes = tokenizer_.Decode(ids);
+  if (!bytes.ok()) return bytes.status();
+  return SanitizeUtf8(*bytes);
+}
+
+absl::StatusOr<std::string> ServingEngine::RenderChat(const std::vector<ChatMessage>& messages,
+                                                      bool add_generation_prompt) const {
+  if (!chat_template_.has_value()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model ", info_.name, " has no chat template (configure chat-template)"));
+  }
+  nlohmann::ordered_json vars;
+  vars["messages"] = nlohmann::ordered_json::array();
+  for (const ChatMessage& m : messages) {
+    vars["messages"].push_back({{"role", m.role}, {"content", m.content}});
+  }
+  vars["add_generation_prompt"] = add_generation_prompt;
+  const tokenizer::SpecialTokenIds& sp = tokenizer_.vocab().special();
+  vars["bos_token"] = sp.bos >= 0 ? std::string(tokenizer_.Piece(sp.bos)) : "";
+  vars["eos_token"] = sp.eos >= 0 ? std::string(tokenizer_.Piece(sp.eos)) : "";
+  chat::AddHuggingFaceDefaults(&vars);
+  return chat_template_->Render(vars);
+}
+
+std::string ServingEngine::TokenText(int32_t id) const {
+  if (!tokenizer_.vocab().Contains(id)) return "";
+  return SanitizeUtf8(tokenizer_.Piece(id));
+}
+
+bool ServingEngine::ready() const {
+  if (!runner_->ready()) return false;
+  std::lock_guard<std::mutex> l(mu_);
+  return !draining_ && !stop_;
+}
+
+void ServingEngine::StartDrain() {
+  std::lock_guard<std::mutex> l(mu_);
+  draining_ = true;
+}
+
+int ServingEngine::InFlight() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return static_cast<int>(scheduler_.running().size() + scheduler_.waiting().size());
+}
+
+EngineStats ServingEngine::stats() const {
+  std::lock_guard<std::mutex> l(mu_);
+  EngineStats s = counters_;
+  s.running = static_cast<int>(scheduler_.running().size());
+  s.waiting = static_cast<int>(scheduler_.waiting().size());
+  s.kv_blocks_total = blocks_->total_blocks();
+  s.kv_blocks_used = blocks_->used_blocks();
+  s.kv_blocks_free = blocks_->free_blocks();
+  s.kv_usage = blocks_->usage();
+  s.block_size = blocks_->block_size();
+  s.preemptions = scheduler_.preemptions();
+  return s;
+}
+
+// ---- scheduler thread -----------------------------------------------------------------
+
+void ServingEngine::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    Outbox out;
+    poked_ = false;
+    ReapCancelledAndExpired(out);
+    bool ran = false;
+    if (!scheduler_.empty() && runner_->ready()) ran = RunOneStep(lock, out);
+    if (!out.events.empty()) {
+      lock.unlock();
+      Deliver(out);
+      lock.lock();
+    }
+    if (ran || stop_ || poked_) continue;
+    // Nothing to run now: sleep until a request arrives or is cancelled, the next deadline,
+    // or (with work waiting on the workers or on blocks) the next poll.
+    std::optional<Clock::time_point> until = NextDeadline();
+    if (!scheduler_.empty()) {
+      const Clock::time_point poll = Clock::now() + kIdlePoll;
+      if (!until.has_value() || *until > poll) until = poll;
+    }
+    auto woken = [this] { return stop_ || poked_; };
+    if (until.has_value()) {
+      wake_.wait_until(lock, *until, woken);
+    } else {
+      wake_.wait(lock, woken);
+    }
+  }
+  Outbox out;
+  FailAll(absl::UnavailableError("the serving engine shut down"), "internal", out);
+  lock.unlock();
+  Deliver(out);
+}
+
+std::optional<Clock::time_point> ServingEngine::NextDeadline() const {
+  std::optional<Clock::time_point> next;
+  auto look = [&](const auto& list) {
+    for (const auto& s : list) {
+      if (s->deadline.has_value() && (!next.has_value() || *s->deadline < *next)) {
+        next = s->deadline;
+      }
+    }
+  };
+  look(scheduler_.running());
+  look(scheduler_.waiting());
+  return next;
+}
+
+void ServingEngine::ReapCancelledAndExpired(Outbox& out) {
+  const Clock::time_point now = Clock::now();
+  std::vector<Sequence*> cancelled, expired;
+  auto look = [&](const auto& list) {
+    for (const auto& s : list) {
+      if (s->cancel->cancelled.load()) {
+        cancelled.push_back(s.get());
+      } else if (s->deadline.has_value() && now >= *s->deadline) {
+        expired.push_back(s.get());
+      }
+    }
+  };
+  look(scheduler_.running());
+  look(scheduler_.waiting());
+  for (Sequence* s : cancelled) {
+    GenerateEvent e;
+    e.finish_reason = "abort";
+    e.status = absl::CancelledError(
+        absl::StrCat("request ", s->request.request_id, " was cancelled by the client"));
+    Finish(s, std::move(e), "", out);
+  }
+  for (Sequence* s : expired) {
+    GenerateEvent e;
+    e.finish_reason = "abort";
+    e.status = absl::DeadlineExceededError(
+        absl::StrCat("request ", s->request.request_id, " exceeded its deadline after ",
+                     Seconds(now - s->arrival), " s (", s->generated(), " tokens generated)"));
+    Finish(s, std::move(e), "deadline_exceeded", out);
+  }
+}
+
+bool ServingEngine::RunOneStep(std::unique_lock<std::mutex>& lock, Outbox& out) {
+  EnsureCache();
+  const int64_t preemptions_before = scheduler_.preemptions();
+  StepPlan plan = scheduler_.Schedule();
+  for (int64_t i = preemptions_before; i < scheduler_.preemptions(); ++i) {
+    if (observer_ != nullptr) observer_->OnPreemption();
+  }
+  if (plan.chunks.empty()) {
+    if (!scheduler_.HeadCannotFit()) return false;
+    // Only when the workers came back with a smaller cache than the request was admitted
+    // for (Submit keeps prompt + max_tokens within the cache).
+    Sequence* head = scheduler_.waiting().front().get();
+    GenerateEvent e;
+    e.finish_reason = "abort";
+    e.status = absl::ResourceExhaustedError(absl::StrCat(
+        "request ", head->request.request_id, " needs ", blocks_->BlocksFor(head->uncomputed()),
+        " KV blocks; the cache has ", blocks_->total_blocks()));
+    Finish(head, std::move(e), "internal", out);
+    return true;
+  }
+
+  v1::StepRequest step;
+  step.set_step_id(next_step_id_++);
+  for (uint64_t id : to_release_) step.add_release_seq_ids(id);
+  to_release_.clear();
+  const Clock::time_point now = Clock::now();
+  for (const ScheduledChunk& c : plan.chunks) {
+    if (!c.seq->first_scheduled.has_value()) c.seq->first_scheduled = now;
+    AddToStep(c, step);
+  }
+
+  lock.unlock();
+  Deliver(out);
+  const Clock::time_point t0 = Clock::now();
+  absl::StatusOr<v1::StepResult> result = runner_->RunStep(step);
+  const double seconds = Seconds(Clock::now() - t0);
+  lock.lock();
+
+  ++counters_.steps;
+  if (observer_ != nullptr) {
+    const char* phase = plan.decode_tokens == 0    ? "prefill"
+                        : plan.prefill_tokens == 0 ? "decode"
+                                                   : "mixed";
+    observer_->OnStep(phase, seconds, static_cast<int>(plan.prefill_tokens + plan.decode_tokens));
+  }
+  if (!result.ok()) {
+    if (absl::IsUnavailable(result.status())) {
+      FailAll(result.status(), "worker_error", out);
+    } else {
+      FailChunks(plan,
+                 absl::InternalError(absl::StrCat("step ", step.step_id(),
+                                                  " failed: ", result.status().ToString())),
+                 out);
+    }
+    return true;
+  }
+  if (result->seqs_size() != static_cast<int>(plan.chunks.size())) {
+    FailChunks(plan,
+               absl::InternalError(absl::StrCat("step ", step.step_id(), ": the workers returned ",
+                                                result->seqs_size(), " sequences for ",
+                                                plan.chunks.size())),
+               out);
+    return true;
+  }
+  ApplyResult(plan, *result, out);
+  return true;
+}
+
+void ServingEngine::AddToStep(const ScheduledChunk& c, v1::StepRequest& step) {
+  Sequence& s = *c.seq;
+  v1::StepSequence* q = step.add_seqs();
+  q->set_seq_id(s.seq_id);
+  q->mutable_tokens()->Assign(s.tokens.begin() + c.start, s.tokens.begin() + c.start + c.n_tokens);
+  q->set_start_pos(c.start);
+  q->mutable_block_table()->Assign(s.block_table.begin(), s.block_table.end());
+  q->set_sample(c.sample);
+  if (s.sampler_created) return;
+  // The first step of the sequence creates its sampler on rank 0; after a preemption the
+  // same sampler goes on (its random draws and penalty history intact).
+  s.sampler_created = true;
+  q->set_new_sampler(true);
+  const GenerateRequest& r = s.request;
+  v1::SamplingParams* p = q->mutable_sampling();
+  p->set_temperature(r.sampling.temperature);
+  p->set_top_k(r.sampling.top_k);
+  p->set_top_p(r.sampling.top_p);
+  p->set_min_p(r.sampling.min_p);
+  p->set_repetition_penalty(r.sampling.repetition_penalty);
+  p->set_presence_penalty(r.sampling.presence_penalty);
+  p->set_frequency_penalty(r.sampling.frequency_penalty);
+  if (r.sampling.seed.has_value()) p->set_seed(*r.sampling.seed);
+  p->set_top_logprobs(r.top_logprobs);
+  // Only the repetition penalty looks at the prompt.
+  if (r.sampling.repetition_penalty != 1.0f) {
+    q->mutable_penalty_prompt()->Assign(r.prompt_tokens.begin(), r.prompt_tokens.end());
+  }
+}
+
+void ServingEngine::ApplyResult(const StepPlan& plan, const v1::StepResult& result, Outbox& out) {
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const ScheduledChunk& c = plan.chunks[i];
+    c.seq->num_computed += c.n_tokens;
+    // A cancelled request's token is dropped; the next loop finishes it.
+    if (!c.sample || c.seq->cancel->cancelled.load()) continue;
+    ApplyToken(c.seq, result.seqs(static_cast<int>(i)), out);
+  }
+}
+
+bool ServingEngine::IsStopToken(const Sequence& s, int32_t token) const {
+  if (!s.request.ignore_eos && token >= 0 && static_cast<size_t>(token) < eog_.size() &&
+      eog_[token]) {
+    return true;
+  }
+  const std::vector<int32_t>& ids = s.request.stop_token_ids;
+  return std::find(ids.begin(), ids.end(), token) != ids.end();
+}
+
+void ServingEngine::ApplyToken(Sequence* s, const v1::SequenceResult& r, Outbox& out) {
+  const int32_t token = r.token();
+  if (token < 0 || static_cast<size_t>(token) >= eog_.size()) {
+    GenerateEvent e;
+    e.finish_reason = "abort";
+    e.status =
+        absl::InternalError(absl::StrCat("the workers sampled token ", token, " for request ",
+                                         s->request.request_id, ", outside the vocabulary"));
+    Finish(s, std::move(e), "internal", out);
+    return;
+  }
+  const Clock::time_point now = Clock::now();
+  if (!s->first_token.has_value()) {
+    s->first_token = now;
+    if (observer_ != nullptr) observer_->OnFirstToken(Seconds(now - s->arrival));
+  } else if (observer_ != nullptr) {
+    observer_->OnToken(Seconds(now - *s->last_token));
+  }
+  s->last_token = now;
+  s->tokens.push_back(token);
+
+  GenerateEvent e;
+  e.token_ids.push_back(token);
+  if (s->request.logprobs || s->request.top_logprobs > 0) {
+    TokenLogprobs lp;
+    lp.token = token;
+    lp.logprob = r.logprob();
+    for (const v1::TokenLogprob& t : r.top_logprobs()) lp.top.emplace_back(t.token(), t.logprob());
+    e.logprobs.push_back(std::move(lp));
+  }
+  // A stop token's own text is not part of the answer (vLLM, OpenAI).
+  std::string reason;
+  if (IsStopToken(*s, token)) {
+    reason = "stop";
+  } else if (s->text->Append(token, &e.text)) {
+    reason = "stop";
+  } else if (s->generated() >= s->max_tokens ||
+             static_cast<int64_t>(s->tokens.size()) >= EffectiveMaxModelLen()) {
+    reason = "length";
+  }
+  if (reason.empty()) {
+    out.events.push_back({&s->sink, std::move(e)});
+    return;
+  }
+  s->text->Finish(&e.text);
+  e.finish_reason = reason;
+  Finish(s, std::move(e), "", out);
+}
+
+void ServingEngine::Finish(Sequence* s, GenerateEvent e, const std::string& failure_reason,
+                           Outbox& out) {
+  const Clock::time_point now = Clock::now();
+  e.finished = true;
+  e.usage.prompt_tokens = s->prompt_len;
+  e.usage.completion_tokens = s->generated();
+  if (!e.status.ok()) {
+    (absl::IsCancelled(e.status) ? counters_.cancelled : counters_.failed) += 1;
+  } else if (e.finish_reason == "length") {
+    ++counters_.finished_length;
+  } else {
+    ++counters_.finished_stop;
+  }
+  if (observer_ != nullptr) {
+    RequestTimings t;
+    t.e2e = Seconds(now - s->arrival);
+    t.queue = Seconds(s->first_scheduled.value_or(now) - s->arrival);
+    if (s->first_token.has_value()) {
+      t.has_first_token = true;
+      t.ttft = Seconds(*s->first_token - s->arrival);
+      t.prefill = Seconds(*s->first_token - s->first_scheduled.value_or(*s->first_token));
+      t.decode = Seconds(now - *s->first_token);
+    }
+    t.prompt_tokens = s->prompt_len;
+    t.generation_tokens = s->generated();
+    observer_->OnRequestFinished(t, e.finish_reason, failure_reason);
+  }
+  if (s->sampler_created) to_release_.push_back(s->seq_id);
+  std::unique_ptr<Sequence> owned = scheduler_.Remove(s);
+  out.events.push_back({&owned->sink, std::move(e)});
+  out.finished.push_back(std::move(owned));
+}
+
+void ServingEngine::FailAll(const absl::Status& status, const std::string& failure_reason,
+                            Outbox& out) {
+  std::vector<Sequence*> all;
+  for (const auto& s : scheduler_.running()) all.push_back(s.get());
+  for (const auto& s : scheduler_.waiting()) all.push_back(s.get());
+  for (Sequence* s : all) {
+    GenerateEvent e;
+    e.finish_reason = "abort";
+    e.status = status;
+    Finish(s, std::move(e), failure_reason, out);
+  }
+}
+
+void ServingEngine::FailChunks(const StepPlan& plan, const absl::Status& status, Outbox& out) {
+  for (const ScheduledChunk& c : plan.chunks) {
+    GenerateEvent e;
+    e.finish_reason = "abort";
+    e.status = status;
+    Finish(c.seq, std::move(e), "internal", out);
+  }
+}
+
+void ServingEngine::Deliver(Outbox& out) {
+  for (Delivery& d : out.events) (*d.sink)(std::move(d.event));
+  out.events.clear();
+  out.finished.clear();
+}
+
+}  // namespace tessera::serving

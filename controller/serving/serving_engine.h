@@ -1,0 +1,165 @@
+// The Engine the API layers use, implemented by continuous batching over a StepRunner:
+// a scheduler thread admits requests (scheduler.h), keeps the KV blocks (block_manager.h),
+// builds each tessera::v1::StepRequest, runs it, and turns the sampled tokens into
+// GenerateEvents (text with stop strings and U+FFFD for invalid bytes, log-probabilities,
+// usage).
+//
+//   ServingEngine engine(&worker_group, std::move(tokenizer), std::move(chat_template),
+//                        info, options, &metrics_observer);
+//   auto handle = engine.Submit(std::move(request), [conn](GenerateEvent e) { ... });
+//   ...
+//   (*handle)->Cancel();  // the client went away
+//
+// Failures: a step that fails with UNAVAILABLE (a worker died) fails every request in
+// flight with that status and frees their blocks; the engine keeps serving once the
+// runner is ready again.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/chat/template.h"
+#include "common/tokenizer/tokenizer.h"
+#include "controller/serving/block_manager.h"
+#include "controller/serving/engine.h"
+#include "controller/serving/engine_observer.h"
+#include "controller/serving/scheduler.h"
+#include "controller/serving/step_runner.h"
+
+namespace tessera::serving {
+
+struct EngineOptions {
+  // Sequences in one step.
+  int max_num_seqs = 64;
+  // Tokens fed to the model in one step (prefill chunks plus decodes).
+  int max_num_batched_tokens = 512;
+  // Requests queued beyond it are refused with RESOURCE_EXHAUSTED.
+  int max_waiting_requests = 256;
+  // 0: max_model_len.
+  int64_t max_prompt_tokens = 0;
+  // Prompt + generated tokens. 0: ModelInfo::max_model_len, else its context_length. Never
+  // more than the KV cache holds (block_size * n_blocks), so one sequence always fits.
+  int64_t max_model_len = 0;
+  // Applies to requests without their own deadline; zero: none.
+  std::chrono::steady_clock::duration request_timeout{0};
+  // max_tokens of requests that give none (clamped to the context left); 0: up to the
+  // context length, as vLLM.
+  int32_t default_max_tokens = 0;
+};
+
+struct EngineStats {
+  int running = 0;
+  int waiting = 0;
+  int kv_blocks_total = 0;
+  int kv_blocks_used = 0;
+  int kv_blocks_free = 0;
+  double kv_usage = 0;  // used / total
+  int block_size = 0;
+  int64_t preemptions = 0;
+  int64_t steps = 0;
+  // Requests ended, by how.
+  int64_t finished_stop = 0;
+  int64_t finished_length = 0;
+  int64_t cancelled = 0;
+  int64_t failed = 0;  // worker errors, deadlines, internal errors
+};
+
+class ServingEngine : public Engine {
+ public:
+  // `runner` and `observer` (optional) must outlive the engine. The model's end-of-generation
+  // ids are info.eog_token_ids, or when empty the tokenizer's. Starts the scheduler thread.
+  ServingEngine(StepRunner* runner, tokenizer::Tokenizer tokenizer,
+                std::optional<chat::ChatTemplate> chat_template, ModelInfo info,
+                EngineOptions options, EngineObserver* observer = nullptr);
+  // Stops the scheduler thread; requests still in flight receive UNAVAILABLE.
+  ~ServingEngine() override;
+
+  ServingEngine(const ServingEngine&) = delete;
+  ServingEngine& operator=(const ServingEngine&) = delete;
+
+  absl::StatusOr<std::unique_ptr<RequestHandle>> Submit(GenerateRequest request,
+                                                        EventSink sink) override;
+  const ModelInfo& info() const override { return info_; }
+  absl::StatusOr<std::vector<int32_t>> Tokenize(const std::string& text,
+                                                bool add_special) const override;
+  absl::StatusOr<std::string> Detokenize(const std::vector<int32_t>& ids) const override;
+  absl::StatusOr<std::string> RenderChat(const std::vector<ChatMessage>& messages,
+                                         bool add_generation_prompt) const override;
+  std::string TokenText(int32_t id) const override;
+  // The runner is ready and the engine is not draining.
+  bool ready() const override;
+  void StartDrain() override;
+  int InFlight() const override;
+
+  EngineStats stats() const;
+  // The limits in force (max_model_len resolved against the model and the cache).
+  int64_t max_model_len() const;
+
+ private:
+  struct Link;
+  class Handle;
+  struct Delivery {
+    EventSink* sink;  // owned by a Sequence kept alive until delivered (see Deliver)
+    GenerateEvent event;
+  };
+  // What the scheduler thread hands to sinks after releasing the lock.
+  struct Outbox {
+    std::vector<Delivery> events;
+    std::vector<std::unique_ptr<Sequence>> finished;  // kept alive for their sinks
+  };
+
+  void Loop();
+  // With mu_ held.
+  void EnsureCache();
+  int64_t EffectiveMaxModelLen() const;
+  void ReapCancelledAndExpired(Outbox& out);
+  // Plans and runs one step; false when there was nothing to run.
+  bool RunOneStep(std::unique_lock<std::mutex>& lock, Outbox& out);
+  void AddToStep(const ScheduledChunk& chunk, tessera::v1::StepRequest& step);
+  void ApplyResult(const StepPlan& plan, const tessera::v1::StepResult& result, Outbox& out);
+  void ApplyToken(Sequence* seq, const tessera::v1::SequenceResult& r, Outbox& out);
+  bool IsStopToken(const Sequence& seq, int32_t token) const;
+  // Takes the sequence out (freeing its blocks and, once it had a sampler, releasing it on
+  // the workers) and queues its last event.
+  void Finish(Sequence* seq, GenerateEvent event, const std::string& failure_reason, Outbox& out);
+  void FailAll(const absl::Status& status, const std::string& failure_reason, Outbox& out);
+  void FailChunks(const StepPlan& plan, const absl::Status& status, Outbox& out);
+  void Poke();
+  std::optional<Clock::time_point> NextDeadline() const;
+  // Without mu_.
+  static void Deliver(Outbox& out);
+
+  StepRunner* const runner_;
+  const tokenizer::Tokenizer tokenizer_;
+  const std::optional<chat::ChatTemplate> chat_template_;
+  const ModelInfo info_;
+  const EngineOptions options_;
+  EngineObserver* const observer_;
+  std::vector<bool> eog_;  // by token id
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  bool draining_ = false;
+  uint64_t next_seq_id_ = 1;
+  uint64_t next_step_id_ = 1;
+  std::unique_ptr<BlockManager> blocks_;
+  Scheduler scheduler_;
+  std::vector<uint64_t> to_release_;  // seq ids whose samplers the next step drops
+  EngineStats counters_;              // the cumulative fields
+  bool poked_ = false;                // Submit or Cancel since the loop last looked
+  // Lets a RequestHandle that outlives the engine call Cancel safely.
+  std::shared_ptr<Link> link_;
+  std::thread thread_;
+};
+
+}  // namespace tessera::serving
