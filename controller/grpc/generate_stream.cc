@@ -1,0 +1,191 @@
+#include "controller/grpc/generate_stream.h"
+
+#include <chrono>
+#include <utility>
+
+#include "controller/grpc/response_convert.h"
+#include "controller/grpc/status_codes.h"
+
+namespace tessera::grpc_api {
+
+struct GenerateStream::Mailbox {
+  std::mutex mu;
+  GenerateStream* stream = nullptr;  // null once the call is done
+};
+
+namespace {
+
+// The call's deadline on the engine's clock; nullopt when the client set none.
+std::optional<std::chrono::steady_clock::time_point> EngineDeadline(
+    const grpc::CallbackServerContext& context) {
+  const auto deadline = context.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return std::nullopt;
+  const auto left = deadline - std::chrono::system_clock::now();
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
+}
+
+}  // namespace
+
+GenerateStream* GenerateStream::Start(CallGuard* guard, grpc::CallbackServerContext* context,
+                                      std::string method, grpc::Status refusal,
+                                      absl::StatusOr<serving::GenerateRequest> request) {
+  auto* stream = new GenerateStream(guard, context, std::move(method));
+  if (!refusal.ok()) {
+    stream->FinishNow(std::move(refusal));
+  } else if (!request.ok()) {
+    stream->FinishNow(ToGrpcStatus(request.status()));
+  } else {
+    stream->Submit(*std::move(request));
+  }
+  return stream;
+}
+
+GenerateStream::GenerateStream(CallGuard* guard, grpc::CallbackServerContext* context,
+                               std::string method)
+    : guard_(guard),
+      context_(context),
+      method_(std::move(method)),
+      mailbox_(std::make_shared<Mailbox>()) {
+  mailbox_->stream = this;
+  guard_->StreamStarted();
+}
+
+void GenerateStream::FinishNow(grpc::Status status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    finish_called_ = true;
+  }
+  guard_->BeforeFinish(context_, method_, status);
+  Finish(status);
+}
+
+void GenerateStream::Submit(serving::GenerateRequest request) {
+  if (request.request_id.empty()) request.request_id = guard_->NewRequestId();
+  request.deadline = EngineDeadline(*context_);
+  request_id_ = request.request_id;
+  std::shared_ptr<Mailbox> mailbox = mailbox_;
+  absl::StatusOr<std::unique_ptr<serving::RequestHandle>> handle =
+      guard_->engine().Submit(std::move(request), [mailbox](serving::GenerateEvent event) {
+        std::lock_guard<std::mutex> lock(mailbox->mu);
+        if (mailbox->stream != nullptr) mailbox->stream->OnEvent(std::move(event));
+      });
+  if (!handle.ok()) {
+    FinishNow(ToGrpcStatus(handle.status()));
+    return;
+  }
+  bool cancel_now = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    handle_ = *std::move(handle);
+    cancel_now = cancelled_;
+  }
+  // A cancel that came while Submit ran found no handle to cancel.
+  if (cancel_now) handle_->Cancel();
+}
+
+void GenerateStream::OnEvent(serving::GenerateEvent event) {
+  Action action;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finish_called_) return;
+    if (event.finished && !event.status.ok()) {
+      // A failed request ends with its status, not with a finish_reason and usage.
+      event.finished = false;
+      engine_finished_ = true;
+      final_status_ = ToGrpcStatus(event.status);
+    } else if (event.finished) {
+      engine_finished_ = true;
+    }
+    AppendEvent(event, guard_->engine(), &pending_);
+    action = NextActionLocked();
+  }
+  Act(action);
+}
+
+GenerateStream::Action GenerateStream::NextActionLocked() {
+  if (finish_called_ || writing_) return Action::kNone;
+  if (cancelled_) {
+    final_status_ = CancelledStatus();
+    finish_called_ = true;
+    return Action::kFinish;
+  }
+  if (!IsEmptyChunk(pending_)) {
+    in_flight_ = std::move(pending_);
+    pending_.Clear();
+    in_flight_.set_request_id(request_id_);
+    writing_ = true;
+    return Action::kWrite;
+  }
+  if (engine_finished_) {
+    finish_called_ = true;
+    return Action::kFinish;
+  }
+  return Action::kNone;
+}
+
+void GenerateStream::Act(Action action) {
+  switch (action) {
+    case Action::kNone:
+      return;
+    case Action::kWrite:
+      StartWrite(&in_flight_);
+      return;
+    case Action::kFinish:
+      // final_status_ is no longer written by anyone once finish_called_ is set.
+      guard_->BeforeFinish(context_, method_, final_status_);
+      Finish(final_status_);
+      return;
+  }
+}
+
+void GenerateStream::OnWriteDone(bool ok) {
+  Action action;
+  bool cancel_engine = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_ = false;
+    if (!ok && !cancelled_) {
+      // The stream broke (client gone): stop generating for it.
+      cancelled_ = true;
+      cancel_engine = handle_ != nullptr;
+    }
+    action = NextActionLocked();
+  }
+  if (cancel_engine) handle_->Cancel();
+  Act(action);
+}
+
+void GenerateStream::OnCancel() {
+  Action action;
+  bool cancel_engine = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!cancelled_) {
+      cancelled_ = true;
+      cancel_engine = handle_ != nullptr;
+    }
+    action = NextActionLocked();
+  }
+  // Outside mu_: the engine may deliver its CANCELLED event from inside Cancel().
+  if (cancel_engine) handle_->Cancel();
+  Act(action);
+}
+
+void GenerateStream::OnDone() {
+  {
+    std::lock_guard<std::mutex> lock(mailbox_->mu);
+    mailbox_->stream = nullptr;
+  }
+  guard_->StreamDone();
+  delete this;
+}
+
+grpc::Status GenerateStream::CancelledStatus() const {
+  if (context_->deadline() <= std::chrono::system_clock::now()) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "the call's deadline passed");
+  }
+  return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the call");
+}
+
+}  // namespace tessera::grpc_api

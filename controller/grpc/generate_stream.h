@@ -1,0 +1,69 @@
+// One streaming Generate or Chat call: submits the request to the engine and writes its
+// events to the client as they come.
+//
+// Threads: the engine calls the sink on its own thread; gRPC calls OnWriteDone / OnCancel /
+// OnDone on its callback threads. Decisions (what to write next, whether to finish) are
+// taken under mu_; the gRPC operations themselves are started outside it, one write at a
+// time. Events that arrive while a write is in flight are merged into the next chunk, so a
+// slow client costs memory proportional to its unread output, never a blocked engine.
+//
+// Lifetime: gRPC owns the reactor until OnDone, which deletes it. The engine's sink holds
+// only a shared Mailbox that OnDone disconnects, so an event arriving after the call ended
+// (the engine's CANCELLED event after a client cancel) is dropped safely.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "controller/grpc/call_guard.h"
+#include "controller/serving/engine.h"
+#include "tessera/v1/inference.pb.h"
+
+namespace tessera::grpc_api {
+
+class GenerateStream : public grpc::ServerWriteReactor<tessera::v1::GenerateResponse> {
+ public:
+  // Starts the call: finishes it at once with `refusal` (non-OK) or a failed `request`,
+  // otherwise submits the request. `method` names the call for the observer.
+  static GenerateStream* Start(CallGuard* guard, grpc::CallbackServerContext* context,
+                               std::string method, grpc::Status refusal,
+                               absl::StatusOr<serving::GenerateRequest> request);
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  struct Mailbox;
+  enum class Action { kNone, kWrite, kFinish };
+
+  GenerateStream(CallGuard* guard, grpc::CallbackServerContext* context, std::string method);
+  void Submit(serving::GenerateRequest request);
+  void OnEvent(serving::GenerateEvent event);  // engine thread, under the mailbox's lock
+  Action NextActionLocked();
+  void Act(Action action);
+  void FinishNow(grpc::Status status);  // for calls that never reached the engine
+  grpc::Status CancelledStatus() const;
+
+  CallGuard* const guard_;
+  grpc::CallbackServerContext* const context_;
+  const std::string method_;
+  std::shared_ptr<Mailbox> mailbox_;
+
+  std::mutex mu_;
+  std::unique_ptr<serving::RequestHandle> handle_;  // set once Submit returned
+  std::string request_id_;
+  tessera::v1::GenerateResponse pending_;    // not yet handed to gRPC
+  tessera::v1::GenerateResponse in_flight_;  // being written; untouched until OnWriteDone
+  bool writing_ = false;
+  bool engine_finished_ = false;
+  grpc::Status final_status_;
+  bool cancelled_ = false;  // client cancel, deadline, or a failed write
+  bool finish_called_ = false;
+};
+
+}  // namespace tessera::grpc_api

@@ -1,0 +1,116 @@
+#include "controller/grpc/grpc_server.h"
+
+#include <grpc/grpc.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace tessera::grpc_api {
+namespace {
+
+constexpr char kServiceName[] = "tessera.v1.Inference";
+
+std::string HostPort(const std::string& host, int port) {
+  const bool ipv6 = host.find(':') != std::string::npos && host.front() != '[';
+  return ipv6 ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(serving::Engine* engine,
+                                                              GrpcServerOptions options) {
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("grpc port: expected 0..65535, got ", options.port));
+  }
+  if (options.max_message_bytes <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "grpc max message size: expected a positive byte count, got ", options.max_message_bytes));
+  }
+  std::unique_ptr<GrpcServer> server(new GrpcServer(engine, std::move(options)));
+  const GrpcServerOptions& opts = server->options_;
+
+  // Both are process-wide switches that take effect for servers built after them.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+
+  grpc::ServerBuilder builder;
+  const std::string listen = HostPort(opts.host, opts.port);
+  int bound_port = 0;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &bound_port);
+  builder.RegisterService(server->service_.get());
+  builder.SetMaxReceiveMessageSize(opts.max_message_bytes);
+  builder.SetMaxSendMessageSize(opts.max_message_bytes);
+  // gRPC sets SO_REUSEPORT by default: a second daemon on the same port would then share
+  // its connections silently instead of failing to start.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || bound_port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("grpc: cannot listen on ", listen, " (address in use or not local?)"));
+  }
+  server->port_ = bound_port;
+  server->address_ = HostPort(opts.host, bound_port);
+  server->UpdateHealth();
+  server->health_thread_ = std::thread([s = server.get()] { s->HealthLoop(); });
+  return server;
+}
+
+GrpcServer::GrpcServer(serving::Engine* engine, GrpcServerOptions options)
+    : engine_(engine), options_(std::move(options)) {
+  guard_ = std::make_unique<CallGuard>(engine_, options_.api_key, options_.retry_after_seconds,
+                                       options_.observer);
+  service_ = std::make_unique<InferenceService>(guard_.get());
+}
+
+GrpcServer::~GrpcServer() { Shutdown(std::chrono::system_clock::now()); }
+
+void GrpcServer::StopAccepting() {
+  guard_->StopAccepting();
+  UpdateHealth();
+}
+
+void GrpcServer::Shutdown(std::chrono::system_clock::time_point deadline) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (health_thread_.joinable()) health_thread_.join();
+  guard_->StopAccepting();
+  if (server_ != nullptr) {
+    // Marks every health status NOT_SERVING and ends Watch streams.
+    if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
+      health->Shutdown();
+    }
+    server_->Shutdown(deadline);
+    server_->Wait();
+  }
+}
+
+void GrpcServer::HealthLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    wake_.wait_for(lock, options_.health_poll_interval);
+    if (stopping_) break;
+    lock.unlock();
+    UpdateHealth();
+    lock.lock();
+  }
+}
+
+void GrpcServer::UpdateHealth() {
+  const bool serving = guard_->accepting() && engine_->ready();
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  if (health == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_ || last_serving_ == static_cast<int>(serving)) return;
+  last_serving_ = serving;
+  health->SetServingStatus(serving);
+  health->SetServingStatus(kServiceName, serving);
+}
+
+}  // namespace tessera::grpc_api

@@ -1,0 +1,536 @@
+// tessera_grpc_api end to end: the real GrpcServer on a loopback port over the EchoEngine
+// (tests/support/echo_engine.h, which echoes its prompt), driven by the generated C++ stub.
+// Expected tokens and text follow from the prompt by hand (ids are bytes, BOS 256, EOS 257).
+#include <chrono>
+#include <future>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include "controller/grpc/api_key.h"
+#include "controller/grpc/grpc_server.h"
+#include "controller/grpc/utf8_text.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tessera/v1/inference.grpc.pb.h"
+#include "tests/support/echo_engine.h"
+
+namespace tessera::grpc_api {
+namespace {
+
+namespace v1 = tessera::v1;
+using ::tessera::testing::EchoEngine;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD
+
+struct StreamResult {
+  std::vector<v1::GenerateResponse> chunks;
+  grpc::Status status;
+  std::multimap<std::string, std::string> trailers;
+
+  std::vector<int32_t> ids() const {
+    std::vector<int32_t> out;
+    for (const auto& c : chunks) out.insert(out.end(), c.token_ids().begin(), c.token_ids().end());
+    return out;
+  }
+  std::string text() const {
+    std::string out;
+    for (const auto& c : chunks) out += c.text();
+    return out;
+  }
+};
+
+// Polls `done` for up to two seconds: the server finishes its side of a call (OnDone,
+// engine cancel) shortly after the client has seen the status.
+template <typename Pred>
+bool WaitUntil(Pred done) {
+  for (int i = 0; i < 400 && !done(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return done();
+}
+
+template <typename Reader>
+StreamResult Drain(grpc::ClientContext* context, Reader reader) {
+  StreamResult r;
+  v1::GenerateResponse chunk;
+  while (reader->Read(&chunk)) r.chunks.push_back(chunk);
+  r.status = reader->Finish();
+  for (const auto& [k, v] : context->GetServerTrailingMetadata()) {
+    r.trailers.emplace(std::string(k.data(), k.size()), std::string(v.data(), v.size()));
+  }
+  return r;
+}
+
+class GrpcApiTest : public ::testing::Test {
+ protected:
+  void StartServer(GrpcServerOptions options = {}) {
+    options.port = 0;
+    options.health_poll_interval = std::chrono::milliseconds(10);
+    options.observer = [this](const std::string& method, grpc::StatusCode code) {
+      std::lock_guard<std::mutex> lock(observed_mu_);
+      observed_.emplace_back(method, code);
+    };
+    absl::StatusOr<std::unique_ptr<GrpcServer>> server = GrpcServer::Start(&engine_, options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    channel_ = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
+    stub_ = v1::Inference::NewStub(channel_);
+  }
+  void SetUp() override { StartServer(); }
+  void TearDown() override { server_.reset(); }
+
+  StreamResult Generate(const v1::GenerateRequest& request, const std::string& key = "") {
+    grpc::ClientContext context;
+    if (!key.empty()) context.AddMetadata("authorization", "Bearer " + key);
+    return Drain(&context, stub_->Generate(&context, request));
+  }
+  static v1::GenerateRequest TextRequest(const std::string& text) {
+    v1::GenerateRequest r;
+    r.set_text(text);
+    return r;
+  }
+
+  // grpc.health.v1.Health/Check with hand-encoded messages: request {service = 1}, response
+  // {status = 1} where SERVING = 1, NOT_SERVING = 2.
+  int HealthStatus(const std::string& service = "") {
+    grpc::GenericStub generic(channel_);
+    std::string request_bytes;
+    if (!service.empty()) {
+      request_bytes = std::string("\x0A", 1) + static_cast<char>(service.size()) + service;
+    }
+    grpc::Slice slice(request_bytes);
+    grpc::ByteBuffer request(&slice, 1), response;
+    grpc::ClientContext context;
+    std::promise<grpc::Status> done;
+    generic.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+                      &response, [&](grpc::Status s) { done.set_value(s); });
+    grpc::Status status = done.get_future().get();
+    if (!status.ok()) return -static_cast<int>(status.error_code());
+    std::vector<grpc::Slice> slices;
+    EXPECT_TRUE(response.Dump(&slices).ok());
+    std::string bytes;
+    for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    if (bytes.size() == 2 && bytes[0] == '\x08') return bytes[1];
+    return 0;  // UNKNOWN
+  }
+
+  int WaitForHealth(int want) {
+    int got = 0;
+    for (int i = 0; i < 200 && (got = HealthStatus()) != want; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return got;
+  }
+
+  std::vector<std::pair<std::string, grpc::StatusCode>> observed() {
+    std::lock_guard<std::mutex> lock(observed_mu_);
+    return observed_;
+  }
+
+  EchoEngine engine_;
+  std::unique_ptr<GrpcServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Inference::Stub> stub_;
+  std::mutex observed_mu_;
+  std::vector<std::pair<std::string, grpc::StatusCode>> observed_;
+};
+
+TEST_F(GrpcApiTest, GenerateStreamsTheEchoThenFinishAndUsageOnTheLastChunk) {
+  v1::GenerateRequest request = TextRequest("hi");
+  request.set_request_id("req-1");
+  StreamResult r = Generate(request);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_THAT(r.ids(), ElementsAre('h', 'i', EchoEngine::kEos));
+  EXPECT_EQ(r.text(), "hi");
+  ASSERT_FALSE(r.chunks.empty());
+  for (size_t i = 0; i + 1 < r.chunks.size(); ++i) {
+    EXPECT_EQ(r.chunks[i].finish_reason(), "") << "chunk " << i;
+    EXPECT_FALSE(r.chunks[i].has_usage()) << "chunk " << i;
+  }
+  const v1::GenerateResponse& last = r.chunks.back();
+  EXPECT_EQ(last.finish_reason(), "stop");
+  EXPECT_EQ(last.usage().prompt_tokens(), 3);  // BOS h i
+  EXPECT_EQ(last.usage().completion_tokens(), 3);
+  EXPECT_EQ(last.usage().total_tokens(), 6);
+  for (const auto& c : r.chunks) EXPECT_EQ(c.request_id(), "req-1");
+  EXPECT_THAT(engine_.last_request()->prompt_tokens, ElementsAre(EchoEngine::kBos, 'h', 'i'));
+}
+
+TEST_F(GrpcApiTest, MaxTokensEndsWithLength) {
+  v1::GenerateRequest request = TextRequest("hello");
+  request.mutable_options()->set_max_tokens(2);
+  StreamResult r = Generate(request);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_THAT(r.ids(), ElementsAre('h', 'e'));
+  EXPECT_EQ(r.chunks.back().finish_reason(), "length");
+  EXPECT_EQ(r.chunks.back().usage().completion_tokens(), 2);
+  EXPECT_FALSE(r.chunks.back().request_id().empty());  // the server made one
+}
+
+TEST_F(GrpcApiTest, OddModelBytesAreReplacedTextNotAnError) {
+  v1::GenerateRequest request;
+  request.mutable_token_ids()->add_ids(0xE2);  // a lone lead byte
+  request.mutable_token_ids()->add_ids('a');
+  request.mutable_token_ids()->add_ids(0xFF);  // never valid in UTF-8
+  StreamResult r = Generate(request);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_THAT(r.ids(), ElementsAre(0xE2, 'a', 0xFF, EchoEngine::kEos));
+  EXPECT_EQ(r.text(), std::string(kReplacement) + "a" + kReplacement);
+  EXPECT_EQ(r.chunks.back().usage().prompt_tokens(), 3);  // ids used as given, no BOS
+}
+
+TEST_F(GrpcApiTest, LogprobsCarryTokenTextBytesAndAlternatives) {
+  v1::GenerateRequest request = TextRequest("ab");
+  request.mutable_options()->set_logprobs(true);
+  request.mutable_options()->set_top_logprobs(2);
+  StreamResult r = Generate(request);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  std::vector<v1::TokenLogprob> lps;
+  for (const auto& c : r.chunks) {
+    EXPECT_EQ(c.logprobs_size(), c.token_ids_size());
+    lps.insert(lps.end(), c.logprobs().begin(), c.logprobs().end());
+  }
+  ASSERT_EQ(lps.size(), 3u);
+  EXPECT_EQ(lps[0].token(), 'a');
+  EXPECT_EQ(lps[0].text(), "a");
+  EXPECT_EQ(lps[0].bytes(), "a");
+  EXPECT_FLOAT_EQ(lps[0].logprob(), -0.125f);
+  EXPECT_FLOAT_EQ(lps[1].logprob(), -0.25f);
+  ASSERT_EQ(lps[1].top_logprobs_size(), 2);
+  EXPECT_EQ(lps[1].top_logprobs(1).token(), 'c');  // 'b' + 1
+  EXPECT_EQ(lps[1].top_logprobs(1).text(), "c");
+  EXPECT_FLOAT_EQ(lps[1].top_logprobs(1).logprob(), -1.25f);
+}
+
+TEST_F(GrpcApiTest, SamplingFieldsReachTheEngineAndAbsentOnesTakeDefaults) {
+  v1::GenerateRequest request = TextRequest("x");
+  request.mutable_sampling()->set_temperature(0.0f);
+  request.mutable_sampling()->set_top_k(5);
+  request.mutable_sampling()->set_seed(42);
+  request.mutable_sampling()->set_frequency_penalty(0.5f);
+  request.mutable_options()->add_stop("\n\n");
+  request.mutable_options()->add_stop_token_ids(7);
+  request.mutable_options()->set_ignore_eos(true);
+  ASSERT_TRUE(Generate(request).status.ok());
+  const serving::GenerateRequest got = *engine_.last_request();
+  EXPECT_EQ(got.sampling.temperature, 0.0f);
+  EXPECT_EQ(got.sampling.top_k, 5);
+  EXPECT_EQ(got.sampling.seed, 42u);
+  EXPECT_EQ(got.sampling.frequency_penalty, 0.5f);
+  EXPECT_EQ(got.sampling.top_p, 1.0f);
+  EXPECT_EQ(got.sampling.repetition_penalty, 1.0f);
+  EXPECT_THAT(got.stop, ElementsAre("\n\n"));
+  EXPECT_THAT(got.stop_token_ids, ElementsAre(7));
+  EXPECT_TRUE(got.ignore_eos);
+  EXPECT_FALSE(got.logprobs);
+}
+
+TEST_F(GrpcApiTest, BadParametersAreInvalidArgumentNamingTheField) {
+  v1::GenerateRequest request = TextRequest("x");
+  request.mutable_sampling()->set_temperature(-1.0f);
+  StreamResult r = Generate(request);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("temperature"));
+
+  request = TextRequest("x");
+  request.mutable_sampling()->set_top_p(1.5f);
+  EXPECT_THAT(Generate(request).status.error_message(), HasSubstr("top_p"));
+
+  request.Clear();  // no prompt at all
+  EXPECT_EQ(Generate(request).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  request.mutable_token_ids()->add_ids(EchoEngine::kVocab);
+  r = Generate(request);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("outside the vocabulary"));
+
+  request = TextRequest("x");
+  request.set_model("gpt-4");
+  EXPECT_EQ(Generate(request).status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(engine_.submits(), 0);
+}
+
+TEST_F(GrpcApiTest, ChatRendersMessagesWithTheTemplate) {
+  v1::ChatRequest request;
+  auto* m = request.add_messages();
+  m->set_role("user");
+  m->set_content("hi");
+  grpc::ClientContext context;
+  StreamResult r = Drain(&context, stub_->Chat(&context, request));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  const std::string rendered = "<|user|>hi\n<|assistant|>";
+  EXPECT_EQ(r.text(), rendered);
+  EXPECT_EQ(r.chunks.back().finish_reason(), "stop");
+  EXPECT_EQ(r.chunks.back().usage().prompt_tokens(), 1 + static_cast<int>(rendered.size()));
+
+  grpc::ClientContext empty_context;
+  v1::ChatRequest empty;
+  StreamResult e = Drain(&empty_context, stub_->Chat(&empty_context, empty));
+  EXPECT_EQ(e.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(e.status.error_message(), HasSubstr("messages"));
+}
+
+TEST_F(GrpcApiTest, TokenizeAndDetokenize) {
+  v1::TokenizeRequest request;
+  request.set_text("ab");
+  v1::TokenizeResponse response;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub_->Tokenize(&context, request, &response).ok());
+  }
+  EXPECT_THAT(response.token_ids(), ElementsAre(EchoEngine::kBos, 'a', 'b'));
+  EXPECT_THAT(response.tokens(), ElementsAre("<s>", "a", "b"));
+  request.set_add_special_tokens(false);
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub_->Tokenize(&context, request, &response).ok());
+  }
+  EXPECT_THAT(response.token_ids(), ElementsAre('a', 'b'));
+
+  v1::DetokenizeRequest detok;
+  detok.add_token_ids('h');
+  detok.add_token_ids('i');
+  detok.add_token_ids(0xFF);
+  v1::DetokenizeResponse text;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub_->Detokenize(&context, detok, &text).ok());
+  }
+  EXPECT_EQ(text.text(), std::string("hi") + kReplacement);
+  detok.add_token_ids(-1);
+  grpc::ClientContext context;
+  grpc::Status bad = stub_->Detokenize(&context, detok, &text);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(bad.error_message(), HasSubstr("token_ids[3]"));
+}
+
+TEST_F(GrpcApiTest, ListModelsAndGetModelInfo) {
+  v1::ListModelsResponse models;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub_->ListModels(&context, v1::ListModelsRequest(), &models).ok());
+  }
+  ASSERT_EQ(models.models_size(), 1);
+  EXPECT_EQ(models.models(0).id(), "echo");
+  EXPECT_EQ(models.models(0).owned_by(), "tessera");
+  EXPECT_EQ(models.models(0).created(), 1700000000);
+
+  v1::ModelInfo info;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub_->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+  }
+  EXPECT_EQ(info.name(), "echo");
+  EXPECT_EQ(info.n_vocab(), 258);
+  EXPECT_EQ(info.context_length(), 4096);
+  EXPECT_EQ(info.quantization(), "F32");
+  EXPECT_THAT(info.eog_token_ids(), ElementsAre(EchoEngine::kEos));
+  EXPECT_TRUE(info.ready());
+
+  v1::GetModelInfoRequest other;
+  other.set_model("llama");
+  grpc::ClientContext context;
+  EXPECT_EQ(stub_->GetModelInfo(&context, other, &info).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(GrpcApiTest, HealthFollowsEngineReadiness) {
+  EXPECT_EQ(WaitForHealth(1), 1);
+  EXPECT_EQ(HealthStatus("tessera.v1.Inference"), 1);
+  engine_.set_ready(false);
+  EXPECT_EQ(WaitForHealth(2), 2);
+  engine_.set_ready(true);
+  EXPECT_EQ(WaitForHealth(1), 1);
+}
+
+TEST_F(GrpcApiTest, ApiKeyGuardsInferenceButNotHealth) {
+  server_.reset();
+  GrpcServerOptions options;
+  options.api_key = "s3cret";
+  StartServer(options);
+  v1::ModelInfo info;
+  {
+    grpc::ClientContext context;
+    EXPECT_EQ(stub_->GetModelInfo(&context, {}, &info).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", "Bearer s3cre");
+    EXPECT_EQ(stub_->GetModelInfo(&context, {}, &info).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_EQ(Generate(TextRequest("x"), "wrong").status.error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(engine_.submits(), 0);
+  {
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", "Bearer s3cret");
+    EXPECT_TRUE(stub_->GetModelInfo(&context, {}, &info).ok());
+  }
+  EXPECT_TRUE(Generate(TextRequest("x"), "s3cret").status.ok());
+  EXPECT_EQ(WaitForHealth(1), 1);  // no key needed
+}
+
+TEST(ApiKeyCheckTest, BearerSchemeAndExactKey) {
+  ApiKeyCheck check("k3y");
+  EXPECT_TRUE(check.AllowsHeader("Bearer k3y"));
+  EXPECT_TRUE(check.AllowsHeader("bearer  k3y "));
+  EXPECT_FALSE(check.AllowsHeader("Basic k3y"));
+  EXPECT_FALSE(check.AllowsHeader("Bearer k3"));
+  EXPECT_FALSE(check.AllowsHeader("Bearer k3yy"));
+  EXPECT_FALSE(check.AllowsHeader("Bearer "));
+  EXPECT_FALSE(check.AllowsHeader("k3y"));
+  EXPECT_TRUE(ApiKeyCheck("").AllowsHeader(""));
+}
+
+TEST_F(GrpcApiTest, ClientCancelMidStreamCancelsTheEngineRequest) {
+  engine_.set_token_delay(std::chrono::milliseconds(30));
+  grpc::ClientContext context;
+  auto reader = stub_->Generate(&context, TextRequest("a long prompt to echo back slowly"));
+  v1::GenerateResponse chunk;
+  ASSERT_TRUE(reader->Read(&chunk));
+  EXPECT_THAT(chunk.token_ids(), ElementsAre('a'));
+  context.TryCancel();
+  while (reader->Read(&chunk)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(WaitUntil([&] { return engine_.cancels() == 1; }));
+  EXPECT_TRUE(WaitUntil([&] { return server_->ActiveStreams() == 0; }));
+}
+
+TEST_F(GrpcApiTest, DeadlinePassesTheEngineDeadlineAndCancels) {
+  engine_.set_token_delay(std::chrono::milliseconds(40));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  StreamResult r = Drain(&context, stub_->Generate(&context, TextRequest("0123456789abcdef")));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_LT(r.ids().size(), 16u);
+  ASSERT_TRUE(engine_.last_request()->deadline.has_value());
+  const auto left = *engine_.last_request()->deadline - std::chrono::steady_clock::now();
+  EXPECT_LT(left, std::chrono::milliseconds(200));
+  EXPECT_TRUE(WaitUntil([&] { return engine_.cancels() == 1; }));
+}
+
+TEST_F(GrpcApiTest, QueueFullIsResourceExhaustedWithRetryAfter) {
+  server_.reset();
+  GrpcServerOptions options;
+  options.retry_after_seconds = 3;
+  StartServer(options);
+  engine_.set_submit_error(absl::ResourceExhaustedError("waiting queue full (64)"));
+  StreamResult r = Generate(TextRequest("x"));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("waiting queue full"));
+  ASSERT_EQ(r.trailers.count("retry-after"), 1u);
+  EXPECT_EQ(r.trailers.find("retry-after")->second, "3");
+  EXPECT_THAT(observed(), ElementsAre(std::make_pair(std::string("Generate"),
+                                                     grpc::StatusCode::RESOURCE_EXHAUSTED)));
+}
+
+TEST_F(GrpcApiTest, EngineFailureMidStreamEndsWithItsStatus) {
+  engine_.set_fail_after_tokens(2);
+  StreamResult r = Generate(TextRequest("abcdef"));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("worker rank 0 died"));
+  EXPECT_THAT(r.ids(), ElementsAre('a', 'b'));
+  for (const auto& c : r.chunks) EXPECT_EQ(c.finish_reason(), "");
+}
+
+TEST_F(GrpcApiTest, DrainRefusesNewCallsWhileRunningStreamsFinish) {
+  engine_.set_token_delay(std::chrono::milliseconds(20));
+  grpc::ClientContext context;
+  auto reader = stub_->Generate(&context, TextRequest("drain me"));
+  v1::GenerateResponse chunk;
+  ASSERT_TRUE(reader->Read(&chunk));
+
+  server_->StopAccepting();
+  EXPECT_EQ(Generate(TextRequest("x")).status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  v1::TokenizeResponse tokens;
+  {
+    grpc::ClientContext c;
+    EXPECT_EQ(stub_->Tokenize(&c, {}, &tokens).error_code(), grpc::StatusCode::UNAVAILABLE);
+  }
+  EXPECT_EQ(WaitForHealth(2), 2);
+
+  std::string text = chunk.text();
+  std::string finish;
+  while (reader->Read(&chunk)) {
+    text += chunk.text();
+    finish = chunk.finish_reason();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(text, "drain me");
+  EXPECT_EQ(finish, "stop");
+  EXPECT_TRUE(WaitUntil([&] { return server_->ActiveStreams() == 0; }));
+  const auto start = std::chrono::steady_clock::now();
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+}
+
+TEST_F(GrpcApiTest, ShutdownDeadlineCancelsWhatIsStillRunning) {
+  engine_.set_token_delay(std::chrono::milliseconds(50));
+  grpc::ClientContext context;
+  auto reader = stub_->Generate(&context, TextRequest(std::string(100, 'z')));
+  v1::GenerateResponse chunk;
+  ASSERT_TRUE(reader->Read(&chunk));
+  const auto start = std::chrono::steady_clock::now();
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  while (reader->Read(&chunk)) {
+  }
+  EXPECT_FALSE(reader->Finish().ok());
+  EXPECT_EQ(engine_.cancels(), 1);
+}
+
+TEST_F(GrpcApiTest, OversizedRequestIsRefused) {
+  server_.reset();
+  GrpcServerOptions options;
+  options.max_message_bytes = 1024;
+  StartServer(options);
+  StreamResult r = Generate(TextRequest(std::string(4096, 'x')));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(engine_.submits(), 0);
+}
+
+TEST_F(GrpcApiTest, ObserverSeesEveryCallWithItsCode) {
+  ASSERT_TRUE(Generate(TextRequest("x")).status.ok());
+  v1::TokenizeResponse tokens;
+  grpc::ClientContext context;
+  ASSERT_TRUE(stub_->Tokenize(&context, {}, &tokens).ok());
+  EXPECT_THAT(observed(),
+              ElementsAre(std::make_pair(std::string("Generate"), grpc::StatusCode::OK),
+                          std::make_pair(std::string("Tokenize"), grpc::StatusCode::OK)));
+}
+
+TEST_F(GrpcApiTest, BindingAPortInUseIsAnError) {
+  GrpcServerOptions options;
+  options.port = server_->port();
+  absl::StatusOr<std::unique_ptr<GrpcServer>> second = GrpcServer::Start(&engine_, options);
+  EXPECT_FALSE(second.ok());
+}
+
+TEST(Utf8TextTest, ReplacesIllFormedSequencesByMaximalSubpart) {
+  const std::string r = kReplacement;
+  EXPECT_EQ(ToValidUtf8("plain"), "plain");
+  EXPECT_EQ(ToValidUtf8("\xF0\x9F\x98\x80 \xC3\xA9"), "\xF0\x9F\x98\x80 \xC3\xA9");
+  EXPECT_EQ(ToValidUtf8("a\xFF"
+                        "b"),
+            "a" + r + "b");
+  EXPECT_EQ(ToValidUtf8("\xE2\x82"), r);  // truncated 3-byte: one subpart
+  EXPECT_EQ(ToValidUtf8("\xE2\x82"
+                        "a"),
+            r + "a");
+  EXPECT_EQ(ToValidUtf8("\xC0\xAF"), r + r);                  // overlong lead is never valid
+  EXPECT_EQ(ToValidUtf8("\xED\xA0\x80"), r + r + r);          // surrogate U+D800
+  EXPECT_EQ(ToValidUtf8("\xF4\x90\x80\x80"), r + r + r + r);  // above U+10FFFF
+}
+
+}  // namespace
+}  // namespace tessera::grpc_api
