@@ -7,6 +7,10 @@
 
 namespace tessera::metrics {
 
+// Increments must never fall back to a lock inside std::atomic.
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<double>::is_always_lock_free);
+
 // Thread-safe without locks: an increment is one relaxed atomic add, so it is cheap enough
 // for per-token paths. Whole increments (tokens, requests) go to an integer cell and stay
 // exact however many threads add; fractional amounts (seconds) go to a separate double cell.
