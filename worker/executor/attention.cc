@@ -58,8 +58,9 @@ absl::Status Executor::Impl::GqaAttention(int layer, const Batch& b, const std::
                                           std::vector<float>& out) {
   const LayerWeights& L = layers[layer];
   const int64_t T = b.size(), d = hp.n_embd;
-  const int64_t H = hp.n_head[layer], Hkv = hp.n_head_kv[layer];
-  const int64_t dk = hp.head_dim_k, dv = hp.head_dim_v, group = H / Hkv;
+  // This rank's heads (all of them at tp 1).
+  const int64_t dk = hp.head_dim_k, dv = hp.head_dim_v;
+  const int64_t H = L.wq.rows / dk, Hkv = L.wk.rows / dk, group = H / Hkv;
   const int half = rope.n_rot / 2;
   std::vector<float> q(T * H * dk), k(T * Hkv * dk), v(T * Hkv * dv);
   if (auto s = MatMulMany(
@@ -125,15 +126,17 @@ absl::Status Executor::Impl::GqaAttention(int layer, const Batch& b, const std::
   Round(attn.data(), T * H * dv);
   out.resize(T * d);
   if (auto s = MatMulMany({{&L.wo, attn.data(), out.data()}}, T); !s.ok()) return s;
-  AddBias(out, L.o_bias, T);
-  return absl::OkStatus();
+  if (options.tp_rank == 0) AddBias(out, L.o_bias, T);  // once, before the sum over ranks
+  return AllReduce(out);
 }
 
 absl::Status Executor::Impl::MlaAttention(int layer, Batch& b, const std::vector<float>& h,
                                           std::vector<float>& out) {
   const LayerWeights& L = layers[layer];
-  const int64_t T = b.size(), d = hp.n_embd, H = hp.n_head[layer];
   const int64_t c = hp.kv_lora_rank, r = hp.n_rot, dq = hp.key_length_mla, n = dq - r;
+  // This rank's heads (all of them at tp 1).
+  const int64_t T = b.size(), d = hp.n_embd,
+                H = (hp.q_lora_rank > 0 ? L.wq_b.rows : L.wq.rows) / dq;
   const int64_t v = hp.value_length_mla, ql = hp.q_lora_rank;
   const int half = rope.n_rot / 2;
   const float eps = hp.rms_eps;
@@ -288,7 +291,8 @@ absl::Status Executor::Impl::MlaAttention(int layer, Batch& b, const std::vector
   }
   Round(o.data(), T * H * v);
   out.resize(T * d);
-  return MatMul(L.wo, o.data(), T, out.data());
+  if (auto s = MatMul(L.wo, o.data(), T, out.data()); !s.ok()) return s;
+  return AllReduce(out);
 }
 
 }  // namespace tessera::executor

@@ -5,10 +5,16 @@
 #include <cstring>
 #include <optional>
 
+#include <fcntl.h>
+#include <unistd.h>
+#include <cerrno>
+
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/model/arch.h"
 #include "common/model/fixups.h"
+#include "common/model/shard_plan.h"
 #include "common/model/tensor_map.h"
 #include "common/quant/dequantize.h"
 #include "common/util/half.h"
@@ -87,48 +93,166 @@ QuantMatrix LayerWeights::*MatrixSlot(const std::string& n) {
 
 }  // namespace
 
+namespace {
+
+// One tensor as this rank holds it: its bytes (in place in the mapping, or gathered from
+// strided file ranges) and its dims after the split.
+struct ShardView {
+  absl::Span<const uint8_t> bytes;
+  std::vector<int64_t> dims;
+  int64_t begin = 0, end = 0;  // along the split dim
+  int64_t rows() const {
+    int64_t r = 1;
+    for (size_t i = 1; i < dims.size(); ++i) r *= dims[i];
+    return r;
+  }
+  int64_t elements() const { return rows() * dims[0]; }
+};
+
+// Reads `length` bytes at `offset` of `path` with pread (not through the mapping, so that
+// a strided shard costs only its own bytes, not every page it crosses).
+absl::Status ReadRange(int fd, const std::string& path, uint64_t offset, uint64_t length,
+                       uint8_t* out) {
+  while (length > 0) {
+    ssize_t n = ::pread(fd, out, length, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": reading ", length, " bytes at offset ", offset,
+                       " failed: ", n < 0 ? std::strerror(errno) : "end of file"));
+    }
+    out += n;
+    offset += static_cast<uint64_t>(n);
+    length -= static_cast<uint64_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 QuantMatrix Executor::Impl::OwnedMatrix(std::vector<float> data, int64_t rows, int64_t cols) {
   owned.push_back(std::move(data));
   return FloatMatrix(owned.back().data(), rows, cols);
 }
 
+absl::Status Executor::Impl::AllReduce(std::vector<float>& v) {
+  if (options.tp_size == 1) return absl::OkStatus();
+  return options.comm->AllReduceSum(v.data(), v.size());
+}
+
 absl::Status Executor::Impl::LoadWeights(const model::TensorMap& map) {
   layers.resize(hp.n_layer);
+  const int tp = options.tp_size, rank = options.tp_rank;
+  model::ShardPlan plan = model::BuildShardPlan(map, hp, tp);
+  if (!plan.problems.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("the model cannot be split ", tp,
+                                                   " ways: ", absl::StrJoin(plan.problems, "; ")));
+  }
+  const model::RankPlan& mine = plan.ranks[rank];
+  planned_read_bytes = mine.read_bytes;
+  std::vector<const model::TensorShard*> shard_of(map.tensors.size(), nullptr);
+  for (const model::TensorShard& sh : mine.shards) shard_of[sh.mapping] = &sh;
+  std::vector<int> fds(file.part_count(), -1);
+  auto close_fds = absl::MakeCleanup([&] {
+    for (int fd : fds) {
+      if (fd >= 0) ::close(fd);
+    }
+  });
+  uint64_t done = 0;
+
+  // This rank's view of tensor m: in place when its shard is one contiguous range.
+  auto view = [&](const model::TensorMapping& m) -> absl::StatusOr<ShardView> {
+    const gguf::TensorInfo& t = *m.info;
+    const model::TensorShard* sh = shard_of[&m - map.tensors.data()];
+    ShardView v;
+    v.dims = t.dims;
+    absl::Span<const uint8_t> whole = file.TensorData(t);
+    if (sh == nullptr) return absl::InternalError(absl::StrCat(m.name, " has no shard"));
+    done += sh->read_bytes;
+    const int dim = model::SplitDim(m.spec->split, t.dims.size());
+    v.begin = sh->begin;
+    v.end = sh->end;
+    if (dim < 0 || tp == 1) {
+      v.bytes = whole;
+      return v;
+    }
+    v.dims[dim] = sh->end - sh->begin;
+    if (sh->ranges.size() == 1 && sh->ranges[0].count == 1) {
+      v.bytes = whole.subspan(sh->ranges[0].offset - t.file_offset, sh->ranges[0].length);
+      return v;
+    }
+    std::vector<uint8_t>& buf = owned_bytes.emplace_back(sh->read_bytes);
+    int& fd = fds[t.part];
+    const std::string& path = file.part(t.part).path();
+    if (fd < 0) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+    }
+    uint8_t* out = buf.data();
+    for (const model::ByteRange& r : sh->ranges) {
+      for (uint64_t i = 0; i < r.count; ++i) {
+        if (auto s = ReadRange(fd, path, r.offset + i * r.stride, r.length, out); !s.ok()) return s;
+        out += r.length;
+      }
+    }
+    v.bytes = absl::MakeConstSpan(buf);
+    return v;
+  };
+  auto floats = [&](const model::TensorMapping& m,
+                    const ShardView& v) -> absl::StatusOr<std::vector<float>> {
+    std::vector<float> out(static_cast<size_t>(v.elements()));
+    if (auto s = quant::DequantizeToFloat(m.info->type, v.bytes, out.size(), out.data()); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor ", m.name, ": ", s.message()));
+    }
+    return out;
+  };
+
   for (const model::TensorMapping& m : map.tensors) {
     if (!m.loaded()) continue;
     const gguf::TensorInfo& t = *m.info;
     const std::string local = m.spec->name;
     const bool global = m.spec->scope == model::Scope::kGlobal;
+    absl::StatusOr<ShardView> v = view(m);
+    if (!v.ok()) return v.status();
+    if (options.on_load_progress) options.on_load_progress(done, mine.read_bytes);
+    auto matrix = [&]() {
+      return QuantMatrix::Make(t.type, v->rows(), v->dims[0], v->bytes, m.name);
+    };
     if (global) {
       if (local == "token_embd.weight") {
-        token_embd = &t;
+        embd_type = t.type;
+        embd_data = v->bytes;
+        vocab_begin = v->begin;
+        vocab_end = v->end;
         continue;
       }
       if (local == "output.weight") {
-        auto q = QuantMatrix::FromTensor(t, file.TensorData(t));
+        auto q = matrix();
         if (!q.ok()) return q.status();
         output = *q;
         continue;
       }
-      auto v = model::DequantizeTensor(file, t);
-      if (!v.ok()) return v.status();
-      if (local == "output_norm.weight") output_norm = *std::move(v);
-      if (local == "output.bias") output_bias = *std::move(v);
-      if (local == "rope_freqs.weight") rope_freqs = *std::move(v);
+      auto f = floats(m, *v);
+      if (!f.ok()) return f.status();
+      if (local == "output_norm.weight") output_norm = *std::move(f);
+      if (local == "output.bias") output_bias = *std::move(f);
+      if (local == "rope_freqs.weight") rope_freqs = *std::move(f);
       continue;
     }
     LayerWeights& L = layers[m.layer];
     if (auto slot = VectorSlot(local)) {
-      auto v = model::DequantizeTensor(file, t);
-      if (!v.ok()) return v.status();
-      L.*slot = *std::move(v);
+      auto f = floats(m, *v);
+      if (!f.ok()) return f.status();
+      L.*slot = *std::move(f);
       continue;
     }
     if (local == "attn_kv_b.weight") {
-      // Legacy MLA file: split kv_b into the absorbed form's k_b / v_b (spec 10.4).
-      auto kv = model::DequantizeTensor(file, t);
+      // Legacy MLA file: split kv_b into the absorbed form's k_b / v_b (spec 10.4), for
+      // this rank's heads.
+      auto kv = floats(m, *v);
       if (!kv.ok()) return kv.status();
-      model::KvBShape s{hp.n_head[m.layer], hp.qk_nope(), hp.value_length_mla, hp.kv_lora_rank};
+      const int64_t per_head = hp.qk_nope() + hp.value_length_mla;
+      model::KvBShape s{v->rows() / per_head, hp.qk_nope(), hp.value_length_mla, hp.kv_lora_rank};
       std::vector<float> k_b(s.heads * s.nope * s.latent), v_b(s.heads * s.v * s.latent);
       if (auto st = model::SplitKvB(s, *kv, absl::MakeSpan(k_b), absl::MakeSpan(v_b)); !st.ok()) {
         return absl::InvalidArgumentError(absl::StrCat("tensor ", m.name, ": ", st.message()));
@@ -144,20 +268,26 @@ absl::Status Executor::Impl::LoadWeights(const model::TensorMap& map) {
     }
     if (m.spec->needs_float && t.type != gguf::GgmlType::kF32) {
       // The `dequantize` fixup: router and indexer.proj compute in float (spec 13.2).
-      auto v = model::DequantizeTensor(file, t);
-      if (!v.ok()) return v.status();
-      L.*slot = OwnedMatrix(*std::move(v), static_cast<int64_t>(t.rows()), t.dims[0]);
+      auto f = floats(m, *v);
+      if (!f.ok()) return f.status();
+      L.*slot = OwnedMatrix(*std::move(f), v->rows(), v->dims[0]);
       continue;
     }
-    auto q = QuantMatrix::FromTensor(t, file.TensorData(t));
+    auto q = matrix();
     if (!q.ok()) return q.status();
     L.*slot = *q;
   }
-  if (token_embd == nullptr) return absl::InvalidArgumentError("token_embd.weight is missing");
-  if (output.data == nullptr) {  // tied embeddings (spec 5.7)
-    auto q = QuantMatrix::FromTensor(*token_embd, file.TensorData(*token_embd));
+  if (embd_data.empty()) return absl::InvalidArgumentError("token_embd.weight is missing");
+  if (output.data == nullptr) {  // tied embeddings (spec 5.7): the same vocab rows
+    auto q = QuantMatrix::Make(embd_type, vocab_end - vocab_begin, hp.n_embd, embd_data,
+                               "token_embd.weight");
     if (!q.ok()) return q.status();
     output = *q;
+  }
+  if (output.rows != vocab_end - vocab_begin) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("output.weight holds ", output.rows, " vocabulary rows on rank ", rank,
+                     ", token_embd.weight ", vocab_end - vocab_begin, ": their splits disagree"));
   }
   return absl::OkStatus();
 }
@@ -218,7 +348,8 @@ absl::Status Executor::Impl::DenseFfn(int layer, const Batch& b, const std::vect
   cpu::SiluMul(gate.data(), up.data(), T * ff, gate.data());
   Round(gate.data(), T * ff);
   out.resize(T * hp.n_embd);
-  return MatMulMany({{&L.w_down, gate.data(), out.data()}}, T);
+  if (auto s = MatMulMany({{&L.w_down, gate.data(), out.data()}}, T); !s.ok()) return s;
+  return AllReduce(out);
 }
 
 absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
@@ -255,16 +386,20 @@ absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
   const int64_t T = b.size();
   std::vector<float> x(T * d), h(T * d), y;
   std::optional<PhaseTimer> embed_timer(profile["embed"]);
-  const gguf::GgmlTypeInfo* et = gguf::LookupGgmlType(token_embd->type);
+  // Vocab-parallel embedding: each rank fills the rows of the tokens in its vocabulary
+  // range and the sum over ranks completes them.
+  const gguf::GgmlTypeInfo* et = gguf::LookupGgmlType(embd_type);
   const uint64_t embd_row = static_cast<uint64_t>(d) / et->block_elems * et->block_bytes;
-  auto embd = file.TensorData(*token_embd);
   for (int64_t t = 0; t < T; ++t) {
+    const int64_t id = b.tok[t];
+    if (id < vocab_begin || id >= vocab_end) continue;
     if (auto s = quant::DequantizeToFloat(
-            token_embd->type, embd.subspan(b.tok[t] * embd_row, embd_row), d, &x[t * d]);
+            embd_type, embd_data.subspan((id - vocab_begin) * embd_row, embd_row), d, &x[t * d]);
         !s.ok()) {
       return s;
     }
   }
+  if (auto s = AllReduce(x); !s.ok()) return s;
   const int half = rope.n_rot / 2;
   b.cos.resize(T * half);
   b.sin.resize(T * half);
@@ -306,14 +441,34 @@ absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
     for (int64_t i = seqs[s].all_logits ? 0 : n - 1; i < n; ++i) rows.push_back(b.seq_begin[s] + i);
   }
   const int64_t R = static_cast<int64_t>(rows.size());
-  std::vector<float> hr(R * d), logits(R * V);
+  const int64_t Vl = vocab_end - vocab_begin;  // this rank's vocabulary rows
+  std::vector<float> hr(R * d), logits(R * Vl);
   for (int64_t r = 0; r < R; ++r)
     cpu::RmsNorm(&x[rows[r] * d], output_norm.data(), d, eps, &hr[r * d]);
   Round(hr.data(), R * d);
   if (auto s = MatMulMany({{&output, hr.data(), logits.data()}}, R); !s.ok()) return s;
   if (!output_bias.empty()) {
     for (int64_t r = 0; r < R; ++r) {
-      for (int64_t i = 0; i < V; ++i) logits[r * V + i] += output_bias[i];
+      for (int64_t i = 0; i < Vl; ++i) logits[r * Vl + i] += output_bias[i];
+    }
+  }
+  if (options.tp_size > 1) {
+    // Vocab-parallel head: gather every rank's columns (padded to the widest rank's, as the
+    // vocabulary need not divide evenly; rank p holds [V p / tp, V (p + 1) / tp), the
+    // plan's split), then lay rows out whole.
+    const int tp = options.tp_size;
+    const int64_t width = (V + tp - 1) / tp;
+    std::vector<float> mine(R * width, 0.0f), parts(R * width * tp);
+    for (int64_t r = 0; r < R; ++r) std::copy_n(&logits[r * Vl], Vl, &mine[r * width]);
+    if (auto s = options.comm->AllGather(mine.data(), mine.size(), parts.data()); !s.ok()) {
+      return s;
+    }
+    logits.assign(R * V, 0.0f);
+    for (int p = 0; p < tp; ++p) {
+      const int64_t begin = V * p / tp, n = V * (p + 1) / tp - begin;
+      for (int64_t r = 0; r < R; ++r) {
+        std::copy_n(&parts[(p * R + r) * width], n, &logits[r * V + begin]);
+      }
     }
   }
   std::vector<std::vector<float>> result(seqs.size());
@@ -334,6 +489,7 @@ const gguf::GgufModel& Executor::file() const { return impl_->file; }
 int Executor::block_size() const { return impl_->cache->shape().block_size; }
 int Executor::n_blocks() const { return impl_->cache->shape().n_blocks; }
 int Executor::threads() const { return impl_->pool->size(); }
+uint64_t Executor::planned_read_bytes() const { return impl_->planned_read_bytes; }
 std::map<std::string, double> Executor::Profile() const { return impl_->profile; }
 void Executor::ResetProfile() { impl_->profile.clear(); }
 
@@ -346,6 +502,15 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& mo
                                                            const ExecutorOptions& options) {
   auto file = gguf::GgufModel::Open(model_path);
   if (!file.ok()) return file.status();
+  if (options.tp_size < 1 || options.tp_rank < 0 || options.tp_rank >= options.tp_size) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor-parallel rank ", options.tp_rank,
+                                                   " is outside a group of ", options.tp_size));
+  }
+  if (options.tp_size > 1 && (options.comm == nullptr || options.comm->size() != options.tp_size ||
+                              options.comm->rank() != options.tp_rank)) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor parallelism over ", options.tp_size,
+                                                   " ranks needs a communicator of that size"));
+  }
   auto impl = std::make_unique<Impl>(*std::move(file));
   impl->options = options;
   const gguf::Metadata& md = impl->file.metadata();
@@ -438,8 +603,10 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& mo
     shape.k_width = static_cast<int>(hp.kv_lora_rank + hp.n_rot);
     shape.v_width = 0;
   } else {
-    shape.k_width = static_cast<int>(hp.n_head_kv[0] * hp.head_dim_k);
-    shape.v_width = static_cast<int>(hp.n_head_kv[0] * hp.head_dim_v);
+    // This rank's KV heads only (the shard plan gives each rank whole KV heads).
+    const int64_t heads_kv = hp.n_head_kv[0] / options.tp_size;
+    shape.k_width = static_cast<int>(heads_kv * hp.head_dim_k);
+    shape.v_width = static_cast<int>(heads_kv * hp.head_dim_v);
   }
   impl->cache = std::make_unique<PagedKvCache>(shape);
   if (impl->config.dsa) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,6 +19,7 @@
 #include "common/model/hparams.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/thread_pool.h"
+#include "worker/comm/communicator.h"
 #include "worker/executor/kv_cache.h"
 
 namespace tessera::executor {
@@ -35,6 +37,16 @@ struct ExecutorOptions {
   // Cache capacity in tokens (rounded up to whole blocks); 0: min(4096, context length).
   // More than the model's context length is an error.
   int64_t kv_tokens = 0;
+
+  // Tensor parallelism: this executor holds rank `tp_rank`'s shard of a `tp_size`-way plan
+  // (common/model/shard_plan.h) and calls `comm` (tp_size ranks, not owned) after its
+  // row-parallel products and for the vocab-parallel head. Every rank must run the same
+  // steps. tp_size 1 needs no communicator.
+  int tp_rank = 0;
+  int tp_size = 1;
+  comm::Communicator* comm = nullptr;
+  // Called as the shard loads: file bytes of this rank's plan done so far, and in all.
+  std::function<void(uint64_t done, uint64_t total)> on_load_progress;
 };
 
 struct SequenceInput {
@@ -68,6 +80,8 @@ class Executor {
   int block_size() const;
   int n_blocks() const;
   int threads() const;
+  // File bytes this rank's shard plan names (what it read or mapped to load).
+  uint64_t planned_read_bytes() const;
 
   // Seconds spent per phase since the last ResetProfile(): "attention" (projections and
   // attention, the DSA indexer excluded), "indexer", "router", "experts" (routed and shared),

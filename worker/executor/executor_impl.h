@@ -90,11 +90,16 @@ struct Executor::Impl {
   ArchConfig config;
   std::vector<LayerWeights> layers;
   std::vector<float> output_norm, output_bias, rope_freqs;
-  const gguf::TensorInfo* token_embd = nullptr;
-  QuantMatrix output;
+  // This rank's rows [vocab_begin, vocab_end) of the token embedding (vocab-parallel).
+  gguf::GgmlType embd_type = gguf::GgmlType::kF32;
+  absl::Span<const uint8_t> embd_data;
+  int64_t vocab_begin = 0, vocab_end = 0;
+  QuantMatrix output;  // rows [vocab_begin, vocab_end) of the LM head
   cpu::RopeParams rope;
   float attn_scale = 1.0f;
   std::deque<std::vector<float>> owned;  // float32 weights made by fixups (stable addresses)
+  std::deque<std::vector<uint8_t>> owned_bytes;  // shards gathered from strided file ranges
+  uint64_t planned_read_bytes = 0;
   std::unique_ptr<cpu::ThreadPool> pool;
   std::unique_ptr<PagedKvCache> cache;          // K/V, or the MLA latent + rope key
   std::unique_ptr<PagedKvCache> indexer_cache;  // DSA indexer keys (float32)
@@ -104,6 +109,8 @@ struct Executor::Impl {
   explicit Impl(gguf::GgufModel f) : file(std::move(f)) {}
 
   absl::Status LoadWeights(const model::TensorMap& map);
+  // Sums `v` over the tensor-parallel group (nothing to do at tp 1).
+  absl::Status AllReduce(std::vector<float>& v);
   QuantMatrix OwnedMatrix(std::vector<float> data, int64_t rows, int64_t cols);
 
   // y[b][r] = W[r] . x[b] for the rows [row_begin, row_end) of w.

@@ -72,7 +72,8 @@ Route RouteToken(const float* z, const model::HyperParams& hp, const std::vector
 absl::Status Executor::Impl::MoeFfn(int layer, const Batch& b, const std::vector<float>& h,
                                     std::vector<float>& out) {
   const LayerWeights& L = layers[layer];
-  const int64_t T = b.size(), d = hp.n_embd, E = hp.n_expert, F = hp.n_ff_exp;
+  // F: this rank's slice of every expert's hidden dim (all of it at tp 1).
+  const int64_t T = b.size(), d = hp.n_embd, E = hp.n_expert, F = L.gate_exps.rows / E;
   std::vector<float> z(T * E);
   std::vector<Route> routes(T);
   std::vector<std::vector<int64_t>> tokens_of(E);
@@ -134,7 +135,7 @@ absl::Status Executor::Impl::MoeFfn(int layer, const Batch& b, const std::vector
     if (auto s = MatMul(L.down_sh, g.data(), T, y.data()); !s.ok()) return s;
     for (int64_t i = 0; i < T * d; ++i) out[i] += y[i];
   }
-  return absl::OkStatus();
+  return AllReduce(out);
 }
 
 }  // namespace tessera::executor

@@ -1,0 +1,7 @@
+# Tensor parallelism: the executor split over ranks (threads + real Gloo) against one rank.
+if(TARGET tessera_executor AND TARGET tessera_comm)
+  tessera_test(tp_executor_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/tp_executor_test.cc
+    DEPS tessera_executor tessera_comm tessera_model
+    TIMEOUT 600)
+endif()

@@ -1,0 +1,202 @@
+// Tensor parallelism inside the executor: TP = 2 and 4 ranks (threads of this process, each
+// with its own executor and a real Gloo communicator over TCP loopback) give the logits of
+// TP = 1 on gen-model files of every architecture, and a malformed split is refused.
+#include <cmath>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/gguf/split.h"
+#include "common/model/arch.h"
+#include "common/model/hparams.h"
+#include "common/model/shard_plan.h"
+#include "common/model/synthetic.h"
+#include "common/model/tensor_map.h"
+#include "gloo/rendezvous/hash_store.h"
+#include "gtest/gtest.h"
+#include "worker/comm/gloo_communicator.h"
+#include "worker/executor/executor.h"
+
+namespace tessera::executor {
+namespace {
+
+std::string Synthetic(const std::string& arch, const std::string& quant) {
+  model::SyntheticOptions o;
+  o.arch = arch;
+  o.preset = "small";
+  o.quant = quant;
+  o.seed = 5;
+  auto w = model::BuildSyntheticModel(o);
+  EXPECT_TRUE(w.ok()) << w.status();
+  std::string path = absl::StrCat(::testing::TempDir(), "/tp-", arch, "-", quant, ".gguf");
+  EXPECT_TRUE(w->WriteFile(path).ok());
+  return path;
+}
+
+std::vector<SequenceInput> Batch() {
+  // Two sequences of different lengths, all logits: a prefill and a second chunk.
+  std::vector<SequenceInput> seqs(2);
+  for (int i = 0; i < 9; ++i) seqs[0].tokens.push_back((31 * i + 7) % 250);
+  for (int i = 0; i < 4; ++i) seqs[1].tokens.push_back((17 * i + 3) % 250);
+  seqs[0].block_table = {0};
+  seqs[1].block_table = {1};
+  for (auto& s : seqs) s.all_logits = true;
+  return seqs;
+}
+
+ExecutorOptions Options(bool exact) {
+  ExecutorOptions o;
+  o.exact = exact;
+  o.threads = 1;
+  o.kv_tokens = 64;
+  o.kv_block_size = 16;
+  return o;
+}
+
+// Runs the batch, then a one-token decode step after it, on `tp` ranks; returns rank 0's
+// logits of both steps, flattened.
+std::vector<float> RunTp(const std::string& path, int tp, bool exact) {
+  gloo::rendezvous::HashStore store;
+  std::vector<std::vector<float>> out(tp);
+  std::vector<std::string> errors(tp);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < tp; ++r) {
+    threads.emplace_back([&, r] {
+      std::unique_ptr<comm::GlooCommunicator> comm;
+      ExecutorOptions o = Options(exact);
+      if (tp > 1) {
+        comm::GlooOptions g;
+        g.prefix = "test/";
+        auto c = comm::GlooCommunicator::Connect(store, r, tp, g);
+        if (!c.ok()) {
+          errors[r] = c.status().ToString();
+          return;
+        }
+        comm = *std::move(c);
+        o.comm = comm.get();
+      }
+      o.tp_rank = r;
+      o.tp_size = tp;
+      auto ex = Executor::Create(path, o);
+      if (!ex.ok()) {
+        errors[r] = ex.status().ToString();
+        return;
+      }
+      std::vector<SequenceInput> seqs = Batch();
+      auto a = (*ex)->Step(seqs);
+      if (!a.ok()) {
+        errors[r] = a.status().ToString();
+        return;
+      }
+      for (auto& s : seqs) {
+        s.start_pos = static_cast<int64_t>(s.tokens.size());
+        s.tokens = {42};
+        s.all_logits = false;
+      }
+      auto b = (*ex)->Step(seqs);
+      if (!b.ok()) {
+        errors[r] = b.status().ToString();
+        return;
+      }
+      for (const auto* v : {&*a, &*b}) {
+        for (const auto& rows : *v) out[r].insert(out[r].end(), rows.begin(), rows.end());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < tp; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  // Every rank holds the whole logits after the gather, identical across ranks.
+  for (int r = 1; r < tp; ++r) EXPECT_EQ(out[r], out[0]) << "rank " << r;
+  return out[0];
+}
+
+struct Case {
+  std::string arch, quant;
+};
+
+class TpTest : public ::testing::TestWithParam<Case> {};
+
+double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    worst = std::max(worst, static_cast<double>(std::fabs(a[i] - b[i])));
+  }
+  return worst;
+}
+
+// Exact path: splitting a sum over ranks changes only the order of float32 additions
+// (each rank's partial dot products hold the same terms), a few ulps per layer amplified
+// through the layers; 2e-3 on logits of O(1-10) covers that with margin, while a misplaced
+// head or expert slice is off by O(1).
+// Fast path: activations are quantized per block before integer dots, and a rank's slice
+// of a row-parallel input is quantized on its own, so TP changes roundings of the size the
+// fast path already makes. The bound: TP = N's distance from the exact TP = 1 logits stays
+// within 1.5x the fast path's own distance at TP = 1 (plus 1e-3).
+TEST_P(TpTest, SameLogitsAsOneRank) {
+  const Case& c = GetParam();
+  const std::string path = Synthetic(c.arch, c.quant);
+  auto file = gguf::GgufModel::Open(path);
+  ASSERT_TRUE(file.ok());
+  const model::ArchSpec* arch = model::FindArch(c.arch);
+  ASSERT_NE(arch, nullptr);
+  model::HyperParams hp = model::LoadHyperParams(*arch, c.arch, file->metadata(), nullptr, nullptr);
+  model::TensorMap map = model::MapTensors(*arch, hp, *file);
+  std::vector<int> valid = model::ValidTpSizes(map, hp, 4);
+  const std::vector<float> exact1 = RunTp(path, 1, true);
+  const std::vector<float> fast1 = RunTp(path, 1, false);
+  ASSERT_FALSE(exact1.empty());
+  const double fast_noise = MaxDiff(fast1, exact1);
+  int checked = 0;
+  for (int tp : {2, 4}) {
+    if (std::find(valid.begin(), valid.end(), tp) == valid.end()) continue;
+    ++checked;
+    EXPECT_LT(MaxDiff(RunTp(path, tp, true), exact1), 2e-3)
+        << c.arch << " " << c.quant << " tp " << tp << " exact";
+    EXPECT_LE(MaxDiff(RunTp(path, tp, false), exact1), 1.5 * fast_noise + 1e-3)
+        << c.arch << " " << c.quant << " tp " << tp
+        << " fast (fast path's own error at tp 1: " << fast_noise << ")";
+  }
+  EXPECT_GT(checked, 0) << c.arch << ": no TP size in {2, 4} is valid";
+}
+
+INSTANTIATE_TEST_SUITE_P(AllArchitectures, TpTest,
+                         ::testing::Values(Case{"llama", "Q8_0"}, Case{"qwen2", "F32"},
+                                           Case{"qwen3", "Q4_K_M"}, Case{"qwen3moe", "Q8_0"},
+                                           Case{"deepseek2", "F32"}, Case{"glm4moe", "Q8_0"},
+                                           Case{"glm-dsa", "F16"}),
+                         [](const auto& info) {
+                           std::string n = info.param.arch + "_" + info.param.quant;
+                           for (char& ch : n) {
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return n;
+                         });
+
+TEST(TpExecutor, RefusesASplitThePlanRejects) {
+  const std::string path = Synthetic("llama", "F32");  // small: 4 KV heads
+  ExecutorOptions o = Options(true);
+  o.tp_rank = 0;
+  o.tp_size = 3;
+  gloo::rendezvous::HashStore store;
+  // A one-rank stand-in is enough: the plan is checked before any collective.
+  struct Fake : comm::Communicator {
+    int rank() const override { return 0; }
+    int size() const override { return 3; }
+    absl::Status AllReduceSum(void*, size_t, comm::ReduceDtype) override {
+      return absl::OkStatus();
+    }
+    absl::Status AllGather(const float*, size_t, float*) override { return absl::OkStatus(); }
+    absl::Status Broadcast(void*, size_t, int) override { return absl::OkStatus(); }
+    absl::Status Barrier() override { return absl::OkStatus(); }
+  } fake;
+  o.comm = &fake;
+  auto ex = Executor::Create(path, o);
+  ASSERT_FALSE(ex.ok());
+  EXPECT_NE(ex.status().message().find("cannot be split 3 ways"), absl::string_view::npos)
+      << ex.status();
+}
+
+}  // namespace
+}  // namespace tessera::executor

@@ -1,0 +1,44 @@
+// Collective operations among the ranks of one tensor-parallel group. The executor calls
+// them between its row-parallel products (all-reduce), for the vocab-parallel head
+// (all-gather) and for barriers; they are blocking and every rank must call the same
+// sequence. Implementations: Gloo over TCP (CPU workers), NCCL (GPU workers, device
+// pointers). Errors (a peer that went away, a timeout) come back as UNAVAILABLE or
+// DEADLINE_EXCEEDED naming the operation; after one the group is unusable.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace tessera::comm {
+
+enum class ReduceDtype { kFloat32, kBFloat16, kFloat16 };
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Element-wise sum over all ranks, in place. 16-bit values are reduced in float32 and
+  // rounded back once (so the result does not depend on the reduction order's roundings).
+  virtual absl::Status AllReduceSum(void* data, size_t count, ReduceDtype dtype) = 0;
+  absl::Status AllReduceSum(float* data, size_t count) {
+    return AllReduceSum(data, count, ReduceDtype::kFloat32);
+  }
+  // out = [rank 0's `count` floats][rank 1's]...; out holds size() * count values.
+  virtual absl::Status AllGather(const float* in, size_t count, float* out) = 0;
+  // `bytes` bytes of rank `root` copied to every rank.
+  virtual absl::Status Broadcast(void* data, size_t bytes, int root) = 0;
+  virtual absl::Status Barrier() = 0;
+
+  // Seconds spent in collectives since construction (for metrics).
+  double seconds() const { return seconds_; }
+
+ protected:
+  double seconds_ = 0;
+};
+
+}  // namespace tessera::comm

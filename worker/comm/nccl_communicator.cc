@@ -1,0 +1,120 @@
+#include "worker/comm/nccl_communicator.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gloo/rendezvous/store.h"
+
+namespace tessera::comm {
+
+struct NcclCommunicator::State {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  float* scratch = nullptr;  // one float for Barrier
+};
+
+namespace {
+
+absl::Status NcclStatus(ncclResult_t r, const char* op) {
+  if (r == ncclSuccess) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("nccl ", op, " failed: ", ncclGetErrorString(r)));
+}
+
+absl::Status CudaStatus(cudaError_t e, const char* op) {
+  if (e == cudaSuccess) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(op, " failed: ", cudaGetErrorString(e)));
+}
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(std::unique_ptr<State> state, int rank, int size)
+    : state_(std::move(state)), rank_(rank), size_(size) {}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (state_->comm != nullptr) ncclCommDestroy(state_->comm);
+  if (state_->scratch != nullptr) cudaFree(state_->scratch);
+  if (state_->stream != nullptr) cudaStreamDestroy(state_->stream);
+}
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Connect(
+    gloo::rendezvous::Store& store, const std::string& prefix, int rank, int size, int device,
+    std::chrono::milliseconds timeout) {
+  if (absl::Status s = CudaStatus(cudaSetDevice(device), "cudaSetDevice"); !s.ok()) return s;
+  ncclUniqueId id;
+  const std::string key = prefix + "nccl_id";
+  try {
+    if (rank == 0) {
+      if (absl::Status s = NcclStatus(ncclGetUniqueId(&id), "get unique id"); !s.ok()) return s;
+      store.set(key, std::vector<char>(id.internal, id.internal + sizeof(id.internal)));
+    } else {
+      store.wait({key}, timeout);
+      std::vector<char> v = store.get(key);
+      if (v.size() != sizeof(id.internal)) {
+        return absl::InternalError("the NCCL unique id in the rendezvous store has a wrong size");
+      }
+      std::memcpy(id.internal, v.data(), v.size());
+    }
+  } catch (const std::exception& e) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("rank ", rank, ": the NCCL unique id never arrived: ", e.what()));
+  }
+  auto state = std::make_unique<State>();
+  if (absl::Status s = NcclStatus(ncclCommInitRank(&state->comm, size, id, rank), "init");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CudaStatus(cudaStreamCreate(&state->stream), "cudaStreamCreate"); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CudaStatus(cudaMalloc(&state->scratch, sizeof(float)), "cudaMalloc");
+      !s.ok()) {
+    return s;
+  }
+  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(std::move(state), rank, size));
+}
+
+absl::Status NcclCommunicator::AllReduceSum(void* data, size_t count, ReduceDtype dtype) {
+  const auto start = std::chrono::steady_clock::now();
+  const ncclDataType_t t = dtype == ReduceDtype::kFloat32    ? ncclFloat32
+                           : dtype == ReduceDtype::kBFloat16 ? ncclBfloat16
+                                                             : ncclFloat16;
+  if (absl::Status s = NcclStatus(
+          ncclAllReduce(data, data, count, t, ncclSum, state_->comm, state_->stream), "all-reduce");
+      !s.ok()) {
+    return s;
+  }
+  absl::Status s = CudaStatus(cudaStreamSynchronize(state_->stream), "all-reduce sync");
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return s;
+}
+
+absl::Status NcclCommunicator::AllGather(const float* in, size_t count, float* out) {
+  if (absl::Status s = NcclStatus(
+          ncclAllGather(in, out, count, ncclFloat32, state_->comm, state_->stream), "all-gather");
+      !s.ok()) {
+    return s;
+  }
+  return CudaStatus(cudaStreamSynchronize(state_->stream), "all-gather sync");
+}
+
+absl::Status NcclCommunicator::Broadcast(void* data, size_t bytes, int root) {
+  if (absl::Status s = NcclStatus(
+          ncclBroadcast(data, data, bytes, ncclUint8, root, state_->comm, state_->stream),
+          "broadcast");
+      !s.ok()) {
+    return s;
+  }
+  return CudaStatus(cudaStreamSynchronize(state_->stream), "broadcast sync");
+}
+
+absl::Status NcclCommunicator::Barrier() {
+  return AllReduceSum(state_->scratch, 1, ReduceDtype::kFloat32);
+}
+
+}  // namespace tessera::comm
