@@ -13,7 +13,7 @@ packages=(
   libgloo-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   libyaml-cpp-dev libpcre2-dev libboost-dev
   # test tools: promtool (Prometheus), the float64 reference (numpy), grpcurl-style clients
-  prometheus python3 python3-numpy curl
+  prometheus python3 python3-numpy curl python3-grpcio python3-protobuf
 )
 
 missing=()

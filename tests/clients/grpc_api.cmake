@@ -1,0 +1,19 @@
+# A reflection-only gRPC client (Python grpcio from Debian) against the real GrpcServer over
+# the echo engine: tests/clients/test_grpc_server.cc, started and stopped by the script.
+if(TARGET tessera_grpc_api)
+  add_executable(test_grpc_server ${CMAKE_CURRENT_LIST_DIR}/test_grpc_server.cc)
+  target_include_directories(test_grpc_server PRIVATE ${PROJECT_SOURCE_DIR})
+  target_compile_options(test_grpc_server PRIVATE ${TESSERA_WARNINGS})
+  target_link_libraries(test_grpc_server PRIVATE tessera_grpc_api)
+
+  # Debian's interpreter, where python3-grpcio is installed (not a pyenv or venv one).
+  find_program(TESSERA_SYSTEM_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
+  if(TESSERA_SYSTEM_PYTHON3)
+    add_test(NAME grpc_reflection_client
+             COMMAND ${TESSERA_SYSTEM_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/grpc_reflection_client.py
+                     --server $<TARGET_FILE:test_grpc_server>)
+    # 77: python3-grpcio is not installed (tools/install-deps.sh installs it).
+    set_tests_properties(grpc_reflection_client PROPERTIES
+      LABELS "clients;grpc" TIMEOUT 120 SKIP_RETURN_CODE 77)
+  endif()
+endif()

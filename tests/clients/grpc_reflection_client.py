@@ -1,0 +1,264 @@
+#!/usr/bin/python3
+"""A gRPC client that knows only server reflection, against a Tessera gRPC endpoint.
+
+It holds no .proto and no generated code for Tessera: it asks the server's reflection
+service (grpc.reflection.v1alpha.ServerReflection) for the list of services and for the file
+that defines tessera.v1.Inference, builds message classes from those descriptors, and then
+streams a Generate call built from a JSON dict, as grpcurl -d would. Python's grpcio from
+Debian (python3-grpcio) ships no reflection client, so the reflection messages themselves
+are declared here from their published definition (grpc/reflection/v1alpha/reflection.proto).
+
+Checks: the services include tessera.v1.Inference, grpc.health.v1.Health and reflection;
+Generate is a server-streaming method GenerateRequest -> GenerateResponse; a streamed
+generation yields token ids, and its last chunk (only) carries finish_reason and usage whose
+completion_tokens counts the ids received; health answers SERVING without an API key; with a
+key configured, a call without it is UNAUTHENTICATED.
+
+  grpc_reflection_client.py --server PATH/test_grpc_server   # starts and stops it
+  grpc_reflection_client.py --target 127.0.0.1:50051 [--api-key KEY] [--prompt TEXT]
+
+Exit 0 when every check passed, 1 otherwise, 77 when python3-grpcio is missing (skip).
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+
+try:
+    import grpc
+    from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
+except ImportError as e:  # pragma: no cover - environment without the Debian packages
+    print(f"SKIP: {e} (install python3-grpcio python3-protobuf)")
+    sys.exit(77)
+
+REFLECTION_METHOD = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
+HEALTH_CHECK_METHOD = "/grpc.health.v1.Health/Check"
+TIMEOUT_S = 30
+
+PASSED = []
+FAILURES = []
+
+
+def check(condition, what):
+    print(("ok   " if condition else "FAIL ") + what)
+    (PASSED if condition else FAILURES).append(what)
+    return condition
+
+
+def reflection_messages():
+    """Message classes for the subset of reflection.proto this client uses."""
+    f = descriptor_pb2.FileDescriptorProto()
+    f.name = "tessera_test/reflection_v1alpha_subset.proto"
+    f.package = "grpc.reflection.v1alpha"
+    f.syntax = "proto3"
+    T = descriptor_pb2.FieldDescriptorProto
+
+    def message(name, fields):
+        m = f.message_type.add()
+        m.name = name
+        oneofs = {}
+        for number, field_name, kind, label, type_name, oneof in fields:
+            fd = m.field.add()
+            fd.name, fd.number, fd.type, fd.label = field_name, number, kind, label
+            if type_name:
+                fd.type_name = type_name
+            if oneof is not None:
+                if oneof not in oneofs:
+                    oneofs[oneof] = len(m.oneof_decl)
+                    m.oneof_decl.add().name = oneof
+                fd.oneof_index = oneofs[oneof]
+
+    OPT, REP = T.LABEL_OPTIONAL, T.LABEL_REPEATED
+    S, B, I, M = T.TYPE_STRING, T.TYPE_BYTES, T.TYPE_INT32, T.TYPE_MESSAGE
+    pkg = ".grpc.reflection.v1alpha."
+    message("ServerReflectionRequest", [
+        (1, "host", S, OPT, None, None),
+        (3, "file_by_filename", S, OPT, None, "message_request"),
+        (4, "file_containing_symbol", S, OPT, None, "message_request"),
+        (7, "list_services", S, OPT, None, "message_request"),
+    ])
+    message("FileDescriptorResponse", [(1, "file_descriptor_proto", B, REP, None, None)])
+    message("ServiceResponse", [(1, "name", S, OPT, None, None)])
+    message("ListServiceResponse", [(1, "service", M, REP, pkg + "ServiceResponse", None)])
+    message("ErrorResponse", [(1, "error_code", I, OPT, None, None),
+                              (2, "error_message", S, OPT, None, None)])
+    message("ServerReflectionResponse", [
+        (1, "valid_host", S, OPT, None, None),
+        (2, "original_request", M, OPT, pkg + "ServerReflectionRequest", None),
+        (4, "file_descriptor_response", M, OPT, pkg + "FileDescriptorResponse", "message_response"),
+        (6, "list_services_response", M, OPT, pkg + "ListServiceResponse", "message_response"),
+        (7, "error_response", M, OPT, pkg + "ErrorResponse", "message_response"),
+    ])
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(f)
+    factory = message_factory.MessageFactory(pool)
+    get = lambda n: factory.GetPrototype(pool.FindMessageTypeByName("grpc.reflection.v1alpha." + n))
+    return get("ServerReflectionRequest"), get("ServerReflectionResponse")
+
+
+class ReflectionClient:
+    def __init__(self, channel):
+        self.request_cls, self.response_cls = reflection_messages()
+        self.call = channel.stream_stream(
+            REFLECTION_METHOD,
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=self.response_cls.FromString)
+
+    def ask(self, **field):
+        request = self.request_cls(**field)
+        responses = list(self.call(iter([request]), timeout=TIMEOUT_S))
+        if len(responses) != 1:
+            raise RuntimeError(f"reflection: expected one response, got {len(responses)}")
+        r = responses[0]
+        if r.WhichOneof("message_response") == "error_response":
+            raise RuntimeError(f"reflection error {r.error_response.error_code}: "
+                               f"{r.error_response.error_message}")
+        return r
+
+    def list_services(self):
+        r = self.ask(list_services="")
+        return [s.name for s in r.list_services_response.service]
+
+    def pool_for_symbol(self, symbol):
+        """A DescriptorPool holding the file defining `symbol` and its dependencies."""
+        files = {}
+        pending = list(self.ask(file_containing_symbol=symbol)
+                       .file_descriptor_response.file_descriptor_proto)
+        while pending:
+            fd = descriptor_pb2.FileDescriptorProto.FromString(pending.pop())
+            if fd.name in files:
+                continue
+            files[fd.name] = fd
+            for dep in fd.dependency:
+                if dep not in files:
+                    pending.extend(self.ask(file_by_filename=dep)
+                                   .file_descriptor_response.file_descriptor_proto)
+        pool = descriptor_pool.DescriptorPool()
+        added = set()
+        while len(added) < len(files):  # dependencies first
+            for name, fd in files.items():
+                if name not in added and all(d in added for d in fd.dependency):
+                    pool.Add(fd)
+                    added.add(name)
+        return pool, files
+
+
+def health_status(channel, service=""):
+    """grpc.health.v1.Health/Check with hand-encoded messages (the C++ server's default
+    health service is not described by reflection). Returns 1 for SERVING."""
+    request = b"" if not service else b"\x0a" + bytes([len(service)]) + service.encode()
+    call = channel.unary_unary(HEALTH_CHECK_METHOD)
+    response = call(request, timeout=TIMEOUT_S)
+    return response[1] if len(response) == 2 and response[0] == 0x08 else 0
+
+
+def describe_method(files, service, method):
+    for fd in files.values():
+        for s in fd.service:
+            if f"{fd.package}.{s.name}" == service:
+                for m in s.method:
+                    if m.name == method:
+                        return m
+    return None
+
+
+def run(target, api_key, prompt, expect_echo):
+    channel = grpc.insecure_channel(target)
+    grpc.channel_ready_future(channel).result(timeout=TIMEOUT_S)
+    reflection = ReflectionClient(channel)
+
+    services = reflection.list_services()
+    print("services:", " ".join(sorted(services)))
+    check("tessera.v1.Inference" in services, "list: tessera.v1.Inference")
+    check("grpc.health.v1.Health" in services, "list: grpc.health.v1.Health")
+    check(any(s.startswith("grpc.reflection.") for s in services), "list: reflection")
+
+    pool, files = reflection.pool_for_symbol("tessera.v1.Inference")
+    service = pool.FindServiceByName("tessera.v1.Inference")
+    check({"Generate", "Chat", "Tokenize", "Detokenize", "ListModels", "GetModelInfo"}
+          <= set(service.methods_by_name), "describe: Inference has all six methods")
+    generate = describe_method(files, "tessera.v1.Inference", "Generate")
+    if not check(generate is not None and generate.server_streaming and
+                 not generate.client_streaming, "describe: Generate is server-streaming"):
+        return
+    check(generate.input_type == ".tessera.v1.GenerateRequest" and
+          generate.output_type == ".tessera.v1.GenerateResponse",
+          f"describe: Generate({generate.input_type}) returns (stream {generate.output_type})")
+
+    factory = message_factory.MessageFactory(pool)
+    request_cls = factory.GetPrototype(pool.FindMessageTypeByName("tessera.v1.GenerateRequest"))
+    response_cls = factory.GetPrototype(pool.FindMessageTypeByName("tessera.v1.GenerateResponse"))
+    body = {"text": prompt,
+            "sampling": {"temperature": 0, "seed": "7"},
+            "options": {"maxTokens": 64, "logprobs": True}}
+    request = json_format.ParseDict(body, request_cls())
+    print("Generate", json.dumps(body))
+    call = channel.unary_stream("/tessera.v1.Inference/Generate",
+                                request_serializer=lambda m: m.SerializeToString(),
+                                response_deserializer=response_cls.FromString)
+    metadata = [("authorization", f"Bearer {api_key}")] if api_key else None
+    chunks = list(call(request, timeout=TIMEOUT_S, metadata=metadata))
+    ids = [t for c in chunks for t in c.token_ids]
+    text = "".join(c.text for c in chunks)
+    print(f"received {len(chunks)} chunks, {len(ids)} tokens, text {text!r}")
+    check(len(chunks) >= 1 and len(ids) >= 1, "generate: tokens arrive")
+    last = chunks[-1] if chunks else response_cls()
+    check(last.finish_reason in ("stop", "length"), f"generate: last finish_reason {last.finish_reason!r}")
+    check(all(not c.finish_reason for c in chunks[:-1]), "generate: finish_reason only on the last")
+    check(last.HasField("usage") and last.usage.completion_tokens == len(ids) and
+          last.usage.prompt_tokens > 0,
+          f"generate: usage {json_format.MessageToDict(last.usage)} counts {len(ids)} tokens")
+    check(sum(len(c.logprobs) for c in chunks) == len(ids), "generate: one logprob per token")
+    if expect_echo:
+        check(text == prompt, "generate: the echo engine returns the prompt")
+
+    check(health_status(channel) == 1, "health: SERVING without an API key")
+    if api_key:
+        try:
+            list(call(request, timeout=TIMEOUT_S))
+            check(False, "auth: a call without the key is refused")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.UNAUTHENTICATED,
+                  f"auth: a call without the key is {e.code().name}")
+    channel.close()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--server", help="test_grpc_server binary to start and stop")
+    parser.add_argument("--target", help="host:port of a running server")
+    parser.add_argument("--api-key", default="")
+    parser.add_argument("--prompt", default="Hello from a reflection-only client")
+    args = parser.parse_args()
+    if bool(args.server) == bool(args.target):
+        parser.error("give exactly one of --server and --target")
+
+    server = None
+    target = args.target
+    try:
+        if args.server:
+            cmd = [args.server, "--port", "0", "--token-delay-ms", "2"]
+            api_key = args.api_key or "client-test-key"
+            cmd += ["--api-key", api_key]
+            server = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+            line = server.stdout.readline().strip()
+            if not line.startswith("listening on "):
+                print(f"FAIL server did not start: {line!r}")
+                return 1
+            target = line[len("listening on "):]
+            run(target, api_key, args.prompt, expect_echo=True)
+        else:
+            run(target, args.api_key, args.prompt, expect_echo=False)
+    except (grpc.RpcError, grpc.FutureTimeoutError, RuntimeError) as e:
+        check(False, f"unexpected error: {e}")
+    finally:
+        if server is not None:
+            server.terminate()
+            check(server.wait(timeout=TIMEOUT_S) == 0, "server: SIGTERM drains and exits 0")
+    print(f"{len(PASSED)} passed, {len(FAILURES)} failed")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
