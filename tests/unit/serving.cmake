@@ -1,0 +1,10 @@
+# The serving engine (controller/serving): its parts against hand-derived cases, and the
+# engine over an in-process StepEngine on generated models (concurrent requests equal each
+# run alone, chunked prefill, preemption, cancellation, deadlines, limits, worker failure).
+if(TARGET tessera_serving)
+  tessera_test(serving_parts_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/serving_parts_test.cc
+    DEPS tessera_serving
+    LABELS unit serving sanitize
+    TIMEOUT 60)
+endif()
