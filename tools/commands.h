@@ -17,5 +17,6 @@ int RunGenerate(const Args& args);
 int RunTokenize(const Args& args);
 int RunDetokenize(const Args& args);
 int RunChatTemplate(const Args& args);
+int RunGguf(const Args& args);
 
 }  // namespace tessera::cli

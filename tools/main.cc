@@ -27,6 +27,8 @@ constexpr Command kCommands[] = {
     {"tokenize", "text on stdin -> token ids", tessera::cli::RunTokenize},
     {"detokenize", "token ids on stdin -> text", tessera::cli::RunDetokenize},
     {"chat-template", "render a chat template with a JSON context", tessera::cli::RunChatTemplate},
+    {"gguf", "split a GGUF into parts or merge parts (llama-gguf-split compatible)",
+     tessera::cli::RunGguf},
 };
 
 void PrintUsage(FILE* out) {
