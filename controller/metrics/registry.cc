@@ -69,30 +69,28 @@ F& Registry::Add(std::unique_ptr<F> family) {
   return *existing;
 }
 
-CounterFamily& Registry::AddCounter(const std::string& name, const std::string& help,
-                                    std::vector<std::string> label_names) {
+template <typename Metric>
+MetricFamily<Metric>& Registry::AddUnbucketed(const std::string& name, const std::string& help,
+                                              std::vector<std::string> label_names) {
   CheckNames(name, label_names, false);
   const bool enabled = enabled_;
-  return Add(std::make_unique<CounterFamily>(name, help, std::move(label_names), [enabled] {
-    return std::make_unique<Counter>(enabled);
-  }));
+  return Add(std::make_unique<MetricFamily<Metric>>(
+      name, help, std::move(label_names), [enabled] { return std::make_unique<Metric>(enabled); }));
+}
+
+CounterFamily& Registry::AddCounter(const std::string& name, const std::string& help,
+                                    std::vector<std::string> label_names) {
+  return AddUnbucketed<Counter>(name, help, std::move(label_names));
 }
 
 GaugeFamily& Registry::AddGauge(const std::string& name, const std::string& help,
                                 std::vector<std::string> label_names) {
-  CheckNames(name, label_names, false);
-  const bool enabled = enabled_;
-  return Add(std::make_unique<GaugeFamily>(name, help, std::move(label_names),
-                                           [enabled] { return std::make_unique<Gauge>(enabled); }));
+  return AddUnbucketed<Gauge>(name, help, std::move(label_names));
 }
 
 CallbackGaugeFamily& Registry::AddCallbackGauge(const std::string& name, const std::string& help,
                                                 std::vector<std::string> label_names) {
-  CheckNames(name, label_names, false);
-  const bool enabled = enabled_;
-  return Add(std::make_unique<CallbackGaugeFamily>(name, help, std::move(label_names), [enabled] {
-    return std::make_unique<CallbackGauge>(enabled);
-  }));
+  return AddUnbucketed<CallbackGauge>(name, help, std::move(label_names));
 }
 
 HistogramFamily& Registry::AddHistogram(const std::string& name, const std::string& help,

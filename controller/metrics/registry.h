@@ -52,6 +52,10 @@ class Registry {
  private:
   template <typename F>
   F& Add(std::unique_ptr<F> family);
+  // Counters and gauges: families whose children take only the enabled flag.
+  template <typename Metric>
+  MetricFamily<Metric>& AddUnbucketed(const std::string& name, const std::string& help,
+                                      std::vector<std::string> label_names);
 
   const bool enabled_;
   mutable std::mutex mu_;
