@@ -92,3 +92,80 @@ void FloatGemmTransposedX(const float* w, int64_t ldw, int64_t rows, const float
 }
 
 }  // namespace tessera::cpu::avx512
+
+// ---- Panel form: weight rows in lanes, tokens broadcast (no transpose of x) ----------------
+
+namespace tessera::cpu::avx512 {
+namespace {
+
+// panels: RT panels of 16 rows, k-major (element [16·k + lane]); y rows in lane order.
+template <int RT, int CT>
+void PanelTile(const float* panels, int64_t n, const __mmask16* mask, const float* x, int64_t ldx,
+               float* y, int64_t ldy) {
+  __m512 acc[RT][CT];
+#pragma GCC unroll 16
+  for (int r = 0; r < RT; ++r) {
+#pragma GCC unroll 16
+    for (int c = 0; c < CT; ++c) acc[r][c] = _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    __m512 w[RT];
+#pragma GCC unroll 16
+    for (int r = 0; r < RT; ++r) w[r] = _mm512_loadu_ps(panels + (r * n + k) * 16);
+#pragma GCC unroll 16
+    for (int c = 0; c < CT; ++c) {
+      const __m512 xv = _mm512_set1_ps(x[c * ldx + k]);
+#pragma GCC unroll 16
+      for (int r = 0; r < RT; ++r) acc[r][c] = _mm512_fmadd_ps(w[r], xv, acc[r][c]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int c = 0; c < CT; ++c) {
+#pragma GCC unroll 16
+    for (int r = 0; r < RT; ++r) _mm512_mask_storeu_ps(y + c * ldy + 16 * r, mask[r], acc[r][c]);
+  }
+}
+
+template <int RT>
+void PanelTokens(const float* panels, int64_t n, int rows, const float* x, int64_t ldx,
+                 int64_t batch, float* y, int64_t ldy) {
+  constexpr int kCt = RT == 1 ? 24 : 12;
+  __mmask16 mask[RT];
+  for (int r = 0; r < RT; ++r) {
+    const int valid = rows - 16 * r;
+    mask[r] = valid >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << valid) - 1);
+  }
+  int64_t b = 0;
+  for (; b + kCt <= batch; b += kCt) {
+    PanelTile<RT, kCt>(panels, n, mask, x + b * ldx, ldx, y + b * ldy, ldy);
+  }
+  for (; b + 4 <= batch; b += 4) {
+    PanelTile<RT, 4>(panels, n, mask, x + b * ldx, ldx, y + b * ldy, ldy);
+  }
+  for (; b < batch; ++b) PanelTile<RT, 1>(panels, n, mask, x + b * ldx, ldx, y + b * ldy, ldy);
+}
+
+}  // namespace
+
+void FloatGemmPanels(const float* w, int64_t ldw, int rows, const float* x, int64_t ldx,
+                     int64_t batch, int64_t n, float* y, int64_t ldy, float* scratch) {
+  const int n_panels = (rows + 15) / 16;
+  for (int p = 0; p < n_panels; ++p) {
+    float* panel = scratch + p * n * 16;
+    for (int lane = 0; lane < 16; ++lane) {
+      const int r = 16 * p + lane;
+      if (r < rows) {
+        for (int64_t k = 0; k < n; ++k) panel[16 * k + lane] = w[r * ldw + k];
+      } else {
+        for (int64_t k = 0; k < n; ++k) panel[16 * k + lane] = 0.0f;
+      }
+    }
+  }
+  if (n_panels == 2) {
+    PanelTokens<2>(scratch, n, rows, x, ldx, batch, y, ldy);
+  } else {
+    PanelTokens<1>(scratch, n, rows, x, ldx, batch, y, ldy);
+  }
+}
+
+}  // namespace tessera::cpu::avx512

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/int8_gemm_format.h"
+
 namespace tessera::cpu::avx512 {
 
 // y[b * ldy + r] = Σ_k w[r * ldw + k] · xt[k * ldxt + b] for r < rows, b < batch. `xt` is x
@@ -11,5 +13,23 @@ namespace tessera::cpu::avx512 {
 // results are discarded).
 void FloatGemmTransposedX(const float* w, int64_t ldw, int64_t rows, const float* xt, int64_t ldxt,
                           int64_t batch, int64_t n, float* y, int64_t ldy);
+
+// y[b * ldy + r] = Σ_k w[r * ldw + k] · x[b * ldx + k] for r < rows (1..32), b < batch, with
+// x as it is (not transposed): the rows are packed into 16-row panels in `scratch` (32·n
+// floats), one row per lane, and each x element is broadcast against a panel.
+void FloatGemmPanels(const float* w, int64_t ldw, int rows, const float* x, int64_t ldx,
+                     int64_t batch, int64_t n, float* y, int64_t ldy, float* scratch);
+
+// y[b·ldy + r] = Σ_k W[r][k]·x[b][k] for r < rows (1..32) and b < a.batch, W given as the
+// (rows + 15)/16 panels of `panels` (int8_gemm.h). False when `layout` is not one the kernel
+// was built for (y untouched).
+bool Int8Gemm(const Int8GemmLayout& layout, const Int8Panel* panels, int rows,
+              const Int8Activations& a, float* y, int64_t ldy);
+
+// Quantizes x[0, n) exactly as QuantizeActivationsQ8_K (act_block 256) or
+// QuantizeActivationsQ8_0 (act_block 32) round it, into plain quants q[n], one scale per
+// block d[n / act_block], and the sum of each `group` (16 or 32) quants gsum[n / group].
+void QuantizeInt8Activations(const float* x, int64_t n, int act_block, int group, int8_t* q,
+                             float* d, int32_t* gsum);
 
 }  // namespace tessera::cpu::avx512

@@ -1,12 +1,15 @@
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
+#include <array>
+#include <functional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/quant/type_traits.h"
 #include "kernels/cpu/activation_quant.h"
 #include "kernels/cpu/dequantize_fast.h"
+#include "kernels/cpu/int8_gemm.h"
 #include "kernels/cpu/kernels_avx2.h"
 #include "kernels/cpu/kernels_avx512.h"
 
@@ -74,6 +77,43 @@ void IntegerMatmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, con
   }
 }
 
+// Prefill with the int8 GEMM: the batch is quantized once (rows split over the pool), then
+// each task unpacks 32 weight rows into two panels and multiplies them with every token.
+void Int8GemmMatmul(const Int8GemmLayout& layout, const QuantMatrix& w, int64_t row_begin,
+                    int64_t row_end, const float* x, int64_t batch, float* y, int64_t ldy,
+                    ThreadPool* pool) {
+  const int threads = pool ? pool->size() : 1;
+  auto run = [pool](int64_t n_tasks, const std::function<void(int64_t, int)>& task) {
+    if (pool) {
+      pool->ParallelFor(n_tasks, task);
+    } else {
+      for (int64_t t = 0; t < n_tasks; ++t) task(t, 0);
+    }
+  };
+  Int8ActivationBuffer acts;
+  acts.Reset(layout, batch, w.cols);
+  const int64_t rows_per_task = (batch + 4 * threads - 1) / (4 * threads);
+  run((batch + rows_per_task - 1) / rows_per_task, [&](int64_t t, int) {
+    acts.QuantizeRows(x, t * rows_per_task, std::min(batch, (t + 1) * rows_per_task), Isa::kAvx512);
+  });
+  const Int8Activations a = acts.view();
+
+  constexpr int64_t kTileRows = 2 * kInt8PanelRows;
+  std::vector<std::array<Int8PanelBuffer, 2>> panels(threads);
+  run((row_end - row_begin + kTileRows - 1) / kTileRows, [&](int64_t t, int thread) {
+    const int64_t r0 = row_begin + t * kTileRows;
+    const int rows = static_cast<int>(std::min(kTileRows, row_end - r0));
+    Int8Panel views[2];
+    for (int p = 0; p * kInt8PanelRows < rows; ++p) {
+      Int8PanelBuffer& buffer = panels[thread][p];
+      buffer.Unpack(layout, w.data + (r0 + p * kInt8PanelRows) * w.row_bytes, w.row_bytes,
+                    std::min(kInt8PanelRows, rows - p * kInt8PanelRows), w.cols);
+      views[p] = buffer.view();
+    }
+    avx512::Int8Gemm(layout, views, rows, a, y + (r0 - row_begin), ldy);
+  });
+}
+
 // x (batch × n) transposed to n × ldxt with ldxt = batch rounded up to 16, zero padded.
 std::vector<float> TransposeActivations(const float* x, int64_t batch, int64_t n, int64_t* ldxt) {
   *ldxt = (batch + 15) / 16 * 16;
@@ -82,6 +122,33 @@ std::vector<float> TransposeActivations(const float* x, int64_t batch, int64_t n
     for (int64_t k = 0; k < n; ++k) xt[k * *ldxt + b] = x[b * n + k];
   }
   return xt;
+}
+
+// F32 weights with a prefill batch (attention's K and Vᵀ, routers) on AVX-512: each task
+// packs 32 rows into panels and multiplies them with a block of tokens read in place (no
+// transpose of x, contiguous stores); tasks are row tiles × token blocks, so a matrix of
+// few rows (Vᵀ has head-dim rows) still spreads over the threads.
+void FloatPanelMatmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
+                      int64_t batch, float* y, int64_t ldy, ThreadPool* pool) {
+  constexpr int64_t kTileRows = 32, kTokenBlock = 192;
+  const int threads = pool ? pool->size() : 1;
+  const int64_t n_tiles = (row_end - row_begin + kTileRows - 1) / kTileRows;
+  const int64_t n_blocks = (batch + kTokenBlock - 1) / kTokenBlock;
+  std::vector<std::vector<float>> scratch(threads);
+  for (auto& s : scratch) s.resize(static_cast<size_t>(kTileRows * w.cols));
+  auto task = [&](int64_t t, int thread) {
+    // Consecutive tasks share a token block, which then stays in cache.
+    const int64_t b0 = (t / n_tiles) * kTokenBlock, r0 = row_begin + (t % n_tiles) * kTileRows;
+    const auto* rows = reinterpret_cast<const float*>(w.data + r0 * w.row_bytes);
+    avx512::FloatGemmPanels(rows, w.cols, static_cast<int>(std::min(kTileRows, row_end - r0)),
+                            x + b0 * w.cols, w.cols, std::min(kTokenBlock, batch - b0), w.cols,
+                            y + b0 * ldy + (r0 - row_begin), ldy, scratch[thread].data());
+  };
+  if (pool) {
+    pool->ParallelFor(n_tiles * n_blocks, task);
+  } else {
+    for (int64_t t = 0; t < n_tiles * n_blocks; ++t) task(t, 0);
+  }
 }
 
 void FloatMatmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
@@ -152,6 +219,17 @@ void FloatMatmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const
   }
 }
 
+enum class Kernel { kIntegerDots, kInt8Gemm, kFloat };
+
+Kernel ChooseKernel(gguf::GgmlType type, int64_t batch, const MatmulOptions& options) {
+  if (options.path == MatmulPath::kFloat) return Kernel::kFloat;
+  const bool gemm = batch >= kPrefillBatch && FindInt8GemmLayout(type) != nullptr &&
+                    AtLeast(options.isa, Isa::kAvx512);
+  if (gemm) return Kernel::kInt8Gemm;
+  const bool dots = options.path == MatmulPath::kInteger || batch < kPrefillBatch;
+  return dots && HasIntegerKernel(type, options.isa) ? Kernel::kIntegerDots : Kernel::kFloat;
+}
+
 }  // namespace
 
 absl::StatusOr<QuantMatrix> QuantMatrix::Make(gguf::GgmlType type, int64_t rows, int64_t cols,
@@ -183,6 +261,10 @@ absl::StatusOr<QuantMatrix> QuantMatrix::FromTensor(const gguf::TensorInfo& tens
   return Make(tensor.type, static_cast<int64_t>(tensor.rows()), tensor.dims[0], bytes, tensor.name);
 }
 
+bool RoundsActivations(gguf::GgmlType type, int64_t batch, const MatmulOptions& options) {
+  return ChooseKernel(type, batch, options) != Kernel::kFloat;
+}
+
 bool HasIntegerKernel(gguf::GgmlType type, Isa isa) {
   return AtLeast(isa, Isa::kAvx2) && avx2::IntegerDot(type) != nullptr;
 }
@@ -202,21 +284,21 @@ absl::Status Matmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, co
   }
   if (batch == 0) return absl::OkStatus();
   if ((row_end - row_begin) * w.cols * batch < options.min_parallel_macs) pool = nullptr;
-  bool integer = false;
-  switch (options.path) {
-    case MatmulPath::kAuto:
-      integer = batch < kPrefillBatch;
+  switch (ChooseKernel(w.type, batch, options)) {
+    case Kernel::kIntegerDots:
+      IntegerMatmul(w, row_begin, row_end, x, batch, y, ldy, pool, options.isa);
       break;
-    case MatmulPath::kInteger:
-      integer = true;
+    case Kernel::kInt8Gemm:
+      Int8GemmMatmul(*FindInt8GemmLayout(w.type), w, row_begin, row_end, x, batch, y, ldy, pool);
       break;
-    case MatmulPath::kFloat:
+    case Kernel::kFloat:
+      if (w.type == gguf::GgmlType::kF32 && batch >= kPrefillBatch &&
+          AtLeast(options.isa, Isa::kAvx512)) {
+        FloatPanelMatmul(w, row_begin, row_end, x, batch, y, ldy, pool);
+      } else {
+        FloatMatmul(w, row_begin, row_end, x, batch, y, ldy, pool, options.isa);
+      }
       break;
-  }
-  if (integer && HasIntegerKernel(w.type, options.isa)) {
-    IntegerMatmul(w, row_begin, row_end, x, batch, y, ldy, pool, options.isa);
-  } else {
-    FloatMatmul(w, row_begin, row_end, x, batch, y, ldy, pool, options.isa);
   }
   return absl::OkStatus();
 }

@@ -12,7 +12,12 @@
 //    accumulation (see tests/unit/matmul_test.cc for the bound used). Activations round as
 //    llama.cpp's CPU backend rounds them (activation_quant.h). Integer kernels are AVX2
 //    (every quantized weight type); a CPU without AVX2 takes the float path.
-//  - float (prefill, and wherever no integer kernel exists): tiles of W rows are dequantized
+//  - int8 GEMM (prefill, batch ≥ kPrefillBatch, Q4_K/Q5_K/Q6_K/Q8_0/Q4_0 with AVX-512
+//    VNNI): x is quantized once as for the integer path, and tiles of 32 weight rows,
+//    unpacked once to int8 panels, meet every token in vpdpbusd register tiles
+//    (int8_gemm.h). Same error terms as the integer path.
+//  - float (prefill otherwise, and wherever no integer kernel exists): tiles of W rows are
+//  dequantized
 //    to float32 and multiplied with x in float32 (register-blocked FMA, AVX-512 where
 //    present); error is float32 accumulation only. Also the checking path (kFloat).
 //
@@ -52,8 +57,10 @@ struct QuantMatrix {
 };
 
 enum class MatmulPath {
-  kAuto,     // integer for batch < kPrefillBatch where a kernel exists, float otherwise
-  kInteger,  // quantized activations + integer dots (falls back to float where unavailable)
+  kAuto,     // integer dots for batch < kPrefillBatch, the int8 GEMM above it, where they
+             // exist; float otherwise
+  kInteger,  // quantized activations: the int8 GEMM where it applies, integer dots otherwise
+             // (falls back to float where neither is available)
   kFloat,    // dequantize + float32 products
 };
 
@@ -76,5 +83,9 @@ absl::Status Matmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, co
 
 // True when Matmul would take the integer path for `type` at `isa`.
 bool HasIntegerKernel(gguf::GgmlType type, Isa isa = BestIsa());
+
+// True when Matmul of a `type` matrix with `batch` vectors under `options` rounds x to int8
+// (integer dots or the int8 GEMM), false when it multiplies in float.
+bool RoundsActivations(gguf::GgmlType type, int64_t batch, const MatmulOptions& options);
 
 }  // namespace tessera::cpu

@@ -75,9 +75,7 @@ void Check(const Problem& p, MatmulPath path, Isa isa, int threads) {
   MatmulOptions opt{path, isa};
   opt.min_parallel_macs = 0;  // these small products must still go through the pool
   ASSERT_TRUE(Matmul(*w, 0, p.rows, p.x.data(), p.batch, y.data(), p.rows, &pool, opt).ok());
-  const bool integer = path != MatmulPath::kFloat &&
-                       (path == MatmulPath::kInteger || p.batch < kPrefillBatch) &&
-                       HasIntegerKernel(p.type, isa);
+  const bool integer = RoundsActivations(p.type, p.batch, opt);
   for (int64_t b = 0; b < p.batch; ++b) {
     for (int64_t r = 0; r < p.rows; ++r) {
       const double want = p.want[b * p.rows + r];
@@ -128,6 +126,66 @@ TEST(MatmulWideTest, LongRowsMatchFloat64Reference) {
         for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
           if (IsaSupported(isa)) Check(p, MatmulPath::kAuto, isa, 2);
         }
+      }
+    }
+  }
+}
+
+// The int8 GEMM (batch ≥ kPrefillBatch, AVX-512 VNNI): rows and tokens that are not
+// multiples of its 16-row panels, 32-row tiles and 4/8-token register tiles, on 1–3
+// threads. Its error is the integer path's (Tolerance: activation rounding + float32).
+TEST(MatmulInt8GemmTest, OddShapesMatchFloat64Reference) {
+  if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "host has no AVX-512 VNNI";
+  uint64_t seed = 300;
+  for (GgmlType type :
+       {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+    for (int64_t rows : {1, 16, 17, 45}) {
+      for (int64_t batch : {8, 13, 37}) {
+        const Problem p = MakeProblem(type, rows, 768, batch, seed++);
+        ASSERT_TRUE(RoundsActivations(type, batch, MatmulOptions{}));
+        for (int threads : {1, 2, 3}) Check(p, MatmulPath::kAuto, Isa::kAvx512, threads);
+      }
+    }
+  }
+}
+
+// The exact path never rounds activations, whatever the batch.
+TEST(MatmulInt8GemmTest, FloatPathStaysFloat) {
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0}) {
+    EXPECT_FALSE(RoundsActivations(type, 512, MatmulOptions{MatmulPath::kFloat}));
+    EXPECT_FALSE(RoundsActivations(type, 512, MatmulOptions{MatmulPath::kAuto, Isa::kScalar}));
+  }
+}
+
+// A shard [begin, end) that starts inside a 16-row panel writes only its own outputs.
+TEST(MatmulInt8GemmTest, ShardWritesItsOwnRows) {
+  if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "host has no AVX-512 VNNI";
+  const Problem p = MakeProblem(GgmlType::kQ6_K, 50, 512, 11, 77);
+  auto w = QuantMatrix::Make(p.type, p.rows, p.cols, p.w, "w");
+  ASSERT_TRUE(w.ok());
+  ThreadPool pool(2);
+  constexpr int64_t kBegin = 5, kEnd = 43, kLdy = 40;
+  std::vector<float> y(p.batch * kLdy, -123.0f);
+  MatmulOptions opt{MatmulPath::kAuto, Isa::kAvx512};
+  opt.min_parallel_macs = 0;
+  ASSERT_TRUE(Matmul(*w, kBegin, kEnd, p.x.data(), p.batch, y.data(), kLdy, &pool, opt).ok());
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t r = kBegin; r < kEnd; ++r) {
+      EXPECT_NEAR(y[b * kLdy + r - kBegin], p.want[b * p.rows + r], Tolerance(p, b, r, true));
+    }
+    for (int64_t pad = kEnd - kBegin; pad < kLdy; ++pad) EXPECT_EQ(y[b * kLdy + pad], -123.0f);
+  }
+}
+
+// F32 matrices with a prefill batch (attention) take the AVX-512 panel kernel: odd row
+// counts, short and long rows, token counts across its 192-token blocks.
+TEST(MatmulFloatPanelTest, OddShapesMatchFloat64Reference) {
+  uint64_t seed = 500;
+  for (int64_t cols : {37, 64, 512}) {
+    for (int64_t rows : {5, 33, 70}) {
+      for (int64_t batch : {8, 29, 200}) {
+        const Problem p = MakeProblem(GgmlType::kF32, rows, cols, batch, seed++);
+        for (int threads : {1, 3}) Check(p, MatmulPath::kFloat, BestIsa(), threads);
       }
     }
   }

@@ -28,3 +28,8 @@ tessera_test(activation_quant_test
   DEPS tessera_kernels_cpu
   LABELS unit quant sanitize
   TIMEOUT 60)
+tessera_test(int8_gemm_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/int8_gemm_test.cc
+  DEPS tessera_kernels_cpu
+  LABELS unit quant sanitize
+  TIMEOUT 60)

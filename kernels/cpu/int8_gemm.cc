@@ -1,0 +1,242 @@
+#include "kernels/cpu/int8_gemm.h"
+
+#include <cstring>
+
+#include "common/quant/blocks.h"
+#include "common/util/half.h"
+#include "kernels/cpu/activation_quant.h"
+#include "kernels/cpu/kernels_avx512.h"
+
+namespace tessera::cpu {
+namespace {
+
+using gguf::GgmlType;
+
+// Zero points: Q6_K stores q + 32, Q8_0's signed quants are flipped to q + 128 (the kernel
+// multiplies unsigned weights by signed activations), Q4_0 stores q + 8.
+constexpr Int8GemmLayout kLayouts[] = {
+    {GgmlType::kQ4_K, 32, quant::kQKK, 0, true},   {GgmlType::kQ5_K, 32, quant::kQKK, 0, true},
+    {GgmlType::kQ6_K, 16, quant::kQKK, 32, false}, {GgmlType::kQ8_0, 32, quant::kQK, 128, false},
+    {GgmlType::kQ4_0, 32, quant::kQK, 8, false},
+};
+
+// One row decoded: unsigned quants q[cols], integer group scales sc[cols/group] and mins
+// m[cols/group], float block scales d and dmin[cols/act_block].
+struct RowOut {
+  uint8_t* q;
+  float* sc;
+  int32_t* m;
+  float* d;
+  float* dmin;
+};
+
+// Q4_K and Q5_K share the 6-bit (scale, min) packing; `high` (Q5_K's qh) adds a fifth bit.
+template <typename Block>
+void DecodeK4(const Block* x, int64_t n_blocks, RowOut out, bool high) {
+  for (int64_t i = 0; i < n_blocks; ++i, out.q += quant::kQKK, out.sc += 8, out.m += 8) {
+    out.d[i] = Fp16ToFloat(x[i].d);
+    out.dmin[i] = Fp16ToFloat(x[i].dmin);
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      quant::UnpackScaleMinK4(j, x[i].scales, &sc, &m);
+      out.sc[j] = sc;
+      out.m[j] = m;
+    }
+    for (int j = 0; j < 4; ++j) {
+      const uint8_t* qs = x[i].qs + 32 * j;
+      for (int l = 0; l < 32; ++l) {
+        out.q[64 * j + l] = qs[l] & 0xF;
+        out.q[64 * j + 32 + l] = qs[l] >> 4;
+      }
+    }
+    if (!high) continue;
+    if constexpr (sizeof(Block) == sizeof(quant::BlockQ5_K)) {
+      for (int j = 0; j < 8; ++j) {
+        for (int l = 0; l < 32; ++l) {
+          out.q[32 * j + l] |= static_cast<uint8_t>(((x[i].qh[l] >> j) & 1) << 4);
+        }
+      }
+    }
+  }
+}
+
+void DecodeQ4_K(const uint8_t* src, int64_t cols, RowOut out) {
+  DecodeK4(reinterpret_cast<const quant::BlockQ4_K*>(src), cols / quant::kQKK, out, false);
+}
+
+void DecodeQ5_K(const uint8_t* src, int64_t cols, RowOut out) {
+  DecodeK4(reinterpret_cast<const quant::BlockQ5_K*>(src), cols / quant::kQKK, out, true);
+}
+
+void DecodeQ6_K(const uint8_t* src, int64_t cols, RowOut out) {
+  const auto* x = reinterpret_cast<const quant::BlockQ6_K*>(src);
+  for (int64_t i = 0; i < cols / quant::kQKK; ++i, out.q += quant::kQKK, out.sc += 16) {
+    out.d[i] = Fp16ToFloat(x[i].d);
+    for (int g = 0; g < 16; ++g) out.sc[g] = x[i].scales[g];
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = x[i].ql + 64 * h;
+      const uint8_t* qh = x[i].qh + 32 * h;
+      uint8_t* y = out.q + 128 * h;
+      for (int l = 0; l < 32; ++l) {
+        y[l] = static_cast<uint8_t>((ql[l] & 0xF) | ((qh[l] & 3) << 4));
+        y[l + 32] = static_cast<uint8_t>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+        y[l + 64] = static_cast<uint8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+        y[l + 96] = static_cast<uint8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+      }
+    }
+  }
+}
+
+void DecodeQ8_0(const uint8_t* src, int64_t cols, RowOut out) {
+  const auto* x = reinterpret_cast<const quant::BlockQ8_0*>(src);
+  for (int64_t i = 0; i < cols / quant::kQK; ++i, out.q += quant::kQK) {
+    out.d[i] = Fp16ToFloat(x[i].d);
+    out.sc[i] = 1.0f;
+    for (int l = 0; l < quant::kQK; ++l) out.q[l] = static_cast<uint8_t>(x[i].qs[l]) ^ 0x80;
+  }
+}
+
+void DecodeQ4_0(const uint8_t* src, int64_t cols, RowOut out) {
+  const auto* x = reinterpret_cast<const quant::BlockQ4_0*>(src);
+  for (int64_t i = 0; i < cols / quant::kQK; ++i, out.q += quant::kQK) {
+    out.d[i] = Fp16ToFloat(x[i].d);
+    out.sc[i] = 1.0f;
+    for (int l = 0; l < quant::kQK / 2; ++l) {
+      out.q[l] = x[i].qs[l] & 0xF;
+      out.q[l + 16] = x[i].qs[l] >> 4;
+    }
+  }
+}
+
+// Two int16 values in one int32 lane, as vpdpwssd reads them (low half first).
+int32_t Int16Pair(int32_t lo, int32_t hi) {
+  return static_cast<int32_t>((static_cast<uint32_t>(hi) << 16) |
+                              (static_cast<uint32_t>(lo) & 0xFFFF));
+}
+
+using DecodeFn = void (*)(const uint8_t* src, int64_t cols, RowOut out);
+
+DecodeFn Decoder(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_K:
+      return DecodeQ4_K;
+    case GgmlType::kQ5_K:
+      return DecodeQ5_K;
+    case GgmlType::kQ6_K:
+      return DecodeQ6_K;
+    case GgmlType::kQ8_0:
+      return DecodeQ8_0;
+    case GgmlType::kQ4_0:
+      return DecodeQ4_0;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+const Int8GemmLayout* FindInt8GemmLayout(GgmlType type) {
+  for (const Int8GemmLayout& l : kLayouts) {
+    if (l.type == type) return &l;
+  }
+  return nullptr;
+}
+
+void Int8ActivationBuffer::Reset(const Int8GemmLayout& layout, int64_t batch, int64_t cols) {
+  layout_ = &layout;
+  batch_ = batch;
+  cols_ = cols;
+  q_.resize(static_cast<size_t>(batch * cols));
+  d_.resize(static_cast<size_t>(batch * (cols / layout.act_block)));
+  gsum_.resize(static_cast<size_t>(batch * (cols / layout.group)));
+  gpair_.resize(layout.mins ? gsum_.size() / 2 : 0);
+}
+
+void Int8ActivationBuffer::QuantizeRows(const float* x, int64_t b0, int64_t b1, Isa isa) {
+  const int64_t n_blocks = cols_ / layout_->act_block, n_groups = cols_ / layout_->group;
+  for (int64_t b = b0; b < b1; ++b) {
+    int8_t* q = q_.data() + b * cols_;
+    float* d = d_.data() + b * n_blocks;
+    int32_t* gsum = gsum_.data() + b * n_groups;
+    if (isa == Isa::kAvx512) {
+      avx512::QuantizeInt8Activations(x + b * cols_, cols_, layout_->act_block, layout_->group, q,
+                                      d, gsum);
+    } else {
+      QuantizeRowPortable(x + b * cols_, q, d, gsum);
+    }
+    if (!layout_->mins) continue;
+    for (int64_t p = 0; p < n_groups / 2; ++p) {
+      gpair_[b * (n_groups / 2) + p] = Int16Pair(gsum[2 * p], gsum[2 * p + 1]);
+    }
+  }
+}
+
+// Through the activation_quant.h quantizers, whose block formats are then unpacked.
+void Int8ActivationBuffer::QuantizeRowPortable(const float* x, int8_t* q, float* d,
+                                               int32_t* gsum) const {
+  const int64_t n_blocks = cols_ / layout_->act_block;
+  if (layout_->act_block == quant::kQKK) {
+    std::vector<quant::BlockQ8_K> blocks(n_blocks);
+    QuantizeActivationsQ8_K(x, blocks.data(), cols_);
+    for (int64_t i = 0; i < n_blocks; ++i) {
+      d[i] = blocks[i].d;
+      std::memcpy(q + i * quant::kQKK, blocks[i].qs, quant::kQKK);
+    }
+  } else {
+    std::vector<quant::BlockQ8_0> blocks(n_blocks);
+    QuantizeActivationsQ8_0(x, blocks.data(), cols_);
+    for (int64_t i = 0; i < n_blocks; ++i) {
+      d[i] = Fp16ToFloat(blocks[i].d);
+      std::memcpy(q + i * quant::kQK, blocks[i].qs, quant::kQK);
+    }
+  }
+  for (int64_t g = 0; g < cols_ / layout_->group; ++g) {
+    int32_t sum = 0;
+    for (int l = 0; l < layout_->group; ++l) sum += q[g * layout_->group + l];
+    gsum[g] = sum;
+  }
+}
+
+Int8Activations Int8ActivationBuffer::view() const {
+  return {batch_, cols_, q_.data(), d_.data(), gsum_.data(), gpair_.data()};
+}
+
+void Int8PanelBuffer::Unpack(const Int8GemmLayout& layout, const uint8_t* data, size_t row_bytes,
+                             int rows, int64_t cols) {
+  constexpr int kLanes = kInt8PanelRows;
+  const int64_t n_groups = cols / layout.group, n_blocks = cols / layout.act_block;
+  q_.resize(static_cast<size_t>(cols * kLanes));
+  scale_.assign(static_cast<size_t>(n_groups * kLanes), 0.0f);
+  d_.assign(static_cast<size_t>(n_blocks * kLanes), 0.0f);
+  dmin_.assign(layout.mins ? d_.size() : 0, 0.0f);
+  mpair_.assign(layout.mins ? scale_.size() / 2 : 0, 0);
+  row_q_.resize(static_cast<size_t>(cols));
+  row_scale_.resize(static_cast<size_t>(n_groups));
+  row_min_.assign(static_cast<size_t>(n_groups), 0);
+  row_d_.resize(static_cast<size_t>(n_blocks));
+  row_dmin_.assign(static_cast<size_t>(n_blocks), 0.0f);
+  if (rows < kLanes) std::memset(q_.data(), 0, q_.size());
+  const DecodeFn decode = Decoder(layout.type);
+  for (int r = 0; r < rows; ++r) {
+    decode(data + r * row_bytes, cols,
+           {row_q_.data(), row_scale_.data(), row_min_.data(), row_d_.data(), row_dmin_.data()});
+    for (int64_t k4 = 0; k4 < cols / 4; ++k4) {
+      std::memcpy(q_.data() + 64 * k4 + 4 * r, row_q_.data() + 4 * k4, 4);
+    }
+    for (int64_t g = 0; g < n_groups; ++g) scale_[g * kLanes + r] = row_scale_[g];
+    for (int64_t i = 0; i < n_blocks; ++i) d_[i * kLanes + r] = row_d_[i];
+    if (!layout.mins) continue;
+    for (int64_t i = 0; i < n_blocks; ++i) dmin_[i * kLanes + r] = row_dmin_[i];
+    for (int64_t p = 0; p < n_groups / 2; ++p) {
+      mpair_[p * kLanes + r] = Int16Pair(row_min_[2 * p], row_min_[2 * p + 1]);
+    }
+  }
+}
+
+Int8Panel Int8PanelBuffer::view() const {
+  const bool mins = !mpair_.empty();
+  return {q_.data(), scale_.data(), d_.data(), mins ? dmin_.data() : nullptr,
+          mins ? mpair_.data() : nullptr};
+}
+
+}  // namespace tessera::cpu

@@ -1,0 +1,241 @@
+// AVX-512 VNNI int8 GEMM for prefill (operand formats in int8_gemm_format.h). A register
+// tile is RT panels (16 weight rows each, one row per int32 lane) × CT tokens: per 4
+// elements, RT panel loads and CT activation broadcasts feed RT·CT vpdpbusd. Each group's
+// int32 sum times its integer scale joins a float block sum (exact below 2^24), which
+// (d_w·d_a) scales into the accumulators, minus (dmin·d_a)·Σ m_g·Σa from vpdpwssd: the
+// order llama.cpp's dot products use, so results stay as close to its logits as the
+// integer-dot path. Lanes are already y's rows, so stores need no transpose.
+// GCC 12 reports the deliberately undefined pass-through operands of _mm512_cvtepi32_ps,
+// _mm512_cvtps_epi32, ... (_mm512_undefined_*) as uninitialized once inlined here.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/int8_gemm_format.h"
+#include "kernels/cpu/kernels_avx512.h"
+
+namespace tessera::cpu::avx512 {
+namespace {
+
+template <int G, int A, int kOffset, bool kMins, int RT, int CT>
+void Tile(const Int8Panel* panels, const __mmask16* store_mask, const Int8Activations& a,
+          int64_t t0, float* y, int64_t ldy) {
+  const int64_t n = a.cols, n_groups = n / G, n_blocks = n / A;
+  const int8_t* aq[CT];
+#pragma GCC unroll 8
+  for (int c = 0; c < CT; ++c) aq[c] = a.q + (t0 + c) * n;
+  __m512 acc[RT][CT];
+#pragma GCC unroll 8
+  for (int r = 0; r < RT; ++r) {
+#pragma GCC unroll 8
+    for (int c = 0; c < CT; ++c) acc[r][c] = _mm512_setzero_ps();
+  }
+  for (int64_t kb = 0; kb < n; kb += A) {
+    // Σ_g sc_g·(group dot) of the block: exact integers in float while below 2^24.
+    __m512 block[RT][CT];
+#pragma GCC unroll 8
+    for (int r = 0; r < RT; ++r) {
+#pragma GCC unroll 8
+      for (int c = 0; c < CT; ++c) block[r][c] = _mm512_setzero_ps();
+    }
+    for (int64_t kg = kb; kg < kb + A; kg += G) {
+      const int64_t g = kg / G;
+      __m512i dot[RT][CT];
+#pragma GCC unroll 8
+      for (int c = 0; c < CT; ++c) {
+        const __m512i init = kOffset == 0
+                                 ? _mm512_setzero_si512()
+                                 : _mm512_set1_epi32(-kOffset * a.gsum[(t0 + c) * n_groups + g]);
+#pragma GCC unroll 8
+        for (int r = 0; r < RT; ++r) dot[r][c] = init;
+      }
+#pragma GCC unroll 8
+      for (int64_t k = kg; k < kg + G; k += 4) {
+        __m512i w[RT];
+#pragma GCC unroll 8
+        for (int r = 0; r < RT; ++r) w[r] = _mm512_loadu_si512(panels[r].q + 16 * k);
+#pragma GCC unroll 8
+        for (int c = 0; c < CT; ++c) {
+          int32_t four;
+          std::memcpy(&four, aq[c] + k, 4);
+          const __m512i x = _mm512_set1_epi32(four);
+#pragma GCC unroll 8
+          for (int r = 0; r < RT; ++r) dot[r][c] = _mm512_dpbusd_epi32(dot[r][c], w[r], x);
+        }
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < RT; ++r) {
+        const __m512 scale = _mm512_loadu_ps(panels[r].scale + 16 * g);
+#pragma GCC unroll 8
+        for (int c = 0; c < CT; ++c) {
+          const __m512 dotf = _mm512_cvtepi32_ps(dot[r][c]);
+          // Groups as long as the block have scale 1 (Q8_0, Q4_0).
+          block[r][c] = G == A ? dotf : _mm512_fmadd_ps(dotf, scale, block[r][c]);
+        }
+      }
+    }
+    const int64_t blk = kb / A;
+#pragma GCC unroll 8
+    for (int c = 0; c < CT; ++c) {
+      const __m512 da = _mm512_set1_ps(a.d[(t0 + c) * n_blocks + blk]);
+#pragma GCC unroll 8
+      for (int r = 0; r < RT; ++r) {
+        const __m512 d = _mm512_mul_ps(_mm512_loadu_ps(panels[r].d + 16 * blk), da);
+        acc[r][c] = _mm512_fmadd_ps(d, block[r][c], acc[r][c]);
+      }
+    }
+    if constexpr (kMins) {
+      // Σ_g m_g·Σa over the block's groups, in int32 from int16 pairs.
+      constexpr int kPairs = A / G / 2;
+#pragma GCC unroll 8
+      for (int c = 0; c < CT; ++c) {
+        const int32_t* gp = a.gpair + ((t0 + c) * n_groups + kb / G) / 2;
+        const __m512 da = _mm512_set1_ps(a.d[(t0 + c) * n_blocks + blk]);
+#pragma GCC unroll 8
+        for (int r = 0; r < RT; ++r) {
+          __m512i mins = _mm512_setzero_si512();
+          const int32_t* mp = panels[r].mpair + 16 * (kb / G / 2);
+#pragma GCC unroll 8
+          for (int p = 0; p < kPairs; ++p) {
+            mins = _mm512_dpwssd_epi32(mins, _mm512_loadu_si512(mp + 16 * p),
+                                       _mm512_set1_epi32(gp[p]));
+          }
+          const __m512 dmin = _mm512_mul_ps(_mm512_loadu_ps(panels[r].dmin + 16 * blk), da);
+          acc[r][c] = _mm512_fnmadd_ps(dmin, _mm512_cvtepi32_ps(mins), acc[r][c]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < CT; ++c) {
+#pragma GCC unroll 8
+    for (int r = 0; r < RT; ++r) {
+      _mm512_mask_storeu_ps(y + (t0 + c) * ldy + 16 * r, store_mask[r], acc[r][c]);
+    }
+  }
+}
+
+template <int G, int A, int kOffset, bool kMins, int RT>
+void Panels(const Int8Panel* panels, int rows, const Int8Activations& a, float* y, int64_t ldy) {
+  constexpr int kCt = RT == 1 ? 8 : 4;
+  __mmask16 mask[RT];
+  for (int r = 0; r < RT; ++r) {
+    const int valid = rows - 16 * r;
+    mask[r] = valid >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << valid) - 1);
+  }
+  int64_t t = 0;
+  for (; t + kCt <= a.batch; t += kCt) {
+    Tile<G, A, kOffset, kMins, RT, kCt>(panels, mask, a, t, y, ldy);
+  }
+  for (; t < a.batch; ++t) Tile<G, A, kOffset, kMins, RT, 1>(panels, mask, a, t, y, ldy);
+}
+
+template <int G, int A, int kOffset, bool kMins>
+void Dispatch(const Int8Panel* panels, int rows, const Int8Activations& a, float* y, int64_t ldy) {
+  if (rows > 16) {
+    Panels<G, A, kOffset, kMins, 2>(panels, rows, a, y, ldy);
+  } else {
+    Panels<G, A, kOffset, kMins, 1>(panels, rows, a, y, ldy);
+  }
+}
+
+// Sums of each `group` (16 or 32) of the 16·n_vecs int32 quants in r, into gsum.
+void GroupSums(const __m512i* r, int n_vecs, int group, int32_t* gsum) {
+  if (group == 16) {
+    for (int i = 0; i < n_vecs; ++i) gsum[i] = _mm512_reduce_add_epi32(r[i]);
+  } else {
+    for (int i = 0; i < n_vecs; i += 2) {
+      gsum[i / 2] = _mm512_reduce_add_epi32(_mm512_add_epi32(r[i], r[i + 1]));
+    }
+  }
+}
+
+__m128i PackToInt8(__m512i r) { return _mm512_cvtepi32_epi8(r); }
+
+// QuantizeActivationsQ8_K's rounding: the signed extreme maps to −127 (the first element of
+// largest magnitude), q = min(127, round-half-even(x·(−127/max))), d = 1/(−127/max).
+void QuantizeBlockQ8_K(const float* x, int group, int8_t* q, float* d, int32_t* gsum) {
+  constexpr int kVecs = 256 / 16;
+  __m512 v[kVecs];
+  __m512 amax = _mm512_setzero_ps();
+  for (int i = 0; i < kVecs; ++i) {
+    v[i] = _mm512_loadu_ps(x + 16 * i);
+    amax = _mm512_max_ps(amax, _mm512_abs_ps(v[i]));
+  }
+  const float a = _mm512_reduce_max_ps(amax);
+  if (a == 0.0f) {
+    std::memset(q, 0, 256);
+    *d = 0.0f;
+    for (int g = 0; g < 256 / group; ++g) gsum[g] = 0;
+    return;
+  }
+  float max = a;
+  for (int i = 0; i < kVecs; ++i) {
+    const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(v[i]), _mm512_set1_ps(a), _CMP_EQ_OQ);
+    if (hit != 0) {
+      max = x[16 * i + __builtin_ctz(hit)];
+      break;
+    }
+  }
+  const float iscale = -127.0f / max;
+  const __m512 vs = _mm512_set1_ps(iscale);
+  __m512i r[kVecs];
+  for (int i = 0; i < kVecs; ++i) {
+    r[i] = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v[i], vs)), _mm512_set1_epi32(127));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16 * i), PackToInt8(r[i]));
+  }
+  GroupSums(r, kVecs, group, gsum);
+  *d = 1.0f / iscale;
+}
+
+// QuantizeActivationsQ8_0's rounding: d = fp16(amax/127), q = round-half-even(x·127/amax).
+void QuantizeBlockQ8_0(const float* x, int8_t* q, float* d, int32_t* gsum) {
+  const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+  const uint16_t h = _cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT);
+  *d = _cvtsh_ss(h);
+  const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+  __m512i r[2] = {_mm512_cvtps_epi32(_mm512_mul_ps(v0, id)),
+                  _mm512_cvtps_epi32(_mm512_mul_ps(v1, id))};
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q), PackToInt8(r[0]));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), PackToInt8(r[1]));
+  GroupSums(r, 2, 32, gsum);
+}
+
+}  // namespace
+
+bool Int8Gemm(const Int8GemmLayout& layout, const Int8Panel* panels, int rows,
+              const Int8Activations& a, float* y, int64_t ldy) {
+  const int g = layout.group, blk = layout.act_block, off = layout.offset;
+  if (g == 32 && blk == 256 && off == 0 && layout.mins) {
+    Dispatch<32, 256, 0, true>(panels, rows, a, y, ldy);
+  } else if (g == 16 && blk == 256 && off == 32 && !layout.mins) {
+    Dispatch<16, 256, 32, false>(panels, rows, a, y, ldy);
+  } else if (g == 32 && blk == 32 && off == 128 && !layout.mins) {
+    Dispatch<32, 32, 128, false>(panels, rows, a, y, ldy);
+  } else if (g == 32 && blk == 32 && off == 8 && !layout.mins) {
+    Dispatch<32, 32, 8, false>(panels, rows, a, y, ldy);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void QuantizeInt8Activations(const float* x, int64_t n, int act_block, int group, int8_t* q,
+                             float* d, int32_t* gsum) {
+  const int per_block = act_block / group;
+  for (int64_t i = 0; i < n / act_block; ++i) {
+    const int64_t k = i * act_block;
+    if (act_block == 256) {
+      QuantizeBlockQ8_K(x + k, group, q + k, d + i, gsum + i * per_block);
+    } else {
+      QuantizeBlockQ8_0(x + k, q + k, d + i, gsum + i * per_block);
+    }
+  }
+}
+
+}  // namespace tessera::cpu::avx512

@@ -1,0 +1,56 @@
+// The int8 GEMM's activation quantizer (AVX-512) against activation_quant.h's, whose rounding
+// is llama.cpp's: same quants, scales and group sums, bit for bit.
+#include "kernels/cpu/int8_gemm.h"
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace tessera::cpu {
+namespace {
+
+using gguf::GgmlType;
+
+std::vector<float> Activations(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> x(n);
+  for (float& v : x) v = normal(rng);
+  // Awkward blocks: all zero, a tie between +max and −max, values on rounding midpoints.
+  for (int i = 0; i < 32; ++i) x[i] = 0.0f;
+  x[40] = 5.0f;
+  x[41] = -5.0f;
+  for (int i = 64; i < 96; ++i) x[i] = 0.5f * static_cast<float>(i - 80);
+  return x;
+}
+
+TEST(Int8ActivationsTest, VectorQuantizerMatchesPortable) {
+  if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "host has no AVX-512 VNNI";
+  constexpr int64_t kBatch = 3, kCols = 768;
+  const std::vector<float> x = Activations(kBatch * kCols, 1);
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0}) {
+    const Int8GemmLayout* layout = FindInt8GemmLayout(type);
+    ASSERT_NE(layout, nullptr);
+    Int8ActivationBuffer vec, portable;
+    vec.Reset(*layout, kBatch, kCols);
+    portable.Reset(*layout, kBatch, kCols);
+    vec.QuantizeRows(x.data(), 0, kBatch, Isa::kAvx512);
+    portable.QuantizeRows(x.data(), 0, kBatch, Isa::kScalar);
+    const Int8Activations a = vec.view(), b = portable.view();
+    EXPECT_EQ(std::memcmp(a.q, b.q, kBatch * kCols), 0) << static_cast<int>(type);
+    for (int64_t i = 0; i < kBatch * kCols / layout->act_block; ++i) {
+      EXPECT_EQ(a.d[i], b.d[i]) << "block " << i;
+    }
+    for (int64_t g = 0; g < kBatch * kCols / layout->group; ++g) {
+      EXPECT_EQ(a.gsum[g], b.gsum[g]) << "group " << g;
+    }
+    for (int64_t p = 0; layout->mins && p < kBatch * kCols / layout->group / 2; ++p) {
+      EXPECT_EQ(a.gpair[p], b.gpair[p]) << "pair " << p;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera::cpu
