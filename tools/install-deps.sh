@@ -14,6 +14,8 @@ packages=(
   libyaml-cpp-dev libpcre2-dev libboost-dev
   # test tools: promtool (Prometheus), the float64 reference (numpy), grpcurl-style clients
   prometheus python3 python3-numpy curl python3-grpcio python3-protobuf
+  # deploy checks: shellcheck on the scripts, systemd-analyze verify on the unit
+  shellcheck systemd
 )
 
 missing=()
