@@ -271,5 +271,22 @@ TEST_F(GgufCommandTest, DryRunWritesNothing) {
   EXPECT_FALSE(fs::exists(P("s-00001-of-00002.gguf")));
 }
 
+// A set written by GgufWriter::WriteSplit (the converter's layout) merges into exactly the
+// bytes GgufWriter::WriteFile gives for the same model.
+TEST_F(GgufCommandTest, MergeOfAWriterSplitSetEqualsTheWritersSingleFile) {
+  GgufWriter w;
+  w.metadata().Set("general.architecture", Value::String("qwen3"));
+  w.metadata().Set("qwen3.block_count", Value::U32(1));
+  ASSERT_TRUE(w.AddTensor("a", {64}, GgmlType::kF32, RandomBytes(256, 7)).ok());
+  ASSERT_TRUE(w.AddTensor("b", {256, 2}, GgmlType::kQ4_K, RandomBytes(288, 8)).ok());
+  ASSERT_TRUE(w.AddTensor("c", {32}, GgmlType::kF16, RandomBytes(64, 9)).ok());
+  ASSERT_TRUE(w.WriteFile(P("single.gguf")).ok());
+  auto parts = w.WriteSplit(P("w"), 1);
+  ASSERT_TRUE(parts.ok());
+  ASSERT_EQ(parts->size(), 3u);
+  ASSERT_EQ(Run({"merge", (*parts)[1], P("merged.gguf")}), 0);
+  EXPECT_TRUE(ReadAll(P("single.gguf")) == ReadAll(P("merged.gguf")));
+}
+
 }  // namespace
 }  // namespace tessera::cli
