@@ -116,7 +116,8 @@ const OptionSpec kOptions[] = {
     {"kv-cache-tokens", T::kInt, S::kScheduling, "0",
      "0: what gpu-memory-utilization leaves after the weights (CPU: max-num-seqs x "
      "max-model-len, capped by memory)",
-     "N", "KV cache capacity in tokens, per worker.", &C::kv_cache_tokens, Between(0, 1e12)},
+     "N", "KV cache capacity in tokens (each worker holds its heads' share of every token).",
+     &C::kv_cache_tokens, Between(0, 1e12)},
     {"gpu-memory-utilization", T::kDouble, S::kScheduling, "0.9", "", "F",
      "Fraction of each GPU's memory Tessera may use for weights, KV cache and buffers.",
      &C::gpu_memory_utilization, Above(0, 1)},
