@@ -1,0 +1,293 @@
+#include "controller/http/generation_call.h"
+
+#include <mutex>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "controller/http/openai_errors.h"
+
+namespace tessera::http {
+namespace {
+
+using nlohmann::json;
+
+class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
+ public:
+  GenerationCall(serving::Engine* engine, const CompletionParams& params, ResponseHeader header,
+                 std::shared_ptr<Exchange> exchange, int32_t prompt_tokens)
+      : engine_(engine),
+        chat_(params.endpoint == Endpoint::kChatCompletions),
+        stream_(params.stream),
+        include_usage_(params.include_usage),
+        top_logprobs_(params.top_logprobs),
+        logprobs_(params.logprobs),
+        header_(std::move(header)),
+        exchange_(std::move(exchange)),
+        prompt_tokens_(prompt_tokens) {
+    for (int i = 0; i < params.n; ++i) choices_.emplace_back(params.top_logprobs);
+    remaining_ = params.n;
+  }
+
+  void Start(const CompletionParams& params, std::vector<int32_t> prompt);
+
+ private:
+  struct Choice {
+    explicit Choice(int32_t top) : completion_logprobs(top) {}
+    std::string text;
+    std::string finish_reason;
+    bool started = false;
+    bool finished = false;
+    int32_t completion_tokens = 0;
+    json chat_logprobs = json::array();
+    CompletionLogprobs completion_logprobs;
+  };
+
+  void OnEvent(int index, serving::GenerateEvent event);
+  // Called with mu_ held.
+  void CancelUnfinished();
+  // Called with mu_ held.
+  void HandleEvent(int index, serving::GenerateEvent event);
+  void StreamEvent(int index, const serving::GenerateEvent& event);
+  void Fail(const absl::Status& status);
+  void Finish();
+  json Chunk() const;
+  json ChunkChoice(int index) const;
+  json LogprobsOf(int index, const serving::GenerateEvent& event);
+
+  serving::Engine* engine_;
+  const bool chat_;
+  const bool stream_;
+  const bool include_usage_;
+  const int32_t top_logprobs_;
+  const bool logprobs_;
+  const ResponseHeader header_;
+  const std::shared_ptr<Exchange> exchange_;
+  int32_t prompt_tokens_;
+
+  std::mutex mu_;
+  std::vector<Choice> choices_;
+  int remaining_ = 0;
+  bool done_ = false;       // answered (or failed); later events are dropped
+  bool submitted_ = false;  // every request submitted; events before that wait in pending_
+  std::vector<std::pair<int, serving::GenerateEvent>> pending_;
+  std::vector<std::shared_ptr<serving::RequestHandle>> handles_;
+};
+
+void GenerationCall::Start(const CompletionParams& params, std::vector<int32_t> prompt) {
+  std::vector<std::shared_ptr<serving::RequestHandle>> handles;
+  for (int i = 0; i < params.n; ++i) {
+    serving::GenerateRequest request;
+    request.request_id = params.n == 1 ? header_.id : absl::StrCat(header_.id, "-", i);
+    request.prompt_tokens = prompt;
+    request.sampling = params.sampling;
+    // Choices of one request differ: each gets its own seed when one was given.
+    if (request.sampling.seed.has_value()) *request.sampling.seed += static_cast<uint64_t>(i);
+    request.max_tokens = params.max_tokens;
+    request.stop = params.stop;
+    request.ignore_eos = params.ignore_eos;
+    request.logprobs = params.logprobs;
+    request.top_logprobs = params.top_logprobs;
+    absl::StatusOr<std::unique_ptr<serving::RequestHandle>> handle = engine_->Submit(
+        std::move(request), [self = shared_from_this(), i](serving::GenerateEvent event) {
+          self->OnEvent(i, std::move(event));
+        });
+    if (!handle.ok()) {
+      for (auto& h : handles) h->Cancel();
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+      pending_.clear();
+      exchange_->Respond(ErrorResponse(ApiErrorFromStatus(handle.status())));
+      return;
+    }
+    handles.push_back(std::move(*handle));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    handles_ = handles;
+    submitted_ = true;
+    if (stream_) {
+      exchange_->BeginStream(200, "text/event-stream; charset=utf-8",
+                             {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
+    }
+    // Events that came before every request was submitted (and the stream begun).
+    std::vector<std::pair<int, serving::GenerateEvent>> pending = std::move(pending_);
+    pending_.clear();
+    for (auto& [index, event] : pending) HandleEvent(index, std::move(event));
+  }
+  // Holds the handles (not the call): the call may be gone when the client leaves.
+  exchange_->OnDisconnect([handles = std::move(handles)] {
+    for (auto& h : handles) h->Cancel();
+  });
+}
+
+void GenerationCall::CancelUnfinished() {
+  for (size_t i = 0; i < handles_.size(); ++i) {
+    if (!choices_[i].finished) handles_[i]->Cancel();
+  }
+}
+
+json GenerationCall::Chunk() const {
+  json chunk = ResponseObject(header_);
+  if (include_usage_) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+json GenerationCall::LogprobsOf(int index, const serving::GenerateEvent& event) {
+  if (!logprobs_ || event.logprobs.empty()) return nullptr;
+  if (chat_) {
+    return {{"content", ChatLogprobEntries(event.logprobs, top_logprobs_, *engine_)},
+            {"refusal", nullptr}};
+  }
+  CompletionLogprobs& lp = choices_[index].completion_logprobs;
+  lp.ClearKeepingOffset();
+  lp.Append(event.logprobs, *engine_);
+  return lp.ToJson();
+}
+
+void GenerationCall::StreamEvent(int index, const serving::GenerateEvent& event) {
+  Choice& choice = choices_[index];
+  auto send = [this](json choice_json) {
+    json chunk = Chunk();
+    chunk["choices"].push_back(std::move(choice_json));
+    exchange_->Write(absl::StrCat("data: ", DumpJson(chunk), "\n\n"));
+  };
+  if (chat_ && !choice.started) {
+    // OpenAI's first chunk of a choice carries the role and an empty content.
+    send({{"index", index},
+          {"delta", {{"role", "assistant"}, {"content", ""}, {"refusal", nullptr}}},
+          {"logprobs", nullptr},
+          {"finish_reason", nullptr}});
+  }
+  choice.started = true;
+  if (!event.text.empty() || (logprobs_ && !event.logprobs.empty())) {
+    json logprobs = LogprobsOf(index, event);
+    if (chat_) {
+      send({{"index", index},
+            {"delta", {{"content", event.text}}},
+            {"logprobs", std::move(logprobs)},
+            {"finish_reason", nullptr}});
+    } else {
+      send({{"index", index},
+            {"text", event.text},
+            {"logprobs", std::move(logprobs)},
+            {"finish_reason", nullptr}});
+    }
+  }
+  if (event.finished && event.status.ok()) {
+    if (chat_) {
+      send({{"index", index},
+            {"delta", json::object()},
+            {"logprobs", nullptr},
+            {"finish_reason", choice.finish_reason}});
+    } else {
+      send({{"index", index},
+            {"text", ""},
+            {"logprobs", nullptr},
+            {"finish_reason", choice.finish_reason}});
+    }
+  }
+}
+
+void GenerationCall::OnEvent(int index, serving::GenerateEvent event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!submitted_) {
+    pending_.emplace_back(index, std::move(event));
+    return;
+  }
+  HandleEvent(index, std::move(event));
+}
+
+void GenerationCall::HandleEvent(int index, serving::GenerateEvent event) {
+  if (done_) return;
+  Choice& choice = choices_[index];
+  if (choice.finished) return;
+  choice.text += event.text;
+  choice.completion_tokens += static_cast<int32_t>(event.token_ids.size());
+  if (event.finished) {
+    choice.finished = true;
+    if (!event.status.ok()) return Fail(event.status);
+    choice.finish_reason = event.finish_reason.empty() ? "stop" : event.finish_reason;
+    if (event.usage.completion_tokens > 0) choice.completion_tokens = event.usage.completion_tokens;
+    if (event.usage.prompt_tokens > 0) prompt_tokens_ = event.usage.prompt_tokens;
+    --remaining_;
+  }
+  if (stream_) {
+    StreamEvent(index, event);
+  } else if (logprobs_ && !event.logprobs.empty()) {
+    if (chat_) {
+      for (json& e : ChatLogprobEntries(event.logprobs, top_logprobs_, *engine_)) {
+        choice.chat_logprobs.push_back(std::move(e));
+      }
+    } else {
+      choice.completion_logprobs.Append(event.logprobs, *engine_);
+    }
+  }
+  if (remaining_ == 0) Finish();
+}
+
+void GenerationCall::Fail(const absl::Status& status) {
+  done_ = true;
+  CancelUnfinished();
+  if (exchange_->disconnected()) return;
+  const ApiError error = ApiErrorFromStatus(status);
+  if (stream_) {
+    exchange_->Write(absl::StrCat("data: ", DumpJson(ErrorJson(error)), "\n\n"));
+    exchange_->EndStream(/*keep_alive=*/false);
+  } else {
+    exchange_->Respond(ErrorResponse(error));
+  }
+}
+
+void GenerationCall::Finish() {
+  done_ = true;
+  int64_t completion_tokens = 0;
+  for (const Choice& c : choices_) completion_tokens += c.completion_tokens;
+  const json usage = UsageJson(prompt_tokens_, completion_tokens);
+  if (stream_) {
+    if (include_usage_) {
+      json chunk = ResponseObject(header_);
+      chunk["usage"] = usage;
+      exchange_->Write(absl::StrCat("data: ", DumpJson(chunk), "\n\n"));
+    }
+    exchange_->Write("data: [DONE]\n\n");
+    exchange_->EndStream();
+    return;
+  }
+  json body = ResponseObject(header_);
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    json logprobs = nullptr;
+    if (logprobs_) {
+      logprobs = chat_ ? json{{"content", c.chat_logprobs}, {"refusal", nullptr}}
+                       : c.completion_logprobs.ToJson();
+    }
+    if (chat_) {
+      body["choices"].push_back(
+          {{"index", i},
+           {"message", {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}}},
+           {"logprobs", std::move(logprobs)},
+           {"finish_reason", c.finish_reason}});
+    } else {
+      body["choices"].push_back({{"index", i},
+                                 {"text", c.text},
+                                 {"logprobs", std::move(logprobs)},
+                                 {"finish_reason", c.finish_reason}});
+    }
+  }
+  body["usage"] = usage;
+  HttpResponse response;
+  response.body = DumpJson(body);
+  exchange_->Respond(std::move(response));
+}
+
+}  // namespace
+
+void StartGeneration(serving::Engine* engine, const CompletionParams& params,
+                     std::vector<int32_t> prompt, ResponseHeader header,
+                     std::shared_ptr<Exchange> exchange) {
+  auto call = std::make_shared<GenerationCall>(
+      engine, params, std::move(header), std::move(exchange), static_cast<int32_t>(prompt.size()));
+  call->Start(params, std::move(prompt));
+}
+
+}  // namespace tessera::http

@@ -1,0 +1,25 @@
+// One OpenAI completion request in flight: submits its `n` engine requests, turns their
+// events into either one response body or a stream of server-sent events, and cancels the
+// engine requests when the client goes away.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "controller/http/http_server.h"
+#include "controller/http/openai_request.h"
+#include "controller/http/openai_response.h"
+#include "controller/serving/engine.h"
+
+namespace tessera::http {
+
+// Submits `prompt` (already tokenized) with `params` and answers on `exchange`; returns at
+// once (the answer is written as the engine's events arrive). Errors before the first
+// event (the engine refused the request) are answered as HTTP errors; errors after a
+// stream began are a `data: {"error": ...}` event, then the connection closes. `engine`
+// must outlive the request.
+void StartGeneration(serving::Engine* engine, const CompletionParams& params,
+                     std::vector<int32_t> prompt, ResponseHeader header,
+                     std::shared_ptr<Exchange> exchange);
+
+}  // namespace tessera::http

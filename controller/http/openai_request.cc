@@ -1,0 +1,315 @@
+#include "controller/http/openai_request.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "controller/http/openai_errors.h"
+
+namespace tessera::http {
+namespace {
+
+using nlohmann::json;
+
+// Field readers: absent or null leaves `out` as it was.
+absl::Status ReadNumber(const json& body, const char* name, double lo, double hi, float* out) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_number()) return InvalidParam(name, absl::StrCat("'", name, "' must be a number"));
+  const double v = it->get<double>();
+  if (!std::isfinite(v) || v < lo || v > hi) {
+    return InvalidParam(
+        name, absl::StrCat("'", name, "' must be between ", lo, " and ", hi, ", got ", v));
+  }
+  *out = static_cast<float>(v);
+  return absl::OkStatus();
+}
+
+absl::Status ReadInt(const json& body, const char* name, int64_t lo, int64_t hi, int64_t* out) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return absl::OkStatus();
+  // 5.0 is accepted as 5, as Python's OpenAI servers do; 5.5 is not.
+  if (it->is_number_float()) {
+    const double d = it->get<double>();
+    if (std::floor(d) != d || !std::isfinite(d)) {
+      return InvalidParam(name, absl::StrCat("'", name, "' must be an integer"));
+    }
+  } else if (!it->is_number_integer()) {
+    return InvalidParam(name, absl::StrCat("'", name, "' must be an integer"));
+  }
+  const double v = it->get<double>();
+  if (v < static_cast<double>(lo) || v > static_cast<double>(hi)) {
+    return InvalidParam(
+        name, absl::StrCat("'", name, "' must be between ", lo, " and ", hi, ", got ", it->dump()));
+  }
+  *out = it->is_number_unsigned() ? static_cast<int64_t>(it->get<uint64_t>()) : it->get<int64_t>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadBool(const json& body, const char* name, bool* out) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_boolean()) return InvalidParam(name, absl::StrCat("'", name, "' must be a boolean"));
+  *out = it->get<bool>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadString(const json& body, const char* name, std::string* out) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_string()) return InvalidParam(name, absl::StrCat("'", name, "' must be a string"));
+  *out = it->get<std::string>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadStop(const json& body, std::vector<std::string>* out) {
+  auto it = body.find("stop");
+  if (it == body.end() || it->is_null()) return absl::OkStatus();
+  if (it->is_string()) {
+    if (!it->get<std::string>().empty()) out->push_back(it->get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!it->is_array()) {
+    return InvalidParam("stop", "'stop' must be a string or a list of strings");
+  }
+  for (const json& s : *it) {
+    if (!s.is_string()) return InvalidParam("stop", "'stop' must be a string or a list of strings");
+    if (!s.get<std::string>().empty()) out->push_back(s.get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+// A message's content: a string, null, or a list of {"type": "text", "text": ...} parts.
+absl::StatusOr<std::string> ReadContent(const json& content, size_t index) {
+  const std::string param = absl::StrCat("messages[", index, "].content");
+  if (content.is_null()) return std::string();
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) {
+    return InvalidParam(param, absl::StrCat("'", param, "' must be a string or a list of parts"));
+  }
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    const std::string part_param = absl::StrCat(param, "[", i, "]");
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+      return InvalidParam(part_param,
+                          absl::StrCat("'", part_param, "' must be an object with a 'type'"));
+    }
+    const std::string type = part["type"].get<std::string>();
+    if (type != "text") {
+      return InvalidParam(part_param, absl::StrCat("'", part_param, "' has type '", type,
+                                                   "'; only 'text' parts are supported"));
+    }
+    if (!part.contains("text") || !part["text"].is_string()) {
+      return InvalidParam(part_param, absl::StrCat("'", part_param, ".text' must be a string"));
+    }
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+absl::Status ReadMessages(const json& body, CompletionParams* params) {
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null()) {
+    return InvalidParam("messages", "'messages' is a required property");
+  }
+  if (!it->is_array() || it->empty()) {
+    return InvalidParam("messages", "'messages' must be a non-empty list of messages");
+  }
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    const std::string param = absl::StrCat("messages[", i, "]");
+    if (!m.is_object()) return InvalidParam(param, absl::StrCat("'", param, "' must be an object"));
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) {
+      return InvalidParam(param + ".role", absl::StrCat("'", param, ".role' must be a string"));
+    }
+    const std::string r = role->get<std::string>();
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool" && r != "developer" &&
+        r != "function") {
+      return InvalidParam(param + ".role",
+                          absl::StrCat("'", param, ".role' is '", r,
+                                       "'; expected system, developer, user, assistant or tool"));
+    }
+    auto content = m.find("content");
+    if (content == m.end() && r != "assistant") {
+      return InvalidParam(param + ".content",
+                          absl::StrCat("'", param, ".content' is a required property"));
+    }
+    absl::StatusOr<std::string> text =
+        content == m.end() ? std::string() : ReadContent(*content, i);
+    if (!text.ok()) return text.status();
+    params->messages.push_back({r, *std::move(text)});
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int32_t>> ReadTokenIds(const json& list) {
+  std::vector<int32_t> ids;
+  for (const json& t : list) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+        t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      return InvalidParam("prompt", "'prompt' token ids must be non-negative integers");
+    }
+    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return ids;
+}
+
+// A string, a list of one string, a list of token ids, or a list of one list of ids.
+absl::Status ReadPrompt(const json& body, CompletionParams* params) {
+  auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) {
+    return InvalidParam("prompt", "'prompt' is a required property");
+  }
+  const json* p = &*it;
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) {
+    p = &(*p)[0];
+  } else if (p->is_array() && !p->empty() && ((*p)[0].is_string() || (*p)[0].is_array())) {
+    return InvalidParam("prompt",
+                        "'prompt' with several prompts is not supported; send one "
+                        "prompt per request (or use 'n' for several completions)");
+  }
+  if (p->is_string()) {
+    params->prompt_text = p->get<std::string>();
+    return absl::OkStatus();
+  }
+  if (p->is_array() && !p->empty()) {
+    absl::StatusOr<std::vector<int32_t>> ids = ReadTokenIds(*p);
+    if (!ids.ok()) return ids.status();
+    params->prompt_tokens = *std::move(ids);
+    return absl::OkStatus();
+  }
+  return InvalidParam("prompt", "'prompt' must be a string or a non-empty list of token ids");
+}
+
+absl::Status ReadLogprobs(const json& body, CompletionParams* params) {
+  int64_t top = 0;
+  if (params->endpoint == Endpoint::kChatCompletions) {
+    if (absl::Status s = ReadBool(body, "logprobs", &params->logprobs); !s.ok()) return s;
+    if (absl::Status s = ReadInt(body, "top_logprobs", 0, kMaxTopLogprobs, &top); !s.ok()) {
+      return s;
+    }
+    if (top > 0 && !params->logprobs) {
+      return InvalidParam("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
+    }
+  } else {
+    // Completions: `logprobs` is the number of alternatives (0 still returns the chosen
+    // token's log-probability).
+    auto it = body.find("logprobs");
+    if (it != body.end() && !it->is_null()) {
+      if (it->is_boolean()) {
+        return InvalidParam("logprobs", "'logprobs' must be an integer for /v1/completions");
+      }
+      if (absl::Status s = ReadInt(body, "logprobs", 0, kMaxTopLogprobs, &top); !s.ok()) return s;
+      params->logprobs = true;
+    }
+  }
+  params->top_logprobs = static_cast<int32_t>(top);
+  return absl::OkStatus();
+}
+
+absl::Status ReadSampling(const json& body, CompletionParams* params) {
+  serving::Sampling& s = params->sampling;
+  absl::Status st = ReadNumber(body, "temperature", 0.0, 2.0, &s.temperature);
+  if (st.ok()) st = ReadNumber(body, "top_p", 0.0, 1.0, &s.top_p);
+  if (st.ok() && body.contains("top_p") && body["top_p"].is_number() &&
+      body["top_p"].get<double>() <= 0.0) {
+    st = InvalidParam("top_p", "'top_p' must be greater than 0");
+  }
+  if (st.ok()) st = ReadNumber(body, "min_p", 0.0, 1.0, &s.min_p);
+  if (st.ok()) st = ReadNumber(body, "presence_penalty", -2.0, 2.0, &s.presence_penalty);
+  if (st.ok()) st = ReadNumber(body, "frequency_penalty", -2.0, 2.0, &s.frequency_penalty);
+  if (st.ok()) {
+    st = ReadNumber(body, "repetition_penalty", 0.0, 10.0, &s.repetition_penalty);
+    if (st.ok() && s.repetition_penalty <= 0.0f) {
+      st = InvalidParam("repetition_penalty", "'repetition_penalty' must be greater than 0");
+    }
+  }
+  int64_t top_k = s.top_k;
+  if (st.ok()) st = ReadInt(body, "top_k", -1, std::numeric_limits<int32_t>::max(), &top_k);
+  s.top_k = static_cast<int32_t>(top_k);
+  if (st.ok() && body.contains("seed") && !body["seed"].is_null()) {
+    int64_t seed = 0;
+    st = ReadInt(body, "seed", std::numeric_limits<int64_t>::min(),
+                 std::numeric_limits<int64_t>::max(), &seed);
+    if (st.ok()) s.seed = static_cast<uint64_t>(seed);
+  }
+  return st;
+}
+
+absl::Status ReadLimits(const json& body, CompletionParams* params) {
+  int64_t max_tokens = 0;
+  const int64_t kMax = std::numeric_limits<int32_t>::max();
+  if (absl::Status s = ReadInt(body, "max_tokens", 1, kMax, &max_tokens); !s.ok()) return s;
+  if (params->endpoint == Endpoint::kChatCompletions) {
+    // The newer name wins when both are sent.
+    if (absl::Status s = ReadInt(body, "max_completion_tokens", 1, kMax, &max_tokens); !s.ok()) {
+      return s;
+    }
+  }
+  params->max_tokens = static_cast<int32_t>(max_tokens);
+  int64_t n = 1;
+  if (absl::Status s = ReadInt(body, "n", 1, kMaxChoices, &n); !s.ok()) return s;
+  params->n = static_cast<int>(n);
+  return absl::OkStatus();
+}
+
+absl::Status ReadStreaming(const json& body, CompletionParams* params) {
+  if (absl::Status s = ReadBool(body, "stream", &params->stream); !s.ok()) return s;
+  auto it = body.find("stream_options");
+  if (it == body.end() || it->is_null()) return absl::OkStatus();
+  if (!params->stream) {
+    return InvalidParam("stream_options", "'stream_options' is only allowed when 'stream' is true");
+  }
+  if (!it->is_object()) return InvalidParam("stream_options", "'stream_options' must be an object");
+  auto usage = it->find("include_usage");
+  if (usage != it->end() && !usage->is_null()) {
+    if (!usage->is_boolean()) {
+      return InvalidParam("stream_options.include_usage",
+                          "'stream_options.include_usage' must be a boolean");
+    }
+    params->include_usage = usage->get<bool>();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<CompletionParams> ParseCompletionRequest(const std::string& body_text,
+                                                        Endpoint endpoint) {
+  const json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) {
+    return absl::InvalidArgumentError(
+        "We could not parse the JSON body of your request. The body must be a JSON object "
+        "(see https://platform.openai.com/docs/api-reference).");
+  }
+  CompletionParams params;
+  params.endpoint = endpoint;
+  absl::Status s = ReadString(body, "model", &params.model);
+  if (s.ok()) {
+    s = endpoint == Endpoint::kChatCompletions ? ReadMessages(body, &params)
+                                               : ReadPrompt(body, &params);
+  }
+  if (s.ok()) s = ReadSampling(body, &params);
+  if (s.ok()) s = ReadLimits(body, &params);
+  if (s.ok()) s = ReadStop(body, &params.stop);
+  if (s.ok()) s = ReadLogprobs(body, &params);
+  if (s.ok()) s = ReadBool(body, "ignore_eos", &params.ignore_eos);
+  if (s.ok()) s = ReadString(body, "user", &params.user);
+  if (s.ok()) s = ReadStreaming(body, &params);
+  if (s.ok() && endpoint == Endpoint::kCompletions) {
+    bool echo = false;
+    s = ReadBool(body, "echo", &echo);
+    if (s.ok() && echo) s = InvalidParam("echo", "'echo' is not supported");
+    int64_t best_of = 1;
+    if (s.ok()) s = ReadInt(body, "best_of", 1, kMaxChoices, &best_of);
+    if (s.ok() && best_of != 1 && best_of != params.n) {
+      s = InvalidParam("best_of", "'best_of' other than 'n' is not supported");
+    }
+  }
+  if (!s.ok()) return s;
+  return params;
+}
+
+}  // namespace tessera::http

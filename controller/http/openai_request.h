@@ -1,0 +1,50 @@
+// The body of an OpenAI `POST /v1/chat/completions` or `POST /v1/completions`, parsed and
+// checked. Every rejection is INVALID_ARGUMENT naming the field (see InvalidParam), so the
+// client sees a 400 whose `param` says what to fix. Fields OpenAI defines that do not
+// change generation here (`user`, `logit_bias` absent, ...) are accepted; unknown fields are
+// ignored, as vLLM does.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "controller/serving/engine.h"
+#include "nlohmann/json.hpp"
+
+namespace tessera::http {
+
+enum class Endpoint { kChatCompletions, kCompletions };
+
+struct CompletionParams {
+  Endpoint endpoint = Endpoint::kChatCompletions;
+  std::string model;  // "" when the request named none
+  // Chat: the conversation. Completions: the prompt as text, or as token ids.
+  std::vector<serving::ChatMessage> messages;
+  std::optional<std::string> prompt_text;
+  std::vector<int32_t> prompt_tokens;
+
+  serving::Sampling sampling;
+  int32_t max_tokens = 0;  // 0: the engine's limit
+  std::vector<std::string> stop;
+  int n = 1;
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+  bool ignore_eos = false;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  std::string user;
+};
+
+// Most choices one request may ask for with `n`.
+inline constexpr int kMaxChoices = 16;
+// Most alternatives per token in logprobs.
+inline constexpr int kMaxTopLogprobs = 20;
+
+// Parses `body` (the raw request bytes). A body that is not a JSON object is
+// INVALID_ARGUMENT with OpenAI's wording.
+absl::StatusOr<CompletionParams> ParseCompletionRequest(const std::string& body, Endpoint endpoint);
+
+}  // namespace tessera::http

@@ -1,0 +1,98 @@
+#include "controller/http/openai_response.h"
+
+#include <mutex>
+#include <random>
+
+namespace tessera::http {
+
+using nlohmann::json;
+
+json ResponseObject(const ResponseHeader& header) {
+  json object = {{"id", header.id},
+                 {"object", header.object},
+                 {"created", header.created},
+                 {"model", header.model}};
+  if (!header.system_fingerprint.empty()) {
+    object["system_fingerprint"] = header.system_fingerprint;
+  }
+  object["choices"] = json::array();
+  return object;
+}
+
+json UsageJson(int64_t prompt_tokens, int64_t completion_tokens) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+json TokenBytes(const std::string& text) {
+  json bytes = json::array();
+  for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
+  return bytes;
+}
+
+json ChatLogprobEntries(const std::vector<serving::TokenLogprobs>& logprobs, int32_t top_logprobs,
+                        const serving::Engine& engine) {
+  json entries = json::array();
+  for (const serving::TokenLogprobs& lp : logprobs) {
+    const std::string text = engine.TokenText(lp.token);
+    json top = json::array();
+    for (size_t i = 0; i < lp.top.size() && static_cast<int32_t>(i) < top_logprobs; ++i) {
+      const std::string alt = engine.TokenText(lp.top[i].first);
+      top.push_back({{"token", alt}, {"logprob", lp.top[i].second}, {"bytes", TokenBytes(alt)}});
+    }
+    entries.push_back({{"token", text},
+                       {"logprob", lp.logprob},
+                       {"bytes", TokenBytes(text)},
+                       {"top_logprobs", std::move(top)}});
+  }
+  return entries;
+}
+
+void CompletionLogprobs::Append(const std::vector<serving::TokenLogprobs>& logprobs,
+                                const serving::Engine& engine) {
+  for (const serving::TokenLogprobs& lp : logprobs) {
+    const std::string text = engine.TokenText(lp.token);
+    tokens_.push_back(text);
+    token_logprobs_.push_back(lp.logprob);
+    text_offset_.push_back(offset_);
+    offset_ += static_cast<int64_t>(text.size());
+    if (top_logprobs_ > 0) {
+      // A map from token text to log-probability, as OpenAI's legacy API returns it.
+      json top = json::object();
+      for (size_t i = 0; i < lp.top.size() && static_cast<int32_t>(i) < top_logprobs_; ++i) {
+        top[engine.TokenText(lp.top[i].first)] = lp.top[i].second;
+      }
+      top_.push_back(std::move(top));
+    } else {
+      top_.push_back(nullptr);
+    }
+  }
+}
+
+json CompletionLogprobs::ToJson() const {
+  return {{"tokens", tokens_},
+          {"token_logprobs", token_logprobs_},
+          {"top_logprobs", top_},
+          {"text_offset", text_offset_}};
+}
+
+void CompletionLogprobs::ClearKeepingOffset() {
+  tokens_ = json::array();
+  token_logprobs_ = json::array();
+  top_ = json::array();
+  text_offset_ = json::array();
+}
+
+std::string NewResponseId(const std::string& prefix) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::string id = prefix;
+  std::lock_guard<std::mutex> lock(mu);
+  for (int i = 0; i < 24; ++i) id.push_back(kAlphabet[rng() % (sizeof(kAlphabet) - 1)]);
+  return id;
+}
+
+}  // namespace tessera::http

@@ -1,0 +1,506 @@
+// The REST gateway's OpenAI protocol: response and chunk shapes field by field (against
+// OpenAI's API reference), request-field mapping to the engine, validation and engine
+// errors, logprobs, auth, /v1/models, /ready, /metrics. Expected texts follow by hand from
+// the ScriptedEngine's rule (it generates its prompt back).
+#include <algorithm>
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/unit/gateway_test_util.h"
+
+namespace tessera::testing {
+namespace {
+
+using nlohmann::json;
+
+// The chat template of the ScriptedEngine applied to one user message "Hi".
+constexpr char kHiRendered[] = "<|user|>Hi\n<|assistant|>";
+
+json Body(const ClientResponse& r) { return json::parse(r.body); }
+
+void ExpectErrorShape(const ClientResponse& r, int status, const std::string& param) {
+  EXPECT_EQ(r.status, status) << r.body;
+  EXPECT_EQ(r.Header("content-type"), "application/json");
+  const json body = json::parse(r.body, nullptr, false);
+  ASSERT_TRUE(body.is_object()) << r.body;
+  ASSERT_TRUE(body.contains("error")) << r.body;
+  const json& e = body["error"];
+  EXPECT_TRUE(e["message"].is_string());
+  EXPECT_FALSE(e["message"].get<std::string>().empty());
+  EXPECT_TRUE(e["type"].is_string());
+  ASSERT_TRUE(e.contains("param"));
+  ASSERT_TRUE(e.contains("code"));
+  if (param.empty()) {
+    EXPECT_TRUE(e["param"].is_null()) << r.body;
+  } else {
+    EXPECT_EQ(e["param"], param) << r.body;
+  }
+}
+
+TEST(OpenAiGatewayTest, ChatCompletionHasOpenAiShape) {
+  GatewayUnderTest g;
+  const auto r =
+      HttpCall(g.port(), "POST", "/v1/chat/completions",
+               R"({"model":"scripted-echo","messages":[{"role":"user","content":"Hi"}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Header("content-type"), "application/json");
+  const json b = Body(r);
+  EXPECT_EQ(b["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+  EXPECT_GT(b["id"].get<std::string>().size(), 9u);
+  EXPECT_EQ(b["object"], "chat.completion");
+  EXPECT_TRUE(b["created"].is_number_integer());
+  EXPECT_EQ(b["model"], "scripted-echo");
+  ASSERT_EQ(b["choices"].size(), 1u);
+  const json& c = b["choices"][0];
+  EXPECT_EQ(c["index"], 0);
+  EXPECT_EQ(c["message"]["role"], "assistant");
+  EXPECT_EQ(c["message"]["content"], kHiRendered);
+  EXPECT_TRUE(c["logprobs"].is_null());
+  EXPECT_EQ(c["finish_reason"], "stop");
+  // The chat prompt is the rendered template without BOS: 24 bytes, echoed back.
+  EXPECT_EQ(b["usage"],
+            json({{"prompt_tokens", 24}, {"completion_tokens", 24}, {"total_tokens", 48}}));
+}
+
+TEST(OpenAiGatewayTest, ContentPartsAndMaxCompletionTokens) {
+  GatewayUnderTest g;
+  const auto r = HttpCall(g.port(), "POST", "/v1/chat/completions", R"({
+      "model":"scripted-echo","max_completion_tokens":5,"max_tokens":100,
+      "messages":[{"role":"system","content":[{"type":"text","text":"S"}]},
+                  {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json b = Body(r);
+  EXPECT_EQ(b["choices"][0]["message"]["content"], "<|sys");
+  EXPECT_EQ(b["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(b["usage"]["completion_tokens"], 5);
+  ASSERT_EQ(g.engine->requests().size(), 1u);
+  EXPECT_EQ(g.engine->requests()[0].max_tokens, 5);
+  // "<|system|>S\n<|user|>ab\n<|assistant|>"
+  EXPECT_EQ(g.engine->requests()[0].prompt_tokens.size(), 36u);
+}
+
+TEST(OpenAiGatewayTest, CompletionHasOpenAiShape) {
+  GatewayUnderTest g;
+  const auto r =
+      HttpCall(g.port(), "POST", "/v1/completions", R"({"model":"scripted-echo","prompt":"abc"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json b = Body(r);
+  EXPECT_EQ(b["id"].get<std::string>().rfind("cmpl-", 0), 0u);
+  EXPECT_EQ(b["object"], "text_completion");
+  EXPECT_EQ(b["model"], "scripted-echo");
+  ASSERT_EQ(b["choices"].size(), 1u);
+  EXPECT_EQ(
+      b["choices"][0],
+      json({{"index", 0}, {"text", "abc"}, {"logprobs", nullptr}, {"finish_reason", "stop"}}));
+  // BOS + 3 bytes in, 3 bytes out.
+  EXPECT_EQ(b["usage"],
+            json({{"prompt_tokens", 4}, {"completion_tokens", 3}, {"total_tokens", 7}}));
+}
+
+TEST(OpenAiGatewayTest, CompletionPromptForms) {
+  GatewayUnderTest g;
+  // A list of one string; token ids; a list of one list of ids.
+  auto r = HttpCall(g.port(), "POST", "/v1/completions", R"({"prompt":["xy"],"max_tokens":1})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["choices"][0]["text"], "x");
+  EXPECT_EQ(Body(r)["choices"][0]["finish_reason"], "length");
+  r = HttpCall(g.port(), "POST", "/v1/completions", R"({"prompt":[104,105]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["choices"][0]["text"], "hi");
+  EXPECT_EQ(Body(r)["usage"]["prompt_tokens"], 2);
+  r = HttpCall(g.port(), "POST", "/v1/completions", R"({"prompt":[[111,107]]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["choices"][0]["text"], "ok");
+  ExpectErrorShape(HttpCall(g.port(), "POST", "/v1/completions", R"({"prompt":[1,300]})"), 400,
+                   "prompt");
+  ExpectErrorShape(HttpCall(g.port(), "POST", "/v1/completions", R"({"prompt":["a","b"]})"), 400,
+                   "prompt");
+}
+
+TEST(OpenAiGatewayTest, RequestFieldsReachTheEngine) {
+  GatewayUnderTest g;
+  const auto r = HttpCall(g.port(), "POST", "/v1/completions", R"({
+      "model":"scripted-echo","prompt":"p","max_tokens":7,"temperature":0.5,"top_p":0.9,
+      "top_k":40,"min_p":0.05,"seed":1234,"stop":["x","yz"],"presence_penalty":0.25,
+      "frequency_penalty":-0.5,"repetition_penalty":1.1,"ignore_eos":true,"user":"u1"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(g.engine->requests().size(), 1u);
+  const serving::GenerateRequest q = g.engine->requests()[0];
+  EXPECT_EQ(q.max_tokens, 7);
+  EXPECT_FLOAT_EQ(q.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(q.sampling.top_p, 0.9f);
+  EXPECT_EQ(q.sampling.top_k, 40);
+  EXPECT_FLOAT_EQ(q.sampling.min_p, 0.05f);
+  ASSERT_TRUE(q.sampling.seed.has_value());
+  EXPECT_EQ(*q.sampling.seed, 1234u);
+  EXPECT_EQ(q.stop, (std::vector<std::string>{"x", "yz"}));
+  EXPECT_FLOAT_EQ(q.sampling.presence_penalty, 0.25f);
+  EXPECT_FLOAT_EQ(q.sampling.frequency_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(q.sampling.repetition_penalty, 1.1f);
+  EXPECT_TRUE(q.ignore_eos);
+  EXPECT_FALSE(q.request_id.empty());
+  // ignore_eos repeats the one-byte prompt up to max_tokens.
+  EXPECT_EQ(Body(r)["choices"][0]["text"], "ppppppp");
+  EXPECT_EQ(Body(r)["choices"][0]["finish_reason"], "length");
+
+  // A single stop string; it ends the text and is not returned.
+  const auto s =
+      HttpCall(g.port(), "POST", "/v1/completions", R"({"prompt":"hello world","stop":"o w"})");
+  ASSERT_EQ(s.status, 200) << s.body;
+  EXPECT_EQ(Body(s)["choices"][0]["text"], "hell");
+  EXPECT_EQ(Body(s)["choices"][0]["finish_reason"], "stop");
+}
+
+TEST(OpenAiGatewayTest, SeveralChoicesGetConsecutiveSeeds) {
+  GatewayUnderTest g;
+  const auto r = HttpCall(g.port(), "POST", "/v1/chat/completions",
+                          R"({"messages":[{"role":"user","content":"Hi"}],"n":3,"seed":10})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json b = Body(r);
+  ASSERT_EQ(b["choices"].size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(b["choices"][i]["index"], i);
+    EXPECT_EQ(b["choices"][i]["message"]["content"], kHiRendered);
+  }
+  // The prompt counts once, the completions add up.
+  EXPECT_EQ(b["usage"],
+            json({{"prompt_tokens", 24}, {"completion_tokens", 72}, {"total_tokens", 96}}));
+  std::vector<uint64_t> seeds;
+  for (const auto& q : g.engine->requests()) seeds.push_back(q.sampling.seed.value_or(0));
+  std::sort(seeds.begin(), seeds.end());
+  EXPECT_EQ(seeds, (std::vector<uint64_t>{10, 11, 12}));
+}
+
+TEST(OpenAiGatewayTest, ChatStreamChunks) {
+  GatewayUnderTest g;
+  const auto r = HttpCall(g.port(), "POST", "/v1/chat/completions",
+                          R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,
+                              "stream":true,"stream_options":{"include_usage":true}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Header("content-type"), "text/event-stream; charset=utf-8");
+  EXPECT_EQ(r.Header("transfer-encoding"), "chunked");
+  const std::vector<std::string> data = SseData(r.body);
+  // role, "<", "|", "u", finish, usage, [DONE]
+  ASSERT_EQ(data.size(), 7u) << r.body;
+  EXPECT_EQ(data.back(), "[DONE]");
+  std::string id;
+  std::string text;
+  for (size_t i = 0; i + 1 < data.size(); ++i) {
+    const json c = json::parse(data[i]);
+    if (i == 0) id = c["id"];
+    EXPECT_EQ(c["id"], id);
+    EXPECT_EQ(c["object"], "chat.completion.chunk");
+    EXPECT_EQ(c["model"], "scripted-echo");
+    EXPECT_TRUE(c["created"].is_number_integer());
+    ASSERT_TRUE(c.contains("usage"));
+    if (i + 2 == data.size()) {
+      // The usage chunk: no choices.
+      EXPECT_TRUE(c["choices"].empty());
+      EXPECT_EQ(c["usage"],
+                json({{"prompt_tokens", 24}, {"completion_tokens", 3}, {"total_tokens", 27}}));
+      continue;
+    }
+    EXPECT_TRUE(c["usage"].is_null());
+    ASSERT_EQ(c["choices"].size(), 1u);
+    const json& ch = c["choices"][0];
+    EXPECT_EQ(ch["index"], 0);
+    if (i == 0) {
+      EXPECT_EQ(ch["delta"]["role"], "assistant");
+      EXPECT_EQ(ch["delta"]["content"], "");
+    } else {
+      EXPECT_FALSE(ch["delta"].contains("role"));
+    }
+    if (i == data.size() - 3) {
+      EXPECT_EQ(ch["delta"], json::object());
+      EXPECT_EQ(ch["finish_reason"], "length");
+    } else {
+      EXPECT_TRUE(ch["finish_reason"].is_null());
+      text += ch["delta"]["content"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(text, "<|u");
+}
+
+TEST(OpenAiGatewayTest, CompletionStreamWithoutUsage) {
+  GatewayUnderTest g;
+  const auto r = HttpCall(g.port(), "POST", "/v1/completions", R"({"prompt":"abc","stream":true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::vector<std::string> data = SseData(r.body);
+  ASSERT_EQ(data.size(), 5u) << r.body;  // a, b, c, finish, [DONE]
+  EXPECT_EQ(data.back(), "[DONE]");
+  std::string text;
+  for (size_t i = 0; i + 1 < data.size(); ++i) {
+    const json c = json::parse(data[i]);
+    EXPECT_EQ(c["object"], "text_completion");
+    EXPECT_FALSE(c.contains("usage"));
+    const json& ch = c["choices"][0];
+    text += ch["text"].get<std::string>();
+    EXPECT_EQ(ch["finish_reason"], i == 3 ? json("stop") : json(nullptr));
+  }
+  EXPECT_EQ(text, "abc");
+}
+
+TEST(OpenAiGatewayTest, ChatLogprobs) {
+  GatewayUnderTest g;
+  const auto r = HttpCall(g.port(), "POST", "/v1/chat/completions",
+                          R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":2,
+                              "logprobs":true,"top_logprobs":2})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json lp = Body(r)["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["content"].size(), 2u) << lp;
+  // Token 0 is '<' (60) with -1/8; its alternatives are 60 and 61 ('=').
+  EXPECT_EQ(lp["content"][0], json({{"token", "<"},
+                                    {"logprob", -0.125},
+                                    {"bytes", {60}},
+                                    {"top_logprobs",
+                                     {{{"token", "<"}, {"logprob", -0.125}, {"bytes", {60}}},
+                                      {{"token", "="}, {"logprob", -1.125}, {"bytes", {61}}}}}}));
+  EXPECT_EQ(lp["content"][1]["token"], "|");
+  EXPECT_EQ(lp["content"][1]["logprob"], -0.25);
+  EXPECT_TRUE(lp.contains("refusal"));
+  ASSERT_EQ(g.engine->requests().size(), 1u);
+  EXPECT_TRUE(g.engine->requests()[0].logprobs);
+  EXPECT_EQ(g.engine->requests()[0].top_logprobs, 2);
+}
+
+TEST(OpenAiGatewayTest, CompletionLogprobs) {
+  GatewayUnderTest g;
+  const auto r = HttpCall(g.port(), "POST", "/v1/completions", R"({"prompt":"ab","logprobs":1})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json lp = Body(r)["choices"][0]["logprobs"];
+  EXPECT_EQ(lp, json({{"tokens", {"a", "b"}},
+                      {"token_logprobs", {-0.125, -0.25}},
+                      {"top_logprobs", {{{"a", -0.125}}, {{"b", -0.25}}}},
+                      {"text_offset", {0, 1}}}));
+  // Streamed: each chunk carries its own token; offsets go on counting.
+  const auto s = HttpCall(g.port(), "POST", "/v1/completions",
+                          R"({"prompt":"ab","logprobs":0,"stream":true})");
+  const std::vector<std::string> data = SseData(s.body);
+  ASSERT_GE(data.size(), 3u) << s.body;
+  EXPECT_EQ(json::parse(data[1])["choices"][0]["logprobs"], json({{"tokens", {"b"}},
+                                                                  {"token_logprobs", {-0.25}},
+                                                                  {"top_logprobs", {nullptr}},
+                                                                  {"text_offset", {1}}}));
+}
+
+TEST(OpenAiGatewayTest, ValidationErrorsNameTheField) {
+  GatewayUnderTest g;
+  const uint16_t p = g.port();
+  ExpectErrorShape(HttpCall(p, "POST", "/v1/chat/completions", "{not json"), 400, "");
+  ExpectErrorShape(HttpCall(p, "POST", "/v1/chat/completions", "[1]"), 400, "");
+  ExpectErrorShape(HttpCall(p, "POST", "/v1/chat/completions", "{}"), 400, "messages");
+  ExpectErrorShape(HttpCall(p, "POST", "/v1/chat/completions", R"({"messages":[]})"), 400,
+                   "messages");
+  ExpectErrorShape(HttpCall(p, "POST", "/v1/chat/completions",
+                            R"({"messages":[{"role":"wizard","content":"x"}]})"),
+                   400, "messages[0].role");
+  ExpectErrorShape(HttpCall(p, "POST", "/v1/chat/completions",
+                            R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})"),
+                   400, "messages[0].content[0]");
+  const std::string m = R"("messages":[{"role":"user","content":"x"}])";
+  ExpectErrorShape(
+      HttpCall(p, "POST", "/v1/chat/completions", "{" + m + R"(,"temperature":"hot"})"), 400,
+      "temperature");
+  ExpectErrorShape(HttpCall(p, "POST", "/v1/chat/completions", "{" + m + R"(,"temperature":3})"),
+                   400, "temperature");
+  ExpectErrorShape(HttpCall(p, "POST", "/v1/chat/completions", "{" + m + R"(,"top_p":0})"), 400,
+                   "top_p");
+  ExpectErrorShape(HttpCall(p, "POST", "/v1/chat/completions", "{" + m + R"(,"n":0})"), 400, "n");
+  ExpectErrorShape(HttpCall(p, "POST", "/v1/chat/completions", "{" + m + R"(,"max_tokens":0})"),
+                   400, "max_tokens");
+  ExpectErrorShape(HttpCall(p, "POST", "/v1/chat/completions", "{" + m + R"(,"max_tokens":1.5})"),
+                   400, "max_tokens");
+  ExpectErrorShape(HttpCall(p, "POST", "/v1/chat/completions", "{" + m + R"(,"stop":[1]})"), 400,
+                   "stop");
+  ExpectErrorShape(HttpCall(p, "POST", "/v1/chat/completions",
+                            "{" + m + R"(,"stream_options":{"include_usage":true}})"),
+                   400, "stream_options");
+  ExpectErrorShape(HttpCall(p, "POST", "/v1/chat/completions", "{" + m + R"(,"top_logprobs":3})"),
+                   400, "top_logprobs");
+  ExpectErrorShape(HttpCall(p, "POST", "/v1/chat/completions",
+                            "{" + m + R"(,"logprobs":true,"top_logprobs":21})"),
+                   400, "top_logprobs");
+  ExpectErrorShape(
+      HttpCall(p, "POST", "/v1/chat/completions", "{" + m + R"(,"presence_penalty":-2.5})"), 400,
+      "presence_penalty");
+  ExpectErrorShape(HttpCall(p, "POST", "/v1/completions", R"({"prompt":"x","logprobs":true})"), 400,
+                   "logprobs");
+  ExpectErrorShape(HttpCall(p, "POST", "/v1/completions", R"({"prompt":5})"), 400, "prompt");
+  const auto wrong_model =
+      HttpCall(p, "POST", "/v1/chat/completions", "{" + m + R"(,"model":"gpt-4o"})");
+  ExpectErrorShape(wrong_model, 404, "model");
+  EXPECT_EQ(Body(wrong_model)["error"]["code"], "model_not_found");
+  // None reached the engine.
+  EXPECT_TRUE(g.engine->requests().empty());
+  EXPECT_TRUE(WaitFor([&] { return g.RouteCount("/v1/chat/completions 400") == 17; }));
+}
+
+TEST(OpenAiGatewayTest, EngineRefusalsMapToHttpStatuses) {
+  GatewayUnderTest g;
+  const std::string body = R"({"prompt":"x"})";
+  g.engine->Configure([](auto& o) { o.submit_error = absl::ResourceExhaustedError("queue full"); });
+  auto r = HttpCall(g.port(), "POST", "/v1/completions", body);
+  ExpectErrorShape(r, 429, "");
+  EXPECT_EQ(r.Header("retry-after"), "1");
+  EXPECT_EQ(Body(r)["error"]["message"], "queue full");
+  g.engine->Configure([](auto& o) {
+    o.submit_error = absl::InvalidArgumentError("prompt + max_tokens exceeds max_model_len 4096");
+  });
+  ExpectErrorShape(HttpCall(g.port(), "POST", "/v1/completions", body), 400, "");
+  g.engine->Configure([](auto& o) { o.submit_error = absl::UnavailableError("draining"); });
+  ExpectErrorShape(HttpCall(g.port(), "POST", "/v1/completions", body), 503, "");
+  g.engine->Configure([](auto& o) { o.submit_error = absl::UnauthenticatedError("no"); });
+  ExpectErrorShape(HttpCall(g.port(), "POST", "/v1/completions", body), 401, "");
+  // Streaming requests refused before any event still get a plain HTTP error.
+  g.engine->Configure([](auto& o) { o.submit_error = absl::ResourceExhaustedError("queue full"); });
+  ExpectErrorShape(HttpCall(g.port(), "POST", "/v1/completions", R"({"prompt":"x","stream":true})"),
+                   429, "");
+}
+
+TEST(OpenAiGatewayTest, FailureAfterStreamingBeganIsAnErrorEvent) {
+  GatewayUnderTest g;
+  g.engine->Configure([](auto& o) { o.fail_after_tokens = 2; });
+  HttpTestConnection c(g.port());
+  const auto r = c.Call("POST", "/v1/completions", R"({"prompt":"abcdef","stream":true})");
+  ASSERT_EQ(r.status, 200);
+  const std::vector<std::string> data = SseData(r.body);
+  ASSERT_EQ(data.size(), 3u) << r.body;  // a, b, error; no [DONE]
+  const json e = json::parse(data[2]);
+  EXPECT_EQ(e["error"]["message"], "worker rank 0 died");
+  EXPECT_EQ(e["error"]["type"], "service_unavailable");
+  EXPECT_TRUE(c.ClosedByServer());
+  // Non-streaming: the error status itself.
+  ExpectErrorShape(HttpCall(g.port(), "POST", "/v1/completions", R"({"prompt":"abcdef"})"), 503,
+                   "");
+}
+
+TEST(OpenAiGatewayTest, OddBytesAreText) {
+  GatewayUnderTest g({}, {}, [] {
+    ScriptedEngine::Options o;
+    o.raw_text = true;  // the engine breaks its UTF-8 promise; the gateway still answers
+    return o;
+  }());
+  const auto r =
+      HttpCall(g.port(), "POST", "/v1/completions", R"({"prompt":[104,255,105],"logprobs":0})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json b = Body(r);
+  EXPECT_EQ(b["choices"][0]["text"], "h\xEF\xBF\xBDi");
+  EXPECT_EQ(b["choices"][0]["logprobs"]["tokens"][1], "\xEF\xBF\xBD");
+  const auto s = HttpCall(g.port(), "POST", "/v1/chat/completions",
+                          R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,
+                              "stream":true})");
+  ASSERT_EQ(s.status, 200);
+  EXPECT_EQ(SseData(s.body).back(), "[DONE]");
+}
+
+TEST(OpenAiGatewayTest, ApiKey) {
+  http::GatewayOptions options;
+  options.api_key = "sk-test-123";
+  options.metrics_text = [] { return std::string("tessera_up 1\n"); };
+  GatewayUnderTest g(options);
+  const std::string body = R"({"prompt":"x"})";
+  auto r = HttpCall(g.port(), "POST", "/v1/completions", body);
+  ExpectErrorShape(r, 401, "");
+  EXPECT_EQ(Body(r)["error"]["code"], "invalid_api_key");
+  EXPECT_EQ(Body(r)["error"]["type"], "invalid_request_error");
+  for (const char* bad : {"Bearer sk-test-124", "Bearer sk-test-1234", "Bearer ",
+                          "Basic sk-test-123", "sk-test-123"}) {
+    r = HttpCall(g.port(), "POST", "/v1/completions", body, {{"Authorization", bad}});
+    ExpectErrorShape(r, 401, "");
+    EXPECT_EQ(Body(r)["error"]["code"], "invalid_api_key") << bad;
+  }
+  EXPECT_EQ(HttpCall(g.port(), "GET", "/v1/models", "", {{"Authorization", "Bearer x"}}).status,
+            401);
+  EXPECT_EQ(
+      HttpCall(g.port(), "POST", "/v1/completions", body, {{"Authorization", "Bearer sk-test-123"}})
+          .status,
+      200);
+  EXPECT_EQ(
+      HttpCall(g.port(), "GET", "/v1/models", "", {{"authorization", "bearer sk-test-123"}}).status,
+      200);
+  EXPECT_EQ(HttpCall(g.port(), "GET", "/health").status, 200);
+  EXPECT_EQ(HttpCall(g.port(), "GET", "/ready").status, 200);
+  EXPECT_EQ(HttpCall(g.port(), "GET", "/metrics").status, 200);
+  EXPECT_TRUE(g.engine->requests().size() == 1u);
+}
+
+TEST(OpenAiGatewayTest, ConstantTimeEqualsIsEquality) {
+  EXPECT_TRUE(http::ConstantTimeEquals("abc", "abc"));
+  EXPECT_FALSE(http::ConstantTimeEquals("abd", "abc"));
+  EXPECT_FALSE(http::ConstantTimeEquals("ab", "abc"));
+  EXPECT_FALSE(http::ConstantTimeEquals("abcabc", "abc"));
+  EXPECT_FALSE(http::ConstantTimeEquals("", "abc"));
+  EXPECT_FALSE(http::ConstantTimeEquals("", ""));
+}
+
+TEST(OpenAiGatewayTest, ModelsHealthReadyMetrics) {
+  http::GatewayOptions options;
+  std::atomic<bool> loaded{false};
+  options.ready_details = [&loaded] { return json{{"load_progress", loaded ? 1.0 : 0.5}}; };
+  options.metrics_text = [] { return std::string("# TYPE tessera_up gauge\ntessera_up 1\n"); };
+  GatewayUnderTest g(options);
+
+  auto r = HttpCall(g.port(), "GET", "/v1/models");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(Body(r), json({{"object", "list"},
+                           {"data",
+                            {{{"id", "scripted-echo"},
+                              {"object", "model"},
+                              {"created", 1700000000},
+                              {"owned_by", "tessera"},
+                              {"max_model_len", 4096}}}}}));
+  EXPECT_EQ(Body(HttpCall(g.port(), "GET", "/v1/models/scripted-echo"))["id"], "scripted-echo");
+  ExpectErrorShape(HttpCall(g.port(), "GET", "/v1/models/other"), 404, "model");
+
+  EXPECT_EQ(Body(HttpCall(g.port(), "GET", "/health")), json({{"status", "ok"}}));
+  g.engine->set_ready(false);
+  r = HttpCall(g.port(), "GET", "/ready");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(Body(r)["status"], "not_ready");
+  EXPECT_EQ(Body(r)["load_progress"], 0.5);
+  EXPECT_TRUE(Body(r)["reason"].is_string());
+  EXPECT_EQ(HttpCall(g.port(), "GET", "/health").status, 200);
+  g.engine->set_ready(true);
+  loaded = true;
+  r = HttpCall(g.port(), "GET", "/ready");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(Body(r)["load_progress"], 1.0);
+  EXPECT_EQ(Body(r)["status"], "ready");
+
+  r = HttpCall(g.port(), "GET", "/metrics");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.Header("content-type"), "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_EQ(r.body, "# TYPE tessera_up gauge\ntessera_up 1\n");
+
+  // No engine yet: /ready and /v1 answer 503, /health 200.
+  g.gateway->SetEngine(nullptr);
+  EXPECT_EQ(HttpCall(g.port(), "GET", "/ready").status, 503);
+  ExpectErrorShape(HttpCall(g.port(), "GET", "/v1/models"), 503, "");
+  EXPECT_EQ(HttpCall(g.port(), "GET", "/health").status, 200);
+}
+
+TEST(OpenAiGatewayTest, UnknownRouteAndWrongMethod) {
+  GatewayUnderTest g;
+  auto r = HttpCall(g.port(), "POST", "/v1/embeddings", "{}");
+  ExpectErrorShape(r, 404, "");
+  EXPECT_EQ(Body(r)["error"]["message"], "Invalid URL (POST /v1/embeddings)");
+  r = HttpCall(g.port(), "GET", "/v1/chat/completions");
+  ExpectErrorShape(r, 405, "");
+  EXPECT_EQ(r.Header("allow"), "POST");
+  r = HttpCall(g.port(), "POST", "/health", "{}");
+  ExpectErrorShape(r, 405, "");
+  EXPECT_EQ(r.Header("allow"), "GET");
+  // Query strings do not change the route.
+  EXPECT_EQ(HttpCall(g.port(), "GET", "/health?verbose=1").status, 200);
+  EXPECT_TRUE(WaitFor([&] { return g.RouteCount("other 404") == 1; }));
+  EXPECT_TRUE(WaitFor([&] { return g.RouteCount("/health 200") == 1; }));
+  EXPECT_EQ(g.RouteCount("/v1/chat/completions 405"), 1);
+  EXPECT_EQ(g.RouteCount("/health 405"), 1);
+}
+
+}  // namespace
+}  // namespace tessera::testing
