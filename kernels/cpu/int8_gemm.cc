@@ -146,10 +146,11 @@ void Int8ActivationBuffer::Reset(const Int8GemmLayout& layout, int64_t batch, in
   layout_ = &layout;
   batch_ = batch;
   cols_ = cols;
-  q_.resize(static_cast<size_t>(batch * cols));
-  d_.resize(static_cast<size_t>(batch * (cols / layout.act_block)));
-  gsum_.resize(static_cast<size_t>(batch * (cols / layout.group)));
-  gpair_.resize(layout.mins ? gsum_.size() / 2 : 0);
+  const auto n_groups = static_cast<size_t>(batch * (cols / layout.group));
+  q_.Reserve(static_cast<size_t>(batch * cols));
+  d_.Reserve(static_cast<size_t>(batch * (cols / layout.act_block)));
+  gsum_.Reserve(n_groups);
+  gpair_.Reserve(n_groups / 2);
 }
 
 void Int8ActivationBuffer::QuantizeRows(const float* x, int64_t b0, int64_t b1, Isa isa) {
@@ -166,7 +167,7 @@ void Int8ActivationBuffer::QuantizeRows(const float* x, int64_t b0, int64_t b1, 
     }
     if (!layout_->mins) continue;
     for (int64_t p = 0; p < n_groups / 2; ++p) {
-      gpair_[b * (n_groups / 2) + p] = Int16Pair(gsum[2 * p], gsum[2 * p + 1]);
+      gpair_.data()[b * (n_groups / 2) + p] = Int16Pair(gsum[2 * p], gsum[2 * p + 1]);
     }
   }
 }

@@ -18,7 +18,9 @@
 // below 2^24 (float32); error = activation rounding + float32 accumulation over blocks.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/cpu/int8_gemm_format.h"
@@ -29,7 +31,26 @@ namespace tessera::cpu {
 // The layout of `type`, or nullptr when the int8 GEMM does not cover it.
 const Int8GemmLayout* FindInt8GemmLayout(gguf::GgmlType type);
 
-// Owns the storage of one quantized activation batch.
+// A growable array whose elements start uninitialized (users write before they read): kept
+// across products, it costs neither page faults nor zero fills once grown.
+template <typename T>
+class ScratchArray {
+ public:
+  T* Reserve(size_t n) {
+    if (n > size_) {
+      data_ = std::make_unique_for_overwrite<T[]>(n);
+      size_ = n;
+    }
+    return data_.get();
+  }
+  T* data() const { return data_.get(); }
+
+ private:
+  std::unique_ptr<T[]> data_;
+  size_t size_ = 0;
+};
+
+// Owns the storage of one quantized activation batch; Reset reuses it.
 class Int8ActivationBuffer {
  public:
   // Sizes the buffer for `batch` rows of `cols` elements under `layout`.
@@ -45,9 +66,9 @@ class Int8ActivationBuffer {
 
   const Int8GemmLayout* layout_ = nullptr;
   int64_t batch_ = 0, cols_ = 0;
-  std::vector<int8_t> q_;
-  std::vector<float> d_;
-  std::vector<int32_t> gsum_, gpair_;
+  ScratchArray<int8_t> q_;
+  ScratchArray<float> d_;
+  ScratchArray<int32_t> gsum_, gpair_;
 };
 
 // Storage for one panel, reused from tile to tile.

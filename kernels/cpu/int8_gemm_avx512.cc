@@ -54,7 +54,8 @@ void Tile(const Int8Panel* panels, const __mmask16* store_mask, const Int8Activa
         for (int r = 0; r < RT; ++r) dot[r][c] = init;
       }
 #pragma GCC unroll 8
-      for (int64_t k = kg; k < kg + G; k += 4) {
+      for (int s = 0; s < G / 4; ++s) {
+        const int64_t k = kg + 4 * s;
         __m512i w[RT];
 #pragma GCC unroll 8
         for (int r = 0; r < RT; ++r) w[r] = _mm512_loadu_si512(panels[r].q + 16 * k);

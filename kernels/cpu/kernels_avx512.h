@@ -32,4 +32,7 @@ bool Int8Gemm(const Int8GemmLayout& layout, const Int8Panel* panels, int rows,
 void QuantizeInt8Activations(const float* x, int64_t n, int act_block, int group, int8_t* q,
                              float* d, int32_t* gsum);
 
+// nn_ops.h's Softmax (n ≥ 1), with a vector e^x within 2 ulp of expf's.
+void Softmax(float* x, int64_t n);
+
 }  // namespace tessera::cpu::avx512

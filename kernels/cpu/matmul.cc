@@ -77,6 +77,25 @@ void IntegerMatmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, con
   }
 }
 
+// Scratch of the products one thread issues, kept from product to product: allocated
+// afresh, the multi-megabyte activation batch cost page faults and zero fills on every
+// call. Pool workers index the per-thread parts by their pool thread number; take the
+// reference on the calling thread (a thread_local named inside a task is the worker's).
+struct Workspace {
+  Int8ActivationBuffer acts;
+  std::vector<std::array<Int8PanelBuffer, 2>> panels;
+  std::vector<ScratchArray<float>> float_panels;
+};
+
+Workspace& CallerWorkspace(int threads) {
+  thread_local Workspace ws;
+  if (ws.panels.size() < static_cast<size_t>(threads)) {
+    ws.panels.resize(threads);
+    ws.float_panels.resize(threads);
+  }
+  return ws;
+}
+
 // Prefill with the int8 GEMM: the batch is quantized once (rows split over the pool), then
 // each task unpacks 32 weight rows into two panels and multiplies them with every token.
 void Int8GemmMatmul(const Int8GemmLayout& layout, const QuantMatrix& w, int64_t row_begin,
@@ -90,7 +109,8 @@ void Int8GemmMatmul(const Int8GemmLayout& layout, const QuantMatrix& w, int64_t 
       for (int64_t t = 0; t < n_tasks; ++t) task(t, 0);
     }
   };
-  Int8ActivationBuffer acts;
+  Workspace& ws = CallerWorkspace(threads);
+  Int8ActivationBuffer& acts = ws.acts;
   acts.Reset(layout, batch, w.cols);
   const int64_t rows_per_task = (batch + 4 * threads - 1) / (4 * threads);
   run((batch + rows_per_task - 1) / rows_per_task, [&](int64_t t, int) {
@@ -99,13 +119,12 @@ void Int8GemmMatmul(const Int8GemmLayout& layout, const QuantMatrix& w, int64_t 
   const Int8Activations a = acts.view();
 
   constexpr int64_t kTileRows = 2 * kInt8PanelRows;
-  std::vector<std::array<Int8PanelBuffer, 2>> panels(threads);
   run((row_end - row_begin + kTileRows - 1) / kTileRows, [&](int64_t t, int thread) {
     const int64_t r0 = row_begin + t * kTileRows;
     const int rows = static_cast<int>(std::min(kTileRows, row_end - r0));
     Int8Panel views[2];
     for (int p = 0; p * kInt8PanelRows < rows; ++p) {
-      Int8PanelBuffer& buffer = panels[thread][p];
+      Int8PanelBuffer& buffer = ws.panels[thread][p];
       buffer.Unpack(layout, w.data + (r0 + p * kInt8PanelRows) * w.row_bytes, w.row_bytes,
                     std::min(kInt8PanelRows, rows - p * kInt8PanelRows), w.cols);
       views[p] = buffer.view();
@@ -134,8 +153,8 @@ void FloatPanelMatmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, 
   const int threads = pool ? pool->size() : 1;
   const int64_t n_tiles = (row_end - row_begin + kTileRows - 1) / kTileRows;
   const int64_t n_blocks = (batch + kTokenBlock - 1) / kTokenBlock;
-  std::vector<std::vector<float>> scratch(threads);
-  for (auto& s : scratch) s.resize(static_cast<size_t>(kTileRows * w.cols));
+  std::vector<ScratchArray<float>>& scratch = CallerWorkspace(threads).float_panels;
+  for (auto& s : scratch) s.Reserve(static_cast<size_t>(kTileRows * w.cols));
   auto task = [&](int64_t t, int thread) {
     // Consecutive tasks share a token block, which then stays in cache.
     const int64_t b0 = (t / n_tiles) * kTokenBlock, r0 = row_begin + (t % n_tiles) * kTileRows;

@@ -1,0 +1,68 @@
+// AVX-512 forms of nn_ops.h operations whose scalar loops dominate prefill attention
+// (softmax over every query's visible keys).
+// GCC 12 takes the undefined pass-through operands inside _mm512_reduce_* for
+// uninitialized variables.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/kernels_avx512.h"
+
+namespace tessera::cpu::avx512 {
+namespace {
+
+// e^x for x ≤ 0 (softmax arguments after the max is subtracted; −inf gives 0): Cephes expf's
+// range reduction (ln 2 in two parts) and degree-6 polynomial, within 2 ulp of the exact
+// value; scalef applies 2^n, underflowing to denormals and 0 as expf does.
+__m512 ExpNonPositive(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // e^-104 rounds to 0 in float
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+__mmask16 TailMask(int64_t left) {
+  return left >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << left) - 1);
+}
+
+}  // namespace
+
+void Softmax(float* x, int64_t n) {
+  const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
+  __m512 m = neg_inf;
+  for (int64_t i = 0; i < n; i += 16) {
+    m = _mm512_max_ps(m, _mm512_mask_loadu_ps(neg_inf, TailMask(n - i), x + i));
+  }
+  const __m512 max = _mm512_set1_ps(_mm512_reduce_max_ps(m));
+  // Sum in double, as the scalar form does: n reaches thousands of keys.
+  __m512d sum_lo = _mm512_setzero_pd(), sum_hi = _mm512_setzero_pd();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = TailMask(n - i);
+    const __m512 e = _mm512_maskz_mov_ps(
+        mask, ExpNonPositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), max)));
+    _mm512_mask_storeu_ps(x + i, mask, e);
+    sum_lo = _mm512_add_pd(sum_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    sum_hi = _mm512_add_pd(
+        sum_hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+  }
+  const __m512 inv =
+      _mm512_set1_ps(static_cast<float>(1.0 / _mm512_reduce_add_pd(_mm512_add_pd(sum_lo, sum_hi))));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = TailMask(n - i);
+    _mm512_mask_storeu_ps(x + i, mask, _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, x + i), inv));
+  }
+}
+
+}  // namespace tessera::cpu::avx512
