@@ -1,0 +1,122 @@
+// Launch geometry of every CUDA kernel in this folder, as plain C++ so that it is unit-tested
+// on machines without a GPU (tests/unit/cuda_launch_config_test.cc). Each function checks the
+// shapes the kernel relies on and returns an InvalidArgument naming the kernel, the value and
+// the expectation; the .cu launchers call these and never compute a grid themselves.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/gguf/ggml_type.h"
+
+namespace tessera::cuda {
+
+inline constexpr int kWarpSize = 32;
+
+// What a launch may use on the device at hand (cudaDeviceProp); the defaults are those of
+// every device from sm_80 on without the shared-memory opt-in.
+struct DeviceLimits {
+  int max_threads_per_block = 1024;
+  size_t max_shared_bytes = 48 * 1024;
+  int64_t max_grid_x = (int64_t{1} << 31) - 1;
+  int64_t max_grid_y = 65535;
+  int multiprocessors = 1;
+};
+
+struct LaunchConfig {
+  int64_t grid_x = 1, grid_y = 1;
+  int block = 1;  // threads per block (one-dimensional)
+  size_t shared_bytes = 0;
+};
+
+// Block geometry of a weight type on the GPU: elements and bytes per block.
+struct QuantGeometry {
+  int block_elems = 0;
+  int block_bytes = 0;
+};
+// The geometry of `type`, or InvalidArgument when the CUDA kernels do not decode it.
+absl::StatusOr<QuantGeometry> CudaQuantGeometry(gguf::GgmlType type);
+
+// OK when `ptr` is a multiple of `alignment`; otherwise InvalidArgument naming `what`.
+absl::Status CheckAlignment(const void* ptr, size_t alignment, const char* what);
+
+// Dequantizing `n_elements` of `type`: one thread per output element in blocks of 256.
+absl::StatusOr<LaunchConfig> DequantizeLaunch(gguf::GgmlType type, int64_t n_elements,
+                                              const DeviceLimits& limits = {});
+
+// Quantized GEMV y[b][r] = W[r]·x[b] for decode: one warp per weight row, kGemvWarps rows per
+// block, batch handled kGemvMaxBatch tokens per pass (the weights stay quantized and are
+// decoded in registers). x needs cols·batch activations.
+inline constexpr int kGemvWarps = 4;
+inline constexpr int kGemvMaxBatch = 8;
+absl::StatusOr<LaunchConfig> GemvLaunch(gguf::GgmlType type, int64_t rows, int64_t cols,
+                                        int64_t batch, const DeviceLimits& limits = {});
+
+// Prefill GEMM through a dequantized scratch buffer: how many weight rows fit in
+// `scratch_bytes` at `element_bytes` per value (at least one whole row, else an error that
+// says how many bytes one row needs).
+absl::StatusOr<int64_t> GemmScratchRows(int64_t rows, int64_t cols, size_t element_bytes,
+                                        size_t scratch_bytes);
+
+// Per-row kernels (RMSNorm, softmax): one block per row, threads a power of two covering the
+// row up to the device limit, one float per warp of shared memory for the reductions.
+absl::StatusOr<LaunchConfig> RowLaunch(const char* kernel, int64_t rows, int64_t n,
+                                       const DeviceLimits& limits = {});
+
+// Element-wise kernels (SiLU·mul): 256 threads, grid-stride beyond max_grid_x.
+absl::StatusOr<LaunchConfig> ElementwiseLaunch(const char* kernel, int64_t n,
+                                               const DeviceLimits& limits = {});
+
+// RoPE over `tokens` × `heads` heads of `head_dim`, rotating the first n_rot (even, ≤
+// head_dim): one thread per pair, one block per token (grid_y = heads).
+absl::StatusOr<LaunchConfig> RopeLaunch(int64_t tokens, int heads, int head_dim, int n_rot,
+                                        const DeviceLimits& limits = {});
+
+// Paged decode attention: one block of kAttentionWarps warps per (query, head); each warp
+// walks every kAttentionWarps-th key with an online softmax and each lane owns
+// ceil(d/32) dimensions; warps combine through shared memory. `per_lane` receives that
+// ceil(max(d_k, d_v)/32), which selects the kernel instance (≤ kAttentionMaxPerLane: head
+// dims up to 576, the MLA latent key).
+inline constexpr int kAttentionWarps = 4;
+inline constexpr int kAttentionMaxPerLane = 18;
+struct AttentionShape {
+  int64_t queries = 0;  // query tokens (decode: one per sequence)
+  int heads = 0;        // query heads
+  int kv_heads = 0;     // KV heads (1 for MLA)
+  int d_k = 0;          // key (and query) width
+  int d_v = 0;          // value width
+  int block_size = 0;   // tokens per KV-cache block
+};
+absl::StatusOr<LaunchConfig> AttentionLaunch(const AttentionShape& shape, int* per_lane,
+                                             const DeviceLimits& limits = {});
+// The kernel instance for a per-lane width: the smallest compiled width ≥ per_lane.
+int AttentionInstance(int per_lane);
+
+// Top-k over rows of n scores (DSA indexer selection, sampling's top-k): one block of
+// kTopKThreads per row, radix selection with a 256-bin histogram in shared memory.
+inline constexpr int kTopKThreads = 512;
+absl::StatusOr<LaunchConfig> TopKLaunch(int64_t rows, int64_t n, int64_t k,
+                                        const DeviceLimits& limits = {});
+
+// MoE routing (spec 5.6): one warp per token; experts live in registers, so E ≤
+// kMoeMaxExperts and k ≤ kMoeMaxUsed.
+inline constexpr int kMoeMaxExperts = 512;
+inline constexpr int kMoeMaxUsed = 32;
+struct MoeShape {
+  int64_t tokens = 0;
+  int experts = 0;
+  int used = 0;  // k
+  int groups = 1;
+  int topk_groups = 1;
+};
+absl::StatusOr<LaunchConfig> MoeRoutingLaunch(const MoeShape& shape,
+                                              const DeviceLimits& limits = {});
+
+// Sampling: one block of kSamplingThreads per sequence over a vocabulary of `vocab`.
+inline constexpr int kSamplingThreads = 1024;
+absl::StatusOr<LaunchConfig> SamplingLaunch(int64_t sequences, int64_t vocab,
+                                            const DeviceLimits& limits = {});
+
+}  // namespace tessera::cuda

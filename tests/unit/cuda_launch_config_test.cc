@@ -1,0 +1,173 @@
+#include "kernels/cuda/launch_config.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tessera::cuda {
+namespace {
+
+using gguf::GgmlType;
+using ::testing::HasSubstr;
+
+std::string Message(const absl::Status& s) { return std::string(s.message()); }
+
+TEST(CudaQuantGeometry, MatchesTheSpecTable) {
+  // Spec section 15's table: elements and bytes per block.
+  struct Row {
+    GgmlType type;
+    int elems, bytes;
+  };
+  const Row rows[] = {
+      {GgmlType::kF32, 1, 4},      {GgmlType::kF16, 1, 2},      {GgmlType::kBF16, 1, 2},
+      {GgmlType::kQ4_0, 32, 18},   {GgmlType::kQ4_1, 32, 20},   {GgmlType::kQ5_0, 32, 22},
+      {GgmlType::kQ5_1, 32, 24},   {GgmlType::kQ8_0, 32, 34},   {GgmlType::kQ2_K, 256, 84},
+      {GgmlType::kQ3_K, 256, 110}, {GgmlType::kQ4_K, 256, 144}, {GgmlType::kQ5_K, 256, 176},
+      {GgmlType::kQ6_K, 256, 210}, {GgmlType::kIQ4_NL, 32, 18}, {GgmlType::kIQ4_XS, 256, 136}};
+  for (const Row& r : rows) {
+    absl::StatusOr<QuantGeometry> g = CudaQuantGeometry(r.type);
+    ASSERT_TRUE(g.ok()) << static_cast<int>(r.type);
+    EXPECT_EQ(g->block_elems, r.elems);
+    EXPECT_EQ(g->block_bytes, r.bytes);
+  }
+  absl::StatusOr<QuantGeometry> iq2 = CudaQuantGeometry(GgmlType::kIQ2_XXS);
+  EXPECT_EQ(iq2.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(iq2.status()), HasSubstr("type id 16"));
+}
+
+TEST(CudaLaunch, AlignmentNamesThePointer) {
+  alignas(16) char buffer[32] = {};
+  EXPECT_TRUE(CheckAlignment(buffer, 16, "x").ok());
+  absl::Status s = CheckAlignment(buffer + 2, 16, "gemv activations");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(s), HasSubstr("gemv activations"));
+  EXPECT_THAT(Message(s), HasSubstr("16-byte aligned"));
+}
+
+TEST(CudaLaunch, DequantizeCoversEveryElement) {
+  absl::StatusOr<LaunchConfig> c = DequantizeLaunch(GgmlType::kQ4_K, 256 * 1000);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->block, 256);
+  EXPECT_EQ(c->grid_x, 1000);
+  absl::StatusOr<LaunchConfig> odd = DequantizeLaunch(GgmlType::kQ4_K, 300);
+  EXPECT_THAT(Message(odd.status()), HasSubstr("300 elements of q4_K"));
+  EXPECT_THAT(Message(odd.status()), HasSubstr("multiple of 256"));
+}
+
+TEST(CudaLaunch, GemvOneWarpPerRow) {
+  absl::StatusOr<LaunchConfig> c = GemvLaunch(GgmlType::kQ8_0, 4097, 4096, 1);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->block, kGemvWarps * 32);
+  EXPECT_EQ(c->grid_x * kGemvWarps, 4100);  // ceil(4097 / 4) blocks of 4 rows
+  EXPECT_THAT(Message(GemvLaunch(GgmlType::kQ6_K, 8, 4000, 1).status()),
+              HasSubstr("row length 4000 of q6_K is not a multiple of its block (256)"));
+  EXPECT_FALSE(GemvLaunch(GgmlType::kQ8_0, 0, 32, 1).ok());
+  EXPECT_FALSE(GemvLaunch(GgmlType::kQ8_0, 8, 32, 0).ok());
+  DeviceLimits tiny;
+  tiny.max_grid_x = 10;
+  EXPECT_THAT(Message(GemvLaunch(GgmlType::kQ8_0, 44, 32, 1, tiny).status()),
+              HasSubstr("needs 11 blocks, the device allows 10"));
+}
+
+TEST(CudaLaunch, GemmScratchRows) {
+  // 1 MiB of fp16 scratch holds 128 rows of 4096.
+  EXPECT_EQ(*GemmScratchRows(10000, 4096, 2, 1 << 20), 128);
+  EXPECT_EQ(*GemmScratchRows(100, 4096, 2, 1 << 20), 100);  // whole matrix fits
+  absl::StatusOr<int64_t> small = GemmScratchRows(10, 4096, 4, 1000);
+  EXPECT_EQ(small.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(Message(small.status()), HasSubstr("one weight row of 4096 values needs 16384"));
+}
+
+TEST(CudaLaunch, RowKernelsUseAPowerOfTwoUpToTheLimit) {
+  absl::StatusOr<LaunchConfig> c = RowLaunch("rmsnorm", 7, 4096);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->grid_x, 7);
+  EXPECT_EQ(c->block, 1024);
+  EXPECT_EQ(c->shared_bytes, 32 * sizeof(float));
+  EXPECT_EQ(RowLaunch("softmax", 1, 100)->block, 128);
+  EXPECT_EQ(RowLaunch("softmax", 1, 1)->block, 32);
+  EXPECT_THAT(Message(RowLaunch("rmsnorm", 3, 0).status()), HasSubstr("cuda rmsnorm: 3 rows of 0"));
+}
+
+TEST(CudaLaunch, Rope) {
+  absl::StatusOr<LaunchConfig> c = RopeLaunch(5, 32, 128, 64);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->grid_x, 5);
+  EXPECT_EQ(c->grid_y, 32);
+  EXPECT_EQ(c->block, 32);  // 32 pairs
+  EXPECT_EQ(RopeLaunch(1, 1, 576, 576)->block, 288);
+  EXPECT_THAT(Message(RopeLaunch(1, 8, 64, 65).status()), HasSubstr("n_rot 65"));
+  EXPECT_THAT(Message(RopeLaunch(1, 8, 64, 128).status()), HasSubstr("head dimension 64"));
+}
+
+TEST(CudaLaunch, AttentionPicksTheKernelWidth) {
+  int per_lane = 0;
+  AttentionShape gqa{
+      .queries = 3, .heads = 32, .kv_heads = 8, .d_k = 128, .d_v = 128, .block_size = 16};
+  absl::StatusOr<LaunchConfig> c = AttentionLaunch(gqa, &per_lane);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(per_lane, 4);
+  EXPECT_EQ(c->grid_x, 3);
+  EXPECT_EQ(c->grid_y, 32);
+  EXPECT_EQ(c->shared_bytes, kAttentionWarps * (2 + 4 * 32) * sizeof(float));
+  // MLA: one latent head of 576 (512 + 64), values the first 512.
+  AttentionShape mla{
+      .queries = 1, .heads = 128, .kv_heads = 1, .d_k = 576, .d_v = 512, .block_size = 64};
+  ASSERT_TRUE(AttentionLaunch(mla, &per_lane).ok());
+  EXPECT_EQ(per_lane, 18);
+  AttentionShape d96 = gqa;
+  d96.d_k = d96.d_v = 96;  // three per lane: the four-wide instance
+  ASSERT_TRUE(AttentionLaunch(d96, &per_lane).ok());
+  EXPECT_EQ(per_lane, 4);
+  AttentionShape bad = gqa;
+  bad.kv_heads = 5;
+  EXPECT_THAT(Message(AttentionLaunch(bad, &per_lane).status()),
+              HasSubstr("32 query heads are not a multiple of 5 KV heads"));
+  bad = gqa;
+  bad.d_k = 1024;
+  EXPECT_THAT(Message(AttentionLaunch(bad, &per_lane).status()),
+              HasSubstr("head dimension 1024 exceeds 576"));
+}
+
+TEST(CudaLaunch, TopKAndSampling) {
+  absl::StatusOr<LaunchConfig> c = TopKLaunch(4, 100000, 2048);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->grid_x, 4);
+  EXPECT_EQ(c->block, kTopKThreads);
+  EXPECT_FALSE(TopKLaunch(4, 100, 0).ok());
+  absl::StatusOr<LaunchConfig> s = SamplingLaunch(32, 151936);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->grid_x, 32);
+  EXPECT_EQ(s->block, kSamplingThreads);
+  EXPECT_THAT(Message(SamplingLaunch(1, 0).status()), HasSubstr("vocabulary of 0"));
+}
+
+TEST(CudaLaunch, MoeRoutingChecksTheGroups) {
+  // DeepSeek-V3: 256 experts in 8 groups, 4 groups kept, 8 used.
+  MoeShape v3{.tokens = 9, .experts = 256, .used = 8, .groups = 8, .topk_groups = 4};
+  absl::StatusOr<LaunchConfig> c = MoeRoutingLaunch(v3);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->grid_x, 3);  // four tokens per block
+  MoeShape bad = v3;
+  bad.groups = 7;
+  EXPECT_THAT(Message(MoeRoutingLaunch(bad).status()),
+              HasSubstr("256 experts do not split into 7 groups"));
+  bad = v3;
+  bad.topk_groups = 9;
+  EXPECT_THAT(Message(MoeRoutingLaunch(bad).status()), HasSubstr("topk_group 9: expected 1..8"));
+  bad = v3;
+  bad.topk_groups = 1;
+  bad.used = 40;
+  EXPECT_THAT(Message(MoeRoutingLaunch(bad).status()), HasSubstr("k = 40"));
+  bad = v3;
+  bad.topk_groups = 1;
+  bad.groups = 64;  // groups of 4 experts, one kept: only 4 candidates for k = 8
+  EXPECT_THAT(Message(MoeRoutingLaunch(bad).status()), HasSubstr("cannot supply k = 8"));
+  bad = v3;
+  bad.experts = 1024;
+  EXPECT_THAT(Message(MoeRoutingLaunch(bad).status()), HasSubstr("1024 experts exceed 512"));
+}
+
+}  // namespace
+}  // namespace tessera::cuda
