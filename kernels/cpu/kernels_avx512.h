@@ -32,7 +32,10 @@ bool Int8Gemm(const Int8GemmLayout& layout, const Int8Panel* panels, int rows,
 void QuantizeInt8Activations(const float* x, int64_t n, int act_block, int group, int8_t* q,
                              float* d, int32_t* gsum);
 
-// nn_ops.h's Softmax (n ≥ 1), with a vector e^x within 2 ulp of expf's.
+// nn_ops.h's Softmax (n ≥ 1) and SiluMul, with a vector e^x within 2 ulp of expf's, and
+// RmsNorm (sum of squares in double, as the scalar form).
 void Softmax(float* x, int64_t n);
+void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y);
 
 }  // namespace tessera::cpu::avx512

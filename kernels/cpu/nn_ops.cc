@@ -7,8 +7,20 @@
 #include "kernels/cpu/kernels_avx512.h"
 
 namespace tessera::cpu {
+namespace {
+
+bool UseAvx512() {
+  static const bool use = BestIsa() == Isa::kAvx512;
+  return use;
+}
+
+}  // namespace
 
 void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y) {
+  if (UseAvx512()) {
+    avx512::RmsNorm(x, w, n, eps, y);
+    return;
+  }
   double sum = 0;  // double accumulation: n can be 7168+ and the result feeds every layer
   for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
   const float scale = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(n) + eps));
@@ -74,8 +86,7 @@ void ApplyRope(float* head, int n_rot, RopeLayout layout, const float* cos_v, co
 
 void Softmax(float* x, int64_t n) {
   // Attention calls this for every query row: the scalar expf loop was 15% of prefill.
-  static const bool vector = BestIsa() == Isa::kAvx512;
-  if (vector && n > 0) {
+  if (UseAvx512() && n > 0) {
     avx512::Softmax(x, n);
     return;
   }
@@ -91,6 +102,10 @@ void Softmax(float* x, int64_t n) {
 }
 
 void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
+  if (UseAvx512()) {
+    avx512::SiluMul(gate, up, n, out);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];

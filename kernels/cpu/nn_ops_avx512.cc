@@ -1,5 +1,5 @@
-// AVX-512 forms of nn_ops.h operations whose scalar loops dominate prefill attention
-// (softmax over every query's visible keys).
+// AVX-512 forms of the nn_ops.h operations whose scalar loops showed in prefill profiles:
+// softmax over every query's visible keys, the FFN's SiLU, RMS norms.
 // GCC 12 takes the undefined pass-through operands inside _mm512_reduce_* for
 // uninitialized variables.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -14,11 +14,12 @@
 namespace tessera::cpu::avx512 {
 namespace {
 
-// e^x for x ≤ 0 (softmax arguments after the max is subtracted; −inf gives 0): Cephes expf's
-// range reduction (ln 2 in two parts) and degree-6 polynomial, within 2 ulp of the exact
-// value; scalef applies 2^n, underflowing to denormals and 0 as expf does.
-__m512 ExpNonPositive(__m512 x) {
+// e^x: Cephes expf's range reduction (ln 2 in two parts) and degree-6 polynomial, within
+// 2 ulp of the exact value; scalef applies 2^n, underflowing to denormals and 0 as expf
+// does (−inf gives 0). Arguments above 88.7 give 3.3e38 rather than infinity.
+__m512 Exp(__m512 x) {
   x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // e^-104 rounds to 0 in float
+  x = _mm512_min_ps(x, _mm512_set1_ps(88.7f));
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
@@ -50,8 +51,8 @@ void Softmax(float* x, int64_t n) {
   __m512d sum_lo = _mm512_setzero_pd(), sum_hi = _mm512_setzero_pd();
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 mask = TailMask(n - i);
-    const __m512 e = _mm512_maskz_mov_ps(
-        mask, ExpNonPositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), max)));
+    const __m512 e =
+        _mm512_maskz_mov_ps(mask, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), max)));
     _mm512_mask_storeu_ps(x + i, mask, e);
     sum_lo = _mm512_add_pd(sum_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
     sum_hi = _mm512_add_pd(
@@ -62,6 +63,38 @@ void Softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 mask = TailMask(n - i);
     _mm512_mask_storeu_ps(x + i, mask, _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, x + i), inv));
+  }
+}
+
+void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = TailMask(n - i);
+    const __m512 g = _mm512_maskz_loadu_ps(mask, gate + i);
+    const __m512 e = Exp(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(one, e));
+    _mm512_mask_storeu_ps(out + i, mask, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(mask, up + i)));
+  }
+}
+
+void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y) {
+  __m512d sum_lo = _mm512_setzero_pd(), sum_hi = _mm512_setzero_pd();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m512 v = _mm512_maskz_loadu_ps(TailMask(n - i), x + i);
+    const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    const __m512d hi =
+        _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    sum_lo = _mm512_fmadd_pd(lo, lo, sum_lo);
+    sum_hi = _mm512_fmadd_pd(hi, hi, sum_hi);
+  }
+  const double sum = _mm512_reduce_add_pd(_mm512_add_pd(sum_lo, sum_hi));
+  const __m512 scale =
+      _mm512_set1_ps(static_cast<float>(1.0 / __builtin_sqrt(sum / static_cast<double>(n) + eps)));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = TailMask(n - i);
+    __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, x + i), scale);
+    if (w != nullptr) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(mask, w + i));
+    _mm512_mask_storeu_ps(y + i, mask, v);
   }
 }
 

@@ -1,5 +1,5 @@
-// cpu::Softmax (the AVX-512 form where the host has it) against the float64 softmax:
-// lengths around the 16-lane vector, masked (−inf) keys, a wide range of scores.
+// cpu::Softmax, SiluMul and RmsNorm (the AVX-512 forms where the host has them) against
+// float64: lengths around the 16-lane vector, masked (−inf) keys, wide ranges.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -35,6 +35,45 @@ TEST(SoftmaxTest, MatchesFloat64) {
       }
       const double tol = want[i] * (std::fabs(xd[i] - max) * u + 8 * u) + 1e-37;
       ASSERT_NEAR(x[i], want[i], tol) << "n " << n << " i " << i;
+    }
+  }
+}
+
+constexpr double kU = 0x1p-24;
+
+TEST(SiluMulTest, MatchesFloat64) {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> dist(-30.0f, 30.0f);
+  for (int64_t n : {1, 17, 64, 2051}) {
+    std::vector<float> g(n), u(n), out(n);
+    for (int64_t i = 0; i < n; ++i) {
+      g[i] = dist(rng);
+      u[i] = dist(rng) / 10;
+    }
+    cpu::SiluMul(g.data(), u.data(), n, out.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = reference::SiluRef(g[i]) * u[i];
+      // e^-g within 2 ulp, then an add, a divide and a multiply.
+      ASSERT_NEAR(out[i], want, 6 * kU * std::fabs(want) + 1e-37) << "n " << n << " i " << i;
+    }
+  }
+}
+
+TEST(RmsNormTest, MatchesFloat64) {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  for (int64_t n : {1, 17, 64, 2051}) {
+    std::vector<float> x(n), w(n), y(n);
+    for (int64_t i = 0; i < n; ++i) {
+      x[i] = dist(rng);
+      w[i] = dist(rng);
+    }
+    std::vector<double> xd(x.begin(), x.end()), wd(w.begin(), w.end());
+    const std::vector<double> want = reference::RmsNormRef(xd, wd, 1e-5);
+    cpu::RmsNorm(x.data(), w.data(), n, 1e-5f, y.data());
+    for (int64_t i = 0; i < n; ++i) {
+      // The scale rounds once to float, then two float products.
+      ASSERT_NEAR(y[i], want[i], 4 * kU * std::fabs(want[i]) + 1e-37) << "n " << n;
     }
   }
 }

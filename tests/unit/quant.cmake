@@ -33,8 +33,8 @@ tessera_test(int8_gemm_test
   DEPS tessera_kernels_cpu
   LABELS unit quant sanitize
   TIMEOUT 60)
-tessera_test(softmax_test
-  SOURCES ${CMAKE_CURRENT_LIST_DIR}/softmax_test.cc
+tessera_test(nn_ops_vector_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/nn_ops_vector_test.cc
   DEPS tessera_nn_cpu tessera_nn_reference
   LABELS unit quant sanitize
   TIMEOUT 60)
