@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "tools/commands.h"
 #include "tools/executor_flags.h"
+#include "tools/step_backend.h"
 #include "worker/executor/executor.h"
 
 namespace tessera::cli {
@@ -16,6 +17,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: tessera eval-logits --model FILE --tokens 1,2,3,... --out PATH\n"
     "                           [--exact] [--dtype auto|float32|bfloat16|float16] [--threads N]\n"
+    "                           [--tp N [--worker-binary PATH]]\n"
     "\n"
     "Runs the tokens through the model in ONE batch (teacher forcing) and writes float32\n"
     "little-endian logits [n_tokens x n_vocab] to PATH: row i holds the logits after token i.\n"
@@ -23,13 +25,16 @@ constexpr char kUsage[] =
     "  --exact      float32 activations and KV cache, weights dequantized, no activation\n"
     "               quantization (the path checked against reference logits)\n"
     "  --dtype D    compute dtype of the fast path's activations and KV cache (default auto)\n"
-    "  --threads N  worker threads (default: one per core)\n";
+    "  --threads N  worker threads (default: one per core; per worker with --tp)\n"
+    "  --tp N       run through N tessera-worker processes with tensor parallelism (Gloo),\n"
+    "               as tesserad does; compare with the default in-process run\n";
 
 }  // namespace
 
 int RunEvalLogits(const Args& args) {
   std::string model, tokens_arg, out;
   executor::ExecutorOptions options;
+  BackendOptions backend;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
@@ -37,6 +42,7 @@ int RunEvalLogits(const Args& args) {
       return 0;
     }
     int used = ParseExecutorFlag(args, i, options, "eval-logits");
+    if (used == 0) used = ParseBackendFlag(args, i, backend, "eval-logits");
     if (used < 0) return 2;
     if (used > 0) {
       i += used - 1;
@@ -72,30 +78,36 @@ int RunEvalLogits(const Args& args) {
     return 2;
   }
   options.kv_tokens = static_cast<int64_t>(tokens->size());
-  auto ex = executor::Executor::Create(model, options);
-  if (!ex.ok()) {
-    std::fprintf(stderr, "tessera eval-logits: %s\n", std::string(ex.status().message()).c_str());
-    return 1;
-  }
-  executor::SequenceInput seq;
-  seq.tokens = *tokens;
-  seq.all_logits = true;
-  for (int b = 0; b < (*ex)->n_blocks(); ++b) seq.block_table.push_back(b);
-  auto logits = (*ex)->Step({&seq, 1});
-  if (!logits.ok()) {
+  auto runner = OpenStepRunner(model, options, backend, /*verbose=*/false);
+  if (!runner.ok()) {
     std::fprintf(stderr, "tessera eval-logits: %s\n",
-                 std::string(logits.status().message()).c_str());
+                 std::string(runner.status().message()).c_str());
     return 1;
   }
+  tessera::v1::StepRequest step;
+  step.set_step_id(1);
+  tessera::v1::StepSequence* seq = step.add_seqs();
+  seq->set_seq_id(1);
+  for (int32_t t : *tokens) seq->add_tokens(t);
+  seq->set_return_logits(true);
+  for (int b = 0; b < (*runner)->n_blocks(); ++b) seq->add_block_table(b);
+  auto result = (*runner)->RunStep(step);
+  if (!result.ok()) {
+    std::fprintf(stderr, "tessera eval-logits: %s\n",
+                 std::string(result.status().message()).c_str());
+    return 1;
+  }
+  const auto& logits = result->seqs(0).logits();
+  const size_t n_vocab = logits.size() / tokens->size();
   std::ofstream f(out, std::ios::binary | std::ios::trunc);
-  f.write(reinterpret_cast<const char*>((*logits)[0].data()),
-          static_cast<std::streamsize>((*logits)[0].size() * sizeof(float)));
+  f.write(reinterpret_cast<const char*>(logits.data()),
+          static_cast<std::streamsize>(logits.size() * sizeof(float)));
   if (!f.flush()) {
     std::fprintf(stderr, "tessera eval-logits: cannot write %s\n", out.c_str());
     return 1;
   }
-  std::fprintf(stderr, "wrote %s: %zu x %u float32 logits\n", out.c_str(), tokens->size(),
-               (*ex)->hparams().n_vocab);
+  std::fprintf(stderr, "wrote %s: %zu x %zu float32 logits\n", out.c_str(), tokens->size(),
+               n_vocab);
   return 0;
 }
 

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "tools/commands.h"
 #include "tools/executor_flags.h"
 #include "tools/format.h"
+#include "tools/step_backend.h"
 #include "worker/executor/executor.h"
 #include "worker/sampling/sampling.h"
 
@@ -28,7 +30,7 @@ constexpr char kUsage[] =
     "                        [--min-p P] [--repetition-penalty R] [--presence-penalty P]\n"
     "                        [--frequency-penalty F] [--seed S] [--system TEXT]\n"
     "                        [--chat-template NAME|FILE] [--dtype D] [--exact] [--threads N]\n"
-    "                        [--json]\n"
+    "                        [--json] [--tp N [--worker-binary PATH]]\n"
     "\n"
     "Generates text with the CPU executor and streams it to stdout. --prompt is tokenized with\n"
     "the model's BOS; --chat renders the message (after an optional --system message) with the\n"
@@ -43,7 +45,9 @@ constexpr char kUsage[] =
     "  --seed S                same seed, same tokens (default: random)\n"
     "  --exact                 float32 exact path (see eval-logits)\n"
     "  --dtype D               auto|float32|bfloat16|float16 for the fast path\n"
-    "  --threads N             worker threads (default: one per core)\n"
+    "  --threads N             worker threads (default: one per core; per worker with --tp)\n"
+    "  --tp N                  run through N tessera-worker processes with tensor\n"
+    "                          parallelism (Gloo), as tesserad does\n"
     "  --json                  one JSON object per token ({\"token\", \"text\", \"logprob\"}),\n"
     "                          then a summary object with prompt_tokens, completion_tokens,\n"
     "                          prefill_tokens_per_s, decode_tokens_per_s, finish_reason\n";
@@ -54,6 +58,7 @@ struct Options {
   bool json = false;
   sampling::SamplingParams sampling;
   executor::ExecutorOptions exec;
+  BackendOptions backend;
 };
 
 int Fail(const std::string& msg) {
@@ -108,8 +113,8 @@ int Generate(Options& o) {
       if (tok->vocab().IsEndOfGeneration(id)) o.sampling.stop_token_ids.push_back(id);
     }
   }
-  auto sampler = sampling::Sampler::Create(o.sampling);
-  if (!sampler.ok()) return Fail(std::string(sampler.status().message()));
+  if (!o.sampling.seed) o.sampling.seed = std::random_device{}() * 0x100000001ull;
+  if (absl::Status s = o.sampling.Validate(); !s.ok()) return Fail(std::string(s.message()));
 
   auto file = gguf::GgufModel::Open(o.model);
   if (!file.ok()) return Fail(std::string(file.status().message()));
@@ -118,13 +123,20 @@ int Generate(Options& o) {
   if (prompt->empty()) return Fail("the prompt is empty");
 
   o.exec.kv_tokens = static_cast<int64_t>(prompt->size()) + o.max_tokens;
-  auto ex = executor::Executor::Create(o.model, o.exec);
-  if (!ex.ok()) return Fail(std::string(ex.status().message()));
-  sampler->AddPromptTokens(*prompt);
+  auto runner = OpenStepRunner(o.model, o.exec, o.backend, /*verbose=*/!o.json);
+  if (!runner.ok()) return Fail(std::string(runner.status().message()));
 
-  executor::SequenceInput seq;
-  seq.tokens = *prompt;
-  for (int b = 0; b < (*ex)->n_blocks(); ++b) seq.block_table.push_back(b);
+  // The first step carries the whole prompt and creates the sequence's sampler on rank 0;
+  // each later step feeds back the token just sampled.
+  tessera::v1::StepRequest step;
+  tessera::v1::StepSequence* seq = step.add_seqs();
+  seq->set_seq_id(1);
+  for (int32_t t : *prompt) seq->add_tokens(t);
+  for (int b = 0; b < (*runner)->n_blocks(); ++b) seq->add_block_table(b);
+  seq->set_sample(true);
+  seq->set_new_sampler(true);
+  *seq->mutable_sampling() = ToStepSampling(o.sampling);
+  for (int32_t t : *prompt) seq->add_penalty_prompt(t);
   std::optional<tokenizer::StreamingDetokenizer> detok;
   if (tok) {
     tokenizer::DecodeOptions dopt;
@@ -136,26 +148,31 @@ int Generate(Options& o) {
   int generated = 0;
   std::string finish = "length";
   while (generated < o.max_tokens) {
-    auto logits = (*ex)->Step({&seq, 1});
-    if (!logits.ok()) return Fail(std::string(logits.status().message()));
+    step.set_step_id(step.step_id() + 1);
+    auto result = (*runner)->RunStep(step);
+    if (!result.ok()) return Fail(std::string(result.status().message()));
     if (generated == 0) t_first = Clock::now();
-    sampling::SampleResult r = sampler->Sample((*logits)[0]);
+    const tessera::v1::SequenceResult& r = result->seqs(0);
     ++generated;
-    if (r.end_of_generation) {
+    if (r.end_of_generation()) {
       finish = "stop";
       break;
     }
     std::string text;
-    if (detok) (void)detok->Feed(r.token, &text);
+    if (detok) (void)detok->Feed(r.token(), &text);
     if (o.json) {
-      nlohmann::json j = {{"token", r.token}, {"text", text}, {"logprob", r.logprob}};
+      nlohmann::json j = {{"token", r.token()}, {"text", text}, {"logprob", r.logprob()}};
       std::printf("%s\n", JsonDump(j).c_str());
     } else {
-      std::fputs(tok ? text.c_str() : (std::to_string(r.token) + " ").c_str(), stdout);
+      std::fputs(tok ? text.c_str() : (std::to_string(r.token()) + " ").c_str(), stdout);
     }
     std::fflush(stdout);
-    seq.start_pos += static_cast<int64_t>(seq.tokens.size());
-    seq.tokens = {r.token};
+    seq->set_start_pos(seq->start_pos() + seq->tokens_size());
+    seq->clear_tokens();
+    seq->add_tokens(r.token());
+    seq->set_new_sampler(false);
+    seq->clear_sampling();
+    seq->clear_penalty_prompt();
   }
   std::string tail;
   if (detok) detok->Finish(&tail);
@@ -170,14 +187,13 @@ int Generate(Options& o) {
                         {"prefill_tokens_per_s", prefill_tps},
                         {"decode_tokens_per_s", decode_tps},
                         {"finish_reason", finish},
-                        {"seed", sampler->seed()}};
+                        {"seed", *o.sampling.seed}};
     if (!tail.empty()) std::printf("%s\n", JsonDump(nlohmann::json({{"text", tail}})).c_str());
     std::printf("%s\n", JsonDump(j).c_str());
   } else {
     std::printf("%s\n", tail.c_str());
-    std::fprintf(
-        stderr, "[%zu prompt tokens at %.1f tok/s, %d generated at %.1f tok/s, %s, %d threads]\n",
-        prompt->size(), prefill_tps, generated, decode_tps, finish.c_str(), (*ex)->threads());
+    std::fprintf(stderr, "[%zu prompt tokens at %.1f tok/s, %d generated at %.1f tok/s, %s]\n",
+                 prompt->size(), prefill_tps, generated, decode_tps, finish.c_str());
   }
   return 0;
 }
@@ -203,6 +219,7 @@ int RunGenerate(const Args& args) {
       continue;
     }
     int used = ParseExecutorFlag(args, i, o.exec, "generate");
+    if (used == 0) used = ParseBackendFlag(args, i, o.backend, "generate");
     if (used < 0) return 2;
     if (used > 0) {
       i += used - 1;

@@ -397,7 +397,7 @@ void ServingEngine::AddToStep(const ScheduledChunk& c, v1::StepRequest& step) {
   s.sampler_created = true;
   q->set_new_sampler(true);
   const GenerateRequest& r = s.request;
-  v1::SamplingParams* p = q->mutable_sampling();
+  v1::StepSampling* p = q->mutable_sampling();
   p->set_temperature(r.sampling.temperature);
   p->set_top_k(r.sampling.top_k);
   p->set_top_p(r.sampling.top_p);
@@ -459,7 +459,7 @@ void ServingEngine::ApplyToken(Sequence* s, const v1::SequenceResult& r, Outbox&
     TokenLogprobs lp;
     lp.token = token;
     lp.logprob = r.logprob();
-    for (const v1::TokenLogprob& t : r.top_logprobs()) lp.top.emplace_back(t.token(), t.logprob());
+    for (const v1::StepTokenLogprob& t : r.top_logprobs()) lp.top.emplace_back(t.token(), t.logprob());
     e.logprobs.push_back(std::move(lp));
   }
   // A stop token's own text is not part of the answer (vLLM, OpenAI).

@@ -9,7 +9,7 @@ namespace tessera::worker {
 
 namespace v1 = tessera::v1;
 
-sampling::SamplingParams FromProto(const v1::SamplingParams& p) {
+sampling::SamplingParams FromProto(const v1::StepSampling& p) {
   sampling::SamplingParams s;
   s.temperature = p.temperature();
   s.top_k = p.top_k();
@@ -91,7 +91,7 @@ absl::StatusOr<v1::StepResult> StepEngine::Run(const v1::StepRequest& step) {
     out->set_logprob(r.logprob);
     out->set_end_of_generation(r.end_of_generation);
     for (const sampling::TokenLogprob& t : r.top_logprobs) {
-      v1::TokenLogprob* tl = out->add_top_logprobs();
+      v1::StepTokenLogprob* tl = out->add_top_logprobs();
       tl->set_token(t.token);
       tl->set_logprob(t.logprob);
     }

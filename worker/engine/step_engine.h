@@ -37,6 +37,6 @@ class StepEngine {
 };
 
 // The protocol's sampling parameters as the sampler takes them.
-sampling::SamplingParams FromProto(const tessera::v1::SamplingParams& p);
+sampling::SamplingParams FromProto(const tessera::v1::StepSampling& p);
 
 }  // namespace tessera::worker

@@ -1,0 +1,678 @@
+#include "controller/workers/worker_group.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "grpcpp/grpcpp.h"
+#include "tessera/v1/worker.grpc.pb.h"
+
+namespace tessera::workers {
+
+namespace v1 = tessera::v1;
+using Clock = std::chrono::steady_clock;
+using ServerStream = grpc::ServerReaderWriter<v1::ControllerMessage, v1::WorkerMessage>;
+
+namespace {
+
+std::string Describe(int wait_status) {
+  if (WIFEXITED(wait_status)) return absl::StrCat("exited with status ", WEXITSTATUS(wait_status));
+  if (WIFSIGNALED(wait_status)) {
+    const int sig = WTERMSIG(wait_status);
+    const char* name = strsignal(sig);
+    return absl::StrCat("was killed by signal ", sig, name ? absl::StrCat(" (", name, ")") : "");
+  }
+  return "stopped";
+}
+
+std::string Mib(uint64_t bytes) { return absl::StrCat(bytes / (1024 * 1024), " MiB"); }
+
+}  // namespace
+
+// One worker's connection within the current generation.
+struct Slot {
+  ServerStream* stream = nullptr;  // owned by its Connect handler
+  std::mutex write_mu;
+  RankState state;
+  Clock::time_point last_seen;
+  bool closed = false;  // the handler returned
+  std::optional<v1::StepResult> result;
+};
+
+struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
+  WorkerGroupOptions options;
+  std::unique_ptr<grpc::Server> server;
+  int bound_port = 0;
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  uint64_t generation = 0;
+  std::vector<std::shared_ptr<Slot>> slots;  // per rank, this generation
+  std::vector<pid_t> pids;                   // spawned, this generation
+  bool up = false;                           // every rank loaded, no failure since
+  std::string failure;                       // this generation's first failure
+  std::string state = "starting";
+  int restarts = 0;
+  bool shutting_down = false;
+  bool first_outcome = false;
+  bool came_up = false;  // this generation reached ready
+  absl::Status first_status;
+  WorkerGroupEvents events;
+  std::map<std::string, std::string> store;  // rendezvous keys
+  std::thread supervisor;
+  std::mutex step_mu;  // one step at a time
+
+  void Log(const std::string& line) {
+    if (options.log) options.log(line);
+  }
+
+  // Marks the generation failed (first reason wins) and wakes everyone. mu held.
+  void FailLocked(const std::string& why) {
+    if (!failure.empty()) return;
+    failure = why;
+    up = false;
+    cv.notify_all();
+  }
+
+  // --- the control service ---------------------------------------------------------
+
+  grpc::Status StoreSet(grpc::ServerContext*, const v1::StoreSetRequest* req,
+                        v1::StoreSetResponse*) override {
+    std::lock_guard<std::mutex> lock(mu);
+    store[req->key()] = req->value();
+    cv.notify_all();
+    return grpc::Status::OK;
+  }
+
+  grpc::Status StoreGet(grpc::ServerContext* ctx, const v1::StoreGetRequest* req,
+                        v1::StoreGetResponse* resp) override {
+    std::unique_lock<std::mutex> lock(mu);
+    const auto deadline =
+        Clock::now() + std::chrono::milliseconds(std::max<int64_t>(req->timeout_ms(), 1));
+    auto missing = [&] {
+      std::vector<std::string> m;
+      for (const std::string& k : req->keys()) {
+        if (!store.contains(k)) m.push_back(k);
+      }
+      return m;
+    };
+    while (!missing().empty()) {
+      if (ctx->IsCancelled() || shutting_down) return grpc::Status(grpc::CANCELLED, "cancelled");
+      if (cv.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(200))) ==
+              std::cv_status::timeout &&
+          Clock::now() >= deadline) {
+        // Gloo's keys end in the rank that publishes them.
+        std::vector<std::string> ranks;
+        for (const std::string& k : missing()) {
+          size_t i = k.find_last_not_of("0123456789");
+          ranks.push_back(i + 1 < k.size() ? absl::StrCat("rank ", k.substr(i + 1))
+                                           : absl::StrCat("key '", k, "'"));
+        }
+        return grpc::Status(grpc::DEADLINE_EXCEEDED,
+                            absl::StrCat("rendezvous: ", absl::StrJoin(ranks, ", "),
+                                         " never arrived within ", req->timeout_ms(), " ms"));
+      }
+    }
+    if (!req->wait_only() && req->keys_size() > 0) resp->set_value(store[req->keys(0)]);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Connect(grpc::ServerContext* ctx, ServerStream* stream) override {
+    v1::WorkerMessage msg;
+    if (!stream->Read(&msg) || !msg.has_hello()) {
+      return grpc::Status(grpc::INVALID_ARGUMENT, "the first message must be Hello");
+    }
+    const v1::Hello hello = msg.hello();
+    std::shared_ptr<Slot> slot;
+    uint64_t gen;
+    v1::WorkerSetup setup;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      gen = generation;
+      if (shutting_down) return grpc::Status(grpc::UNAVAILABLE, "the controller is stopping");
+      if (!options.external_workers && hello.group_generation() != generation) {
+        return grpc::Status(grpc::FAILED_PRECONDITION,
+                            absl::StrCat("worker of generation ", hello.group_generation(),
+                                         " is stale (now ", generation, ")"));
+      }
+      int rank = hello.rank();
+      if (rank < 0) {  // external worker without --rank: the first free one
+        for (int r = 0; r < options.world_size && rank < 0; ++r) {
+          if (slots[r]->stream == nullptr && !slots[r]->closed) rank = r;
+        }
+        if (rank < 0) return grpc::Status(grpc::RESOURCE_EXHAUSTED, "every rank is taken");
+      }
+      if (rank >= options.world_size) {
+        return grpc::Status(
+            grpc::INVALID_ARGUMENT,
+            absl::StrCat("rank ", rank, " is outside the group of ", options.world_size));
+      }
+      slot = slots[rank];
+      if (slot->stream != nullptr || slot->closed) {
+        return grpc::Status(grpc::ALREADY_EXISTS, absl::StrCat("rank ", rank, " is taken"));
+      }
+      slot->stream = stream;
+      slot->state.connected = true;
+      slot->state.hostname = hello.hostname();
+      if (slot->state.pid == 0 && options.external_workers) slot->state.pid = 0;
+      slot->last_seen = Clock::now();
+      setup.set_rank(rank);
+      setup.set_world_size(options.world_size);
+      setup.set_model_path(options.model_path);
+      setup.set_comm_backend(options.comm_backend);
+      setup.set_store_prefix(absl::StrCat("g", gen, "/"));
+      setup.set_comm_interface(options.comm_interface);
+      setup.set_dtype(options.dtype);
+      setup.set_exact(options.exact);
+      setup.set_kv_block_size(options.kv_block_size);
+      setup.set_kv_tokens(options.kv_tokens);
+      setup.set_heartbeat_interval_ms(options.heartbeat_interval.count());
+      setup.set_rendezvous_timeout_ms(options.rendezvous_timeout.count());
+      setup.set_gpu(options.gpus.empty() ? -1 : options.gpus[rank % options.gpus.size()]);
+      setup.set_gpu_memory_utilization(options.gpu_memory_utilization);
+      setup.set_group_generation(gen);
+      PlanCpus(rank, &setup);
+      cv.notify_all();
+    }
+    const int rank = setup.rank();
+    const std::string who = absl::StrCat("rank ", rank, "/", options.world_size);
+    v1::ControllerMessage out;
+    *out.mutable_setup() = setup;
+    {
+      std::lock_guard<std::mutex> w(slot->write_mu);
+      stream->Write(out);
+    }
+    Log(absl::StrCat(who, ": worker connected from ", hello.hostname(), " (pid ", hello.pid(),
+                     ")"));
+    while (stream->Read(&msg)) {
+      std::lock_guard<std::mutex> lock(mu);
+      slot->last_seen = Clock::now();
+      if (msg.has_progress()) {
+        slot->state.bytes_done = msg.progress().bytes_done();
+        slot->state.bytes_total = msg.progress().bytes_total();
+      } else if (msg.has_loaded()) {
+        slot->state.loaded = true;
+        slot->state.info = msg.loaded();
+        slot->state.bytes_done = slot->state.bytes_total;
+        Log(absl::StrCat(who, ": loaded in ", msg.loaded().load_seconds(), " s, read ",
+                         Mib(msg.loaded().weight_bytes_read()), ", peak RSS ",
+                         Mib(msg.loaded().peak_rss_bytes()), ", ", msg.loaded().n_blocks(),
+                         " KV blocks of ", msg.loaded().block_size(), " tokens"));
+      } else if (msg.has_step_result()) {
+        slot->result = msg.step_result();
+      } else if (msg.has_failure()) {
+        if (gen == generation)
+          FailLocked(absl::StrCat("worker ", who, ": ", msg.failure().message()));
+      }
+      cv.notify_all();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      slot->stream = nullptr;
+      slot->closed = true;
+      if (gen == generation && !shutting_down) {
+        FailLocked(absl::StrCat("worker ", who, " closed its control stream"));
+      }
+      cv.notify_all();
+    }
+    (void)ctx;
+    return grpc::Status::OK;
+  }
+
+  // Disjoint core sets: the controller's allowed CPUs divided evenly among local ranks.
+  void PlanCpus(int rank, v1::WorkerSetup* setup) {
+    std::vector<int> cpus;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+      for (int c = 0; c < CPU_SETSIZE; ++c) {
+        if (CPU_ISSET(c, &set)) cpus.push_back(c);
+      }
+    }
+    const int n = options.world_size;
+    int threads = options.threads_per_worker;
+    if (!options.external_workers && options.pin_cpus && options.gpus.empty() &&
+        static_cast<int>(cpus.size()) >= n) {
+      const size_t b = cpus.size() * rank / n, e = cpus.size() * (rank + 1) / n;
+      for (size_t i = b; i < e; ++i) setup->add_cpu_affinity(cpus[i]);
+      if (threads <= 0) threads = static_cast<int>(e - b);
+    }
+    if (threads <= 0) threads = std::max<int>(1, static_cast<int>(cpus.size()) / n);
+    setup->set_threads(options.external_workers && options.threads_per_worker <= 0 ? 0 : threads);
+  }
+
+  // --- lifecycle -------------------------------------------------------------------
+
+  absl::Status SpawnLocked(int rank) {
+    std::vector<std::string> args = {options.worker_binary,
+                                     "--controller",
+                                     absl::StrCat("127.0.0.1:", bound_port),
+                                     "--rank",
+                                     std::to_string(rank),
+                                     "--generation",
+                                     std::to_string(generation),
+                                     "--die-with-parent"};
+    if (options.control_host != "0.0.0.0" && options.control_host != "::") {
+      args[2] = absl::StrCat(options.control_host, ":", bound_port);
+    }
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::string cuda_env;
+    if (!options.gpus.empty()) {
+      cuda_env = absl::StrCat("CUDA_VISIBLE_DEVICES=", options.gpus[rank % options.gpus.size()]);
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot start worker rank ", rank, ": fork: ", std::strerror(errno)));
+    }
+    if (pid == 0) {
+      if (!cuda_env.empty()) putenv(cuda_env.data());
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    pids.push_back(pid);
+    slots[rank]->state.pid = pid;
+    return absl::OkStatus();
+  }
+
+  void KillGenerationLocked() {
+    for (pid_t p : pids) kill(p, SIGKILL);
+  }
+
+  // Reaps the spawned workers; a death fails the generation. mu held.
+  void ReapLocked() {
+    for (auto it = pids.begin(); it != pids.end();) {
+      int status = 0;
+      pid_t r = waitpid(*it, &status, WNOHANG);
+      if (r == *it) {
+        int rank = -1;
+        for (size_t i = 0; i < slots.size(); ++i) {
+          if (slots[i]->state.pid == *it) rank = static_cast<int>(i);
+        }
+        FailLocked(absl::StrCat("worker rank ", rank, "/", options.world_size, " (pid ", *it, ") ",
+                                Describe(status)));
+        it = pids.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  void CheckHeartbeatsLocked() {
+    const auto now = Clock::now();
+    for (size_t r = 0; r < slots.size(); ++r) {
+      const Slot& s = *slots[r];
+      if (s.stream == nullptr) continue;
+      if (now - s.last_seen > options.heartbeat_timeout) {
+        FailLocked(absl::StrCat("worker rank ", r, "/", options.world_size,
+                                " stopped answering (no heartbeat for ",
+                                std::chrono::duration<double>(now - s.last_seen).count(), " s)"));
+      }
+    }
+  }
+
+  // Runs one generation: start, wait for loaded, then watch until it fails or we stop.
+  // Returns the failure ("" when stopped).
+  std::string RunGeneration() {
+    std::unique_lock<std::mutex> lock(mu);
+    ++generation;
+    failure.clear();
+    store.clear();
+    slots.clear();
+    pids.clear();
+    for (int r = 0; r < options.world_size; ++r) {
+      slots.push_back(std::make_shared<Slot>());
+      slots.back()->state.rank = r;
+    }
+    state = "loading";
+    came_up = false;
+    if (!options.external_workers) {
+      for (int r = 0; r < options.world_size; ++r) {
+        if (absl::Status s = SpawnLocked(r); !s.ok()) {
+          FailLocked(std::string(s.message()));
+          break;
+        }
+      }
+      Log(absl::StrCat("started ", options.world_size, " worker(s) for ", options.model_path,
+                       " (generation ", generation, ")"));
+    } else {
+      Log(absl::StrCat("waiting for ", options.world_size, " external worker(s) at ",
+                       ControlAddress()));
+    }
+    const auto connect_deadline = Clock::now() + options.rendezvous_timeout;
+    auto last_progress_log = Clock::now();
+    while (!shutting_down && failure.empty()) {
+      cv.wait_for(lock, std::chrono::milliseconds(50));
+      ReapLocked();
+      CheckHeartbeatsLocked();
+      if (!up) {
+        bool all_loaded = true;
+        std::vector<std::string> unconnected;
+        uint64_t done = 0, total = 0;
+        for (const auto& s : slots) {
+          all_loaded = all_loaded && s->state.loaded;
+          if (!s->state.connected) unconnected.push_back(std::to_string(s->state.rank));
+          done += s->state.bytes_done;
+          total += s->state.bytes_total;
+        }
+        if (!unconnected.empty() && Clock::now() > connect_deadline) {
+          FailLocked(absl::StrCat("rendezvous: rank(s) ", absl::StrJoin(unconnected, ", "),
+                                  " never connected within ",
+                                  options.rendezvous_timeout.count() / 1000.0, " s"));
+          break;
+        }
+        if (total > 0 && Clock::now() - last_progress_log > std::chrono::seconds(2)) {
+          last_progress_log = Clock::now();
+          Log(absl::StrCat("loading: ", Mib(done), " of ", Mib(total), " (",
+                           static_cast<int>(100.0 * done / total), "%)"));
+        }
+        if (all_loaded) {
+          std::string mismatch = CheckGeometryLocked();
+          if (!mismatch.empty()) {
+            FailLocked(mismatch);
+            break;
+          }
+          up = true;
+          came_up = true;
+          state = "ready";
+          if (!first_outcome) {
+            first_outcome = true;
+            first_status = absl::OkStatus();
+          }
+          cv.notify_all();
+        }
+      }
+    }
+    std::string why = shutting_down ? "" : failure;
+    up = false;
+    // Stop this generation's workers: spawned ones are killed, external ones told to exit.
+    for (auto& s : slots) {
+      if (s->stream != nullptr) {
+        v1::ControllerMessage m;
+        m.mutable_shutdown()->set_reason(why.empty() ? "controller stopping" : why);
+        std::lock_guard<std::mutex> w(s->write_mu);
+        s->stream->Write(m);
+      }
+    }
+    if (!shutting_down) KillGenerationLocked();
+    return why;
+  }
+
+  std::string CheckGeometryLocked() {
+    const v1::Loaded& a = slots[0]->state.info;
+    for (const auto& s : slots) {
+      if (s->state.info.n_blocks() != a.n_blocks() ||
+          s->state.info.block_size() != a.block_size()) {
+        return absl::StrCat("ranks disagree on the KV cache: rank 0 has ", a.n_blocks(),
+                            " blocks of ", a.block_size(), ", rank ", s->state.rank, " ",
+                            s->state.info.n_blocks(), " of ", s->state.info.block_size());
+      }
+    }
+    return "";
+  }
+
+  void Supervise() {
+    int consecutive = 0;
+    while (true) {
+      std::string why = RunGeneration();
+      std::unique_lock<std::mutex> lock(mu);
+      if (shutting_down) break;
+      // A group that served before it failed starts a fresh count: only failures in a
+      // row (a model that cannot load, a crash at once) exhaust max_restarts.
+      if (came_up) consecutive = 0;
+      Log(absl::StrCat("worker group failed: ", why));
+      if (!first_outcome) {
+        first_outcome = true;
+        first_status = absl::UnavailableError(why);
+        cv.notify_all();
+      }
+      ++consecutive;
+      if (consecutive > options.max_restarts) {
+        state = absl::StrCat("gave up after ", consecutive, " failure(s); last: ", why);
+        Log(state);
+        cv.notify_all();
+        // Stay down; reap what is left and wait for shutdown.
+        while (!shutting_down) {
+          ReapLocked();
+          cv.wait_for(lock, std::chrono::milliseconds(200));
+        }
+        break;
+      }
+      auto backoff = options.restart_backoff * (1 << std::min(consecutive - 1, 16));
+      backoff = std::min<std::chrono::milliseconds>(backoff, options.restart_backoff_max);
+      state = absl::StrCat("restarting in ", backoff.count() / 1000.0, " s after: ", why);
+      Log(state);
+      ++restarts;
+      if (events.on_restart) {
+        for (int r = 0; r < options.world_size; ++r) events.on_restart(r);
+      }
+      const auto until = Clock::now() + backoff;
+      while (!shutting_down && Clock::now() < until) {
+        ReapLocked();
+        cv.wait_until(lock, until);
+      }
+      // Let the old children go before the next generation starts.
+      for (pid_t p : pids) waitpid(p, nullptr, 0);
+      pids.clear();
+      if (shutting_down) break;
+    }
+  }
+
+  std::string ControlAddress() const {
+    std::string host = options.control_host;
+    if (host == "0.0.0.0" || host == "::") {
+      char name[256] = {0};
+      gethostname(name, sizeof(name) - 1);
+      host = name;
+    }
+    return absl::StrCat(host, ":", bound_port);
+  }
+};
+
+WorkerGroup::WorkerGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+WorkerGroup::~WorkerGroup() { Shutdown(); }
+
+absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Create(WorkerGroupOptions options) {
+  if (options.world_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("a group of ", options.world_size, " ranks"));
+  }
+  if (!options.external_workers) {
+    auto bin = FindWorkerBinary(options.worker_binary);
+    if (!bin.ok()) return bin.status();
+    options.worker_binary = *bin;
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(
+      absl::StrCat(impl->options.control_host, ":", impl->options.control_port),
+      grpc::InsecureServerCredentials(), &impl->bound_port);
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  builder.RegisterService(impl.get());
+  impl->server = builder.BuildAndStart();
+  if (impl->server == nullptr || impl->bound_port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", impl->options.control_host, ":",
+                                               impl->options.control_port,
+                                               " for the worker control service"));
+  }
+  return std::unique_ptr<WorkerGroup>(new WorkerGroup(std::move(impl)));
+}
+
+absl::Status WorkerGroup::Start() {
+  Impl& g = *impl_;
+  g.supervisor = std::thread([&g] { g.Supervise(); });
+  std::unique_lock<std::mutex> lock(g.mu);
+  g.cv.wait(lock, [&] { return g.first_outcome || g.shutting_down; });
+  return g.first_status;
+}
+
+void WorkerGroup::Shutdown() {
+  Impl& g = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    if (g.shutting_down && !g.supervisor.joinable() && g.server == nullptr) return;
+    g.shutting_down = true;
+    g.cv.notify_all();
+  }
+  if (g.supervisor.joinable()) g.supervisor.join();
+  // Workers got Shutdown on their streams; give them a moment, then make sure.
+  std::vector<pid_t> pids;
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    pids = g.pids;
+    g.pids.clear();
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(3);
+  for (pid_t p : pids) {
+    while (waitpid(p, nullptr, WNOHANG) == 0) {
+      if (Clock::now() > deadline) {
+        kill(p, SIGKILL);
+        waitpid(p, nullptr, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  if (g.server != nullptr) {
+    g.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    g.server.reset();
+  }
+}
+
+absl::StatusOr<v1::StepResult> WorkerGroup::RunStep(const v1::StepRequest& step) {
+  Impl& g = *impl_;
+  std::lock_guard<std::mutex> one_step(g.step_mu);
+  std::vector<std::shared_ptr<Slot>> slots;
+  uint64_t gen;
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    if (!g.up) return absl::UnavailableError(absl::StrCat("the workers are not ready: ", g.state));
+    slots = g.slots;
+    gen = g.generation;
+    for (auto& s : slots) s->result.reset();
+  }
+  v1::ControllerMessage m;
+  *m.mutable_step() = step;
+  for (auto& s : slots) {
+    std::lock_guard<std::mutex> w(s->write_mu);
+    if (s->stream == nullptr || !s->stream->Write(m)) {
+      std::lock_guard<std::mutex> lock(g.mu);
+      g.FailLocked(absl::StrCat("worker rank ", s->state.rank, " cannot be reached"));
+      break;
+    }
+  }
+  std::unique_lock<std::mutex> lock(g.mu);
+  g.cv.wait(lock, [&] {
+    if (g.generation != gen || !g.failure.empty() || g.shutting_down) return true;
+    for (auto& s : slots) {
+      if (!s->result.has_value()) return false;
+    }
+    return true;
+  });
+  if (g.generation != gen || !g.failure.empty() || g.shutting_down) {
+    return absl::UnavailableError(g.failure.empty() ? "the controller is stopping" : g.failure);
+  }
+  v1::StepResult r0 = *slots[0]->result;
+  double allreduce = 0;
+  for (auto& s : slots) {
+    if (!s->result->error().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("step ", step.step_id(), " on rank ",
+                                                     s->state.rank, ": ", s->result->error()));
+    }
+    allreduce = std::max(allreduce, s->result->allreduce_seconds());
+  }
+  if (g.events.on_step) g.events.on_step(r0.compute_seconds(), allreduce);
+  return r0;
+}
+
+int WorkerGroup::block_size() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->slots.empty() ? 0 : impl_->slots[0]->state.info.block_size();
+}
+
+int WorkerGroup::n_blocks() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->slots.empty() ? 0 : impl_->slots[0]->state.info.n_blocks();
+}
+
+bool WorkerGroup::ready() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->up;
+}
+
+std::string WorkerGroup::control_address() const { return impl_->ControlAddress(); }
+
+std::vector<RankState> WorkerGroup::ranks() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<RankState> out;
+  for (const auto& s : impl_->slots) out.push_back(s->state);
+  return out;
+}
+
+int WorkerGroup::restarts() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->restarts;
+}
+
+std::string WorkerGroup::state() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->state;
+}
+
+void WorkerGroup::set_events(WorkerGroupEvents events) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->events = std::move(events);
+}
+
+absl::StatusOr<std::string> FindWorkerBinary(const std::string& configured) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> tried;
+  auto usable = [&](const fs::path& p) {
+    tried.push_back(p.string());
+    return access(p.c_str(), X_OK) == 0;
+  };
+  if (!configured.empty()) {
+    if (usable(configured)) return configured;
+    return absl::NotFoundError(
+        absl::StrCat("worker binary ", configured, " does not exist or is not executable"));
+  }
+  if (const char* env = std::getenv("TESSERA_WORKER_BINARY"); env != nullptr && *env) {
+    if (usable(env)) return std::string(env);
+  }
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    fs::path dir = self.parent_path();
+    for (const fs::path& p :
+         {dir / "tessera-worker", dir.parent_path() / "worker" / "process" / "tessera-worker"}) {
+      if (usable(p)) return p.string();
+    }
+  }
+  if (const char* path = std::getenv("PATH"); path != nullptr) {
+    for (const auto& d : absl::StrSplit(std::string(path), ':')) {
+      fs::path p = fs::path(std::string(d)) / "tessera-worker";
+      if (access(p.c_str(), X_OK) == 0) return p.string();
+    }
+    tried.push_back("tessera-worker on PATH");
+  }
+  return absl::NotFoundError(absl::StrCat("cannot find the tessera-worker binary (tried ",
+                                          absl::StrJoin(tried, ", "),
+                                          "); set --worker-binary or TESSERA_WORKER_BINARY"));
+}
+
+}  // namespace tessera::workers

@@ -1,0 +1,106 @@
+#include "tools/step_backend.h"
+
+#include <cstdio>
+#include <mutex>
+
+#include "absl/strings/numbers.h"
+#include "controller/workers/worker_group.h"
+#include "worker/engine/step_engine.h"
+
+namespace tessera::cli {
+namespace {
+
+class LocalRunner : public serving::StepRunner {
+ public:
+  explicit LocalRunner(std::unique_ptr<executor::Executor> ex)
+      : block_size_(ex->block_size()), n_blocks_(ex->n_blocks()), engine_(std::move(ex), 0) {}
+  absl::StatusOr<tessera::v1::StepResult> RunStep(const tessera::v1::StepRequest& step) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return engine_.Run(step);
+  }
+  int block_size() const override { return block_size_; }
+  int n_blocks() const override { return n_blocks_; }
+  bool ready() const override { return true; }
+
+ private:
+  const int block_size_, n_blocks_;
+  std::mutex mu_;
+  worker::StepEngine engine_;
+};
+
+const char* DtypeName(executor::ComputeDtype d) {
+  switch (d) {
+    case executor::ComputeDtype::kFloat32:
+      return "float32";
+    case executor::ComputeDtype::kBFloat16:
+      return "bfloat16";
+    case executor::ComputeDtype::kFloat16:
+      return "float16";
+    default:
+      return "auto";
+  }
+}
+
+}  // namespace
+
+int ParseBackendFlag(const Args& args, size_t i, BackendOptions& o, const char* command) {
+  const std::string& a = args[i];
+  if (a != "--tp" && a != "--worker-binary") return 0;
+  if (i + 1 >= args.size()) {
+    std::fprintf(stderr, "tessera %s: %s needs a value\n", command, a.c_str());
+    return -1;
+  }
+  const std::string& v = args[i + 1];
+  if (a == "--worker-binary") {
+    o.worker_binary = v;
+    return 2;
+  }
+  if (!absl::SimpleAtoi(v, &o.tp) || o.tp < 1 || o.tp > 64) {
+    std::fprintf(stderr, "tessera %s: --tp: '%s' is not in 1..64\n", command, v.c_str());
+    return -1;
+  }
+  return 2;
+}
+
+absl::StatusOr<std::unique_ptr<serving::StepRunner>> OpenStepRunner(
+    const std::string& model, const executor::ExecutorOptions& exec, const BackendOptions& backend,
+    bool verbose) {
+  if (backend.tp == 0) {
+    auto ex = executor::Executor::Create(model, exec);
+    if (!ex.ok()) return ex.status();
+    return std::unique_ptr<serving::StepRunner>(new LocalRunner(*std::move(ex)));
+  }
+  workers::WorkerGroupOptions o;
+  o.model_path = model;
+  o.world_size = backend.tp;
+  o.worker_binary = backend.worker_binary;
+  o.threads_per_worker = exec.threads;
+  o.dtype = DtypeName(exec.dtype);
+  o.exact = exec.exact;
+  o.kv_block_size = exec.kv_block_size;
+  o.kv_tokens = exec.kv_tokens;
+  o.max_restarts = 0;  // an offline command fails instead of retrying
+  if (verbose) o.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  auto group = workers::WorkerGroup::Create(o);
+  if (!group.ok()) return group.status();
+  if (absl::Status s = (*group)->Start(); !s.ok()) return s;
+  return std::unique_ptr<serving::StepRunner>(std::move(*group));
+}
+
+tessera::v1::StepSampling ToStepSampling(const sampling::SamplingParams& p) {
+  tessera::v1::StepSampling s;
+  s.set_temperature(p.temperature);
+  s.set_top_k(p.top_k);
+  s.set_top_p(p.top_p);
+  s.set_min_p(p.min_p);
+  s.set_repetition_penalty(p.repetition_penalty);
+  s.set_presence_penalty(p.presence_penalty);
+  s.set_frequency_penalty(p.frequency_penalty);
+  if (p.seed) s.set_seed(*p.seed);
+  s.set_top_logprobs(p.top_logprobs);
+  s.set_logprobs_processed(p.logprobs_mode == sampling::LogprobsMode::kProcessed);
+  for (int32_t id : p.stop_token_ids) s.add_stop_token_ids(id);
+  return s;
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,33 @@
+// Where the offline commands (generate, eval-logits) run their steps: in this process (one
+// executor, the default) or, with --tp N, through a worker group of N tessera-worker
+// processes exactly as tesserad runs them.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "controller/serving/step_runner.h"
+#include "tools/commands.h"
+#include "worker/executor/executor.h"
+#include "worker/sampling/sampling.h"
+
+namespace tessera::cli {
+
+struct BackendOptions {
+  int tp = 0;  // 0: in this process; N >= 1: N worker processes (Gloo between them)
+  std::string worker_binary;
+};
+
+// Parses --tp N and --worker-binary PATH at args[i] (see ParseExecutorFlag).
+int ParseBackendFlag(const Args& args, size_t i, BackendOptions& o, const char* command);
+
+// Opens the model with `exec` (its kv_tokens sizes the cache) on the chosen backend.
+absl::StatusOr<std::unique_ptr<serving::StepRunner>> OpenStepRunner(
+    const std::string& model, const executor::ExecutorOptions& exec, const BackendOptions& backend,
+    bool verbose);
+
+// The sampler's parameters as the step protocol carries them.
+tessera::v1::StepSampling ToStepSampling(const sampling::SamplingParams& p);
+
+}  // namespace tessera::cli

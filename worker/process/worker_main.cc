@@ -1,0 +1,298 @@
+// tessera-worker: one rank of a model. Started by tesserad (or by hand with --controller
+// for ranks on other machines); everything else arrives over the control stream.
+//
+//   tessera-worker --controller HOST:PORT [--rank R] [--generation G] [--die-with-parent]
+#include <sched.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "tessera/v1/worker.grpc.pb.h"
+#include "worker/comm/control_store.h"
+#include "worker/comm/gloo_communicator.h"
+#include "worker/engine/step_engine.h"
+#include "worker/executor/executor.h"
+#include "worker/process/proc_stats.h"
+#ifdef TESSERA_HAVE_NCCL
+#include "worker/comm/nccl_communicator.h"
+#endif
+
+namespace tessera::worker {
+namespace {
+
+namespace v1 = tessera::v1;
+using Stream = grpc::ClientReaderWriter<v1::WorkerMessage, v1::ControllerMessage>;
+
+constexpr char kUsage[] =
+    "usage: tessera-worker --controller HOST:PORT [--rank R] [--generation G] "
+    "[--die-with-parent]\n"
+    "\n"
+    "One rank of a Tessera model. tesserad starts its workers itself; start one by hand to\n"
+    "put a rank on another machine: tesserad --external-workers ... waits for them.\n"
+    "\n"
+    "  --controller HOST:PORT  tesserad's control service (its --control-host/--control-port)\n"
+    "  --rank R                this worker's rank (default: the controller assigns one)\n"
+    "  --generation G          the worker group generation it was spawned for (internal)\n"
+    "  --die-with-parent       exit when the parent process exits (internal)\n";
+
+struct Flags {
+  std::string controller;
+  int rank = -1;
+  uint64_t generation = 0;
+  bool die_with_parent = false;
+};
+
+// Writes to the stream from several threads (heartbeats, progress, results).
+class Sender {
+ public:
+  explicit Sender(Stream* stream) : stream_(stream) {}
+  bool Send(const v1::WorkerMessage& m) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stream_->Write(m);
+  }
+
+ private:
+  std::mutex mu_;
+  Stream* stream_;
+};
+
+[[noreturn]] void Die(Sender* sender, const std::string& why) {
+  std::fprintf(stderr, "tessera-worker: %s\n", why.c_str());
+  if (sender != nullptr) {
+    v1::WorkerMessage m;
+    m.mutable_failure()->set_message(why);
+    sender->Send(m);
+  }
+  std::fflush(stderr);
+  // No destructors: a communicator whose peers are gone may block in its own.
+  _exit(1);
+}
+
+executor::ComputeDtype ParseDtype(const std::string& d) {
+  if (d == "float32") return executor::ComputeDtype::kFloat32;
+  if (d == "bfloat16") return executor::ComputeDtype::kBFloat16;
+  if (d == "float16") return executor::ComputeDtype::kFloat16;
+  return executor::ComputeDtype::kAuto;
+}
+
+int Run(const Flags& flags) {
+  if (flags.die_with_parent) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() == 1) return 1;  // the parent is already gone
+  }
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(flags.controller, grpc::InsecureChannelCredentials(), args);
+  std::unique_ptr<v1::WorkerControl::Stub> stub = v1::WorkerControl::NewStub(channel);
+  grpc::ClientContext ctx;
+  std::unique_ptr<Stream> stream = stub->Connect(&ctx);
+  Sender sender(stream.get());
+
+  v1::WorkerMessage hello;
+  hello.mutable_hello()->set_rank(flags.rank);
+  hello.mutable_hello()->set_pid(getpid());
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  hello.mutable_hello()->set_hostname(host);
+  hello.mutable_hello()->set_group_generation(flags.generation);
+  if (!sender.Send(hello)) Die(nullptr, "cannot reach the controller at " + flags.controller);
+
+  v1::ControllerMessage msg;
+  if (!stream->Read(&msg) || !msg.has_setup()) {
+    grpc::Status st = stream->Finish();
+    Die(nullptr, absl::StrCat("the controller at ", flags.controller,
+                              " sent no setup: ", st.error_message()));
+  }
+  const v1::WorkerSetup setup = msg.setup();
+  const int rank = setup.rank(), world = setup.world_size();
+  const std::string who = absl::StrCat("rank ", rank, "/", world);
+
+  if (setup.cpu_affinity_size() > 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c : setup.cpu_affinity()) CPU_SET(c, &set);
+    sched_setaffinity(0, sizeof(set), &set);  // best effort: a restricted cgroup may refuse
+  }
+
+  // Heartbeats from their own thread, so that a long step does not look like a hang.
+  std::atomic<bool> stop{false};
+  std::thread heartbeat([&] {
+    const auto interval =
+        std::chrono::milliseconds(std::max<int64_t>(setup.heartbeat_interval_ms(), 10));
+    uint64_t seq = 0;
+    while (!stop.load()) {
+      std::this_thread::sleep_for(interval);
+      v1::WorkerMessage m;
+      m.mutable_heartbeat()->set_seq(++seq);
+      if (!sender.Send(m)) break;
+    }
+  });
+  heartbeat.detach();
+
+  // Join the group first (fast), then load: a rank that never arrives fails everyone's
+  // rendezvous early, before minutes of loading.
+  const auto timeout =
+      std::chrono::milliseconds(std::max<int64_t>(setup.rendezvous_timeout_ms(), 1000));
+  comm::ControlStore store(stub.get(), timeout);
+  std::unique_ptr<comm::Communicator> communicator;
+  if (world > 1) {
+    if (setup.comm_backend() == "nccl") {
+#ifdef TESSERA_HAVE_NCCL
+      auto c = comm::NcclCommunicator::Connect(store, setup.store_prefix(), rank, world,
+                                               setup.gpu(), timeout);
+      if (!c.ok()) Die(&sender, absl::StrCat(who, ": ", c.status().message()));
+      communicator = *std::move(c);
+#else
+      Die(&sender, who + ": NCCL was asked for but this build has no CUDA/NCCL");
+#endif
+    } else {
+      comm::GlooOptions g;
+      g.interface_address = setup.comm_interface().empty() ? "127.0.0.1" : setup.comm_interface();
+      g.prefix = setup.store_prefix();
+      g.timeout = timeout;
+      auto c = comm::GlooCommunicator::Connect(store, rank, world, g);
+      if (!c.ok()) Die(&sender, absl::StrCat(who, ": ", c.status().message()));
+      communicator = *std::move(c);
+    }
+  }
+
+  executor::ExecutorOptions o;
+  o.exact = setup.exact();
+  o.dtype = ParseDtype(setup.dtype());
+  o.threads = setup.threads();
+  o.kv_block_size = setup.kv_block_size() > 0 ? setup.kv_block_size() : 16;
+  o.kv_tokens = setup.kv_tokens();
+  o.tp_rank = rank;
+  o.tp_size = world;
+  o.comm = communicator.get();
+  auto last_progress = std::chrono::steady_clock::now();
+  o.on_load_progress = [&](uint64_t done, uint64_t total) {
+    auto now = std::chrono::steady_clock::now();
+    if (done != total && now - last_progress < std::chrono::milliseconds(100)) return;
+    last_progress = now;
+    v1::WorkerMessage m;
+    m.mutable_progress()->set_bytes_done(done);
+    m.mutable_progress()->set_bytes_total(total);
+    sender.Send(m);
+  };
+  const uint64_t rchar_before = ReadCharBytes();
+  const auto load_start = std::chrono::steady_clock::now();
+  auto ex = executor::Executor::Create(setup.model_path(), o);
+  if (!ex.ok()) Die(&sender, absl::StrCat(who, ": ", ex.status().message()));
+  const double load_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < (*ex)->file().part_count(); ++i) {
+    std::error_code ec;
+    std::filesystem::path p = std::filesystem::canonical((*ex)->file().part(i).path(), ec);
+    parts.push_back(ec ? (*ex)->file().part(i).path() : p.string());
+  }
+  const uint64_t bytes_read = (ReadCharBytes() - rchar_before) + MappedResidentBytes(parts);
+  const int threads = (*ex)->threads();
+  StepEngine engine(*std::move(ex), rank);
+
+  v1::WorkerMessage loaded;
+  loaded.mutable_loaded()->set_n_blocks(engine.executor().n_blocks());
+  loaded.mutable_loaded()->set_block_size(engine.executor().block_size());
+  loaded.mutable_loaded()->set_weight_bytes_read(bytes_read);
+  loaded.mutable_loaded()->set_load_seconds(load_seconds);
+  loaded.mutable_loaded()->set_peak_rss_bytes(PeakRssBytes());
+  loaded.mutable_loaded()->set_threads(threads);
+  if (!sender.Send(loaded)) Die(nullptr, who + ": the controller went away");
+  std::fprintf(stderr, "tessera-worker %s: loaded %s in %.2f s (%llu bytes read)\n", who.c_str(),
+               setup.model_path().c_str(), load_seconds,
+               static_cast<unsigned long long>(bytes_read));
+
+  while (stream->Read(&msg)) {
+    if (msg.has_shutdown()) {
+      stop = true;
+      std::fflush(stderr);
+      _exit(0);
+    }
+    if (!msg.has_step()) continue;
+    const auto t0 = std::chrono::steady_clock::now();
+    const double comm_before = communicator ? communicator->seconds() : 0.0;
+    absl::StatusOr<v1::StepResult> r = engine.Run(msg.step());
+    v1::WorkerMessage out;
+    v1::StepResult* res = out.mutable_step_result();
+    if (r.ok()) {
+      *res = *std::move(r);
+    } else {
+      res->set_step_id(msg.step().step_id());
+      res->set_error(std::string(r.status().message()));
+    }
+    res->set_compute_seconds(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (communicator) res->set_allreduce_seconds(communicator->seconds() - comm_before);
+    if (!sender.Send(out)) break;
+    // A failed collective leaves the group unusable: report and go.
+    if (!r.ok() && (absl::IsUnavailable(r.status()) || absl::IsDeadlineExceeded(r.status()))) {
+      Die(&sender, absl::StrCat(who, ": ", r.status().message()));
+    }
+  }
+  // The controller disappeared (or closed our stream): no orphans.
+  std::fprintf(stderr, "tessera-worker %s: the controller closed the control stream; exiting\n",
+               who.c_str());
+  std::fflush(stderr);
+  _exit(1);
+}
+
+}  // namespace
+}  // namespace tessera::worker
+
+int main(int argc, char** argv) {
+  tessera::worker::Flags flags;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char* name) -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "tessera-worker: %s needs a value\n%s", name, tessera::worker::kUsage);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(tessera::worker::kUsage, stdout);
+      return 0;
+    } else if (a == "--controller") {
+      flags.controller = value("--controller");
+    } else if (a == "--rank") {
+      if (!absl::SimpleAtoi(value("--rank"), &flags.rank) || flags.rank < 0) {
+        std::fprintf(stderr, "tessera-worker: --rank must be a rank number\n");
+        return 2;
+      }
+    } else if (a == "--generation") {
+      if (!absl::SimpleAtoi(value("--generation"), &flags.generation)) {
+        std::fprintf(stderr, "tessera-worker: --generation must be a number\n");
+        return 2;
+      }
+    } else if (a == "--die-with-parent") {
+      flags.die_with_parent = true;
+    } else {
+      std::fprintf(stderr, "tessera-worker: unknown argument '%s'\n%s", a.c_str(),
+                   tessera::worker::kUsage);
+      return 2;
+    }
+  }
+  if (flags.controller.empty()) {
+    std::fprintf(stderr, "tessera-worker: --controller HOST:PORT is required\n%s",
+                 tessera::worker::kUsage);
+    return 2;
+  }
+  std::signal(SIGPIPE, SIG_IGN);
+  return tessera::worker::Run(flags);
+}
