@@ -24,6 +24,8 @@ using Strand = net::strand<net::io_context::executor_type>;
 // that closes is noticed at once; bytes it reads (a pipelined next request) stay buffered,
 // up to this much.
 constexpr size_t kMaxBufferedWhileAnswering = 64u << 10;
+// How long a connection that is closing reads (and drops) what the client still sends.
+constexpr std::chrono::milliseconds kLinger{2000};
 
 bool EqualsIgnoreCase(const std::string& a, const std::string& b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
@@ -137,7 +139,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void DoOnDisconnect(ExchangeImpl* ex, std::function<void()> fn);
 
  private:
-  enum class State { kReading, kAnswering, kResumeAfterWatch, kClosed };
+  enum class State { kReading, kAnswering, kResumeAfterWatch, kLingering, kClosed };
 
   void ArmTimer(std::chrono::milliseconds d) {
     const uint64_t gen = ++timer_gen_;
@@ -165,6 +167,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void WriteNext();
   void OnWritten(beast::error_code ec);
   void FinishExchange();
+  // After the last answer on a connection: stop sending, read and discard what the client
+  // still sends (the rest of an oversized body) for a moment, then close, so that the
+  // client reads the answer instead of a reset.
+  void LingerThenClose();
   void Close();
 
   std::shared_ptr<HttpServer::Core> core_;
@@ -351,7 +357,9 @@ void Session::Dispatch() {
 }
 
 void Session::Watch() {
-  if (watching_ || state_ != State::kAnswering || buffer_.size() >= kMaxBufferedWhileAnswering) {
+  if (state_ == State::kLingering) buffer_.consume(buffer_.size());
+  if (watching_ || (state_ != State::kAnswering && state_ != State::kLingering) ||
+      buffer_.size() >= kMaxBufferedWhileAnswering) {
     return;
   }
   watching_ = true;
@@ -462,11 +470,8 @@ void Session::FinishExchange() {
     exchange_.reset();
     core_->active.fetch_sub(1);
   }
-  if (!keep_alive_ || core_->draining.load() || core_->stopping.load()) {
-    beast::error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_send, ignored);
-    return Close();
-  }
+  if (core_->stopping.load()) return Close();
+  if (!keep_alive_ || core_->draining.load()) return LingerThenClose();
   if (watching_) {
     // The posted read must finish before the parser may read: cancel it, resume there.
     state_ = State::kResumeAfterWatch;
@@ -475,6 +480,15 @@ void Session::FinishExchange() {
     return;
   }
   ReadRequest();
+}
+
+void Session::LingerThenClose() {
+  state_ = State::kLingering;
+  beast::error_code ignored;
+  socket_.shutdown(tcp::socket::shutdown_send, ignored);
+  buffer_.consume(buffer_.size());
+  ArmTimer(kLinger);
+  if (!watching_) Watch();
 }
 
 void Session::Close() {

@@ -55,6 +55,10 @@ TEST(HttpServerTest, OversizedBodyIs413) {
   EXPECT_EQ(ErrorType(r), "invalid_request_error");
   EXPECT_NE(json::parse(r.body)["error"]["message"].get<std::string>().find("1024"),
             std::string::npos);
+  // A body far over the cap: the client still reads the 413 (not a connection reset) after
+  // writing it all.
+  const std::string huge = R"({"prompt":")" + std::string(4u << 20, 'x') + R"("})";
+  EXPECT_EQ(HttpCall(g.port(), "POST", "/v1/completions", huge).status, 413);
   // Just under the cap is fine.
   const std::string fits = R"({"prompt":")" + std::string(900, 'x') + R"(","max_tokens":1})";
   EXPECT_EQ(HttpCall(g.port(), "POST", "/v1/completions", fits).status, 200);
