@@ -1,15 +1,13 @@
 #include "controller/grpc/grpc_server.h"
 
 #include <grpc/grpc.h>
+#include <grpcpp/ext/health_check_service_server_builder_option.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
 
 namespace tessera::grpc_api {
 namespace {
-
-constexpr char kServiceName[] = "tessera.v1.Inference";
 
 std::string HostPort(const std::string& host, int port) {
   const bool ipv6 = host.find(':') != std::string::npos && host.front() != '[';
@@ -31,8 +29,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(serving::Engine* e
   std::unique_ptr<GrpcServer> server(new GrpcServer(engine, std::move(options)));
   const GrpcServerOptions& opts = server->options_;
 
-  // Both are process-wide switches that take effect for servers built after them.
-  grpc::EnableDefaultHealthCheckService(true);
+  // A process-wide switch that takes effect for servers built after it.
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
   grpc::ServerBuilder builder;
@@ -40,6 +37,10 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(serving::Engine* e
   int bound_port = 0;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &bound_port);
   builder.RegisterService(server->service_.get());
+  builder.RegisterService(server->health_.get());
+  // Ours replaces gRPC's built-in health service, even where another part of the process
+  // turned that on.
+  builder.SetOption(std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
   builder.SetMaxReceiveMessageSize(opts.max_message_bytes);
   builder.SetMaxSendMessageSize(opts.max_message_bytes);
   // gRPC sets SO_REUSEPORT by default: a second daemon on the same port would then share
@@ -62,6 +63,7 @@ GrpcServer::GrpcServer(serving::Engine* engine, GrpcServerOptions options)
   guard_ = std::make_unique<CallGuard>(engine_, options_.api_key, options_.retry_after_seconds,
                                        options_.observer);
   service_ = std::make_unique<InferenceService>(guard_.get());
+  health_ = std::make_unique<HealthService>();
 }
 
 GrpcServer::~GrpcServer() { Shutdown(std::chrono::system_clock::now()); }
@@ -81,11 +83,9 @@ void GrpcServer::Shutdown(std::chrono::system_clock::time_point deadline) {
   wake_.notify_all();
   if (health_thread_.joinable()) health_thread_.join();
   guard_->StopAccepting();
+  // NOT_SERVING, and Watch streams end rather than hold the shutdown to its deadline.
+  health_->Shutdown();
   if (server_ != nullptr) {
-    // Marks every health status NOT_SERVING and ends Watch streams.
-    if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
-      health->Shutdown();
-    }
     server_->Shutdown(deadline);
     server_->Wait();
   }
@@ -102,15 +102,6 @@ void GrpcServer::HealthLoop() {
   }
 }
 
-void GrpcServer::UpdateHealth() {
-  const bool serving = guard_->accepting() && engine_->ready();
-  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-  if (health == nullptr) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_ || last_serving_ == static_cast<int>(serving)) return;
-  last_serving_ = serving;
-  health->SetServingStatus(serving);
-  health->SetServingStatus(kServiceName, serving);
-}
+void GrpcServer::UpdateHealth() { health_->SetServing(guard_->accepting() && engine_->ready()); }
 
 }  // namespace tessera::grpc_api

@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "controller/grpc/call_guard.h"
+#include "controller/grpc/health_service.h"
 #include "controller/grpc/inference_service.h"
 #include "controller/serving/engine.h"
 
@@ -71,6 +72,7 @@ class GrpcServer {
   const GrpcServerOptions options_;
   std::unique_ptr<CallGuard> guard_;
   std::unique_ptr<InferenceService> service_;
+  std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string address_;
@@ -79,7 +81,6 @@ class GrpcServer {
   std::condition_variable wake_;
   bool stopping_ = false;
   bool shut_down_ = false;
-  int last_serving_ = -1;  // -1: not yet published
   std::thread health_thread_;
 };
 

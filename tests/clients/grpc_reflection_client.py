@@ -11,7 +11,8 @@ are declared here from their published definition (grpc/reflection/v1alpha/refle
 Checks: the services include tessera.v1.Inference, grpc.health.v1.Health and reflection;
 Generate is a server-streaming method GenerateRequest -> GenerateResponse; a streamed
 generation yields token ids, and its last chunk (only) carries finish_reason and usage whose
-completion_tokens counts the ids received; health answers SERVING without an API key; with a
+completion_tokens counts the ids received; health (also built from reflection) answers
+SERVING without an API key; with a
 key configured, a call without it is UNAUTHENTICATED.
 
   grpc_reflection_client.py --server PATH/test_grpc_server   # starts and stops it
@@ -144,13 +145,19 @@ class ReflectionClient:
         return pool, files
 
 
-def health_status(channel, service=""):
-    """grpc.health.v1.Health/Check with hand-encoded messages (the C++ server's default
-    health service is not described by reflection). Returns 1 for SERVING."""
-    request = b"" if not service else b"\x0a" + bytes([len(service)]) + service.encode()
-    call = channel.unary_unary(HEALTH_CHECK_METHOD)
-    response = call(request, timeout=TIMEOUT_S)
-    return response[1] if len(response) == 2 and response[0] == 0x08 else 0
+def health_status(channel, reflection):
+    """grpc.health.v1.Health/Check built from the served descriptors, as grpcurl would.
+    Returns the status enum's name ("SERVING", ...)."""
+    pool, _ = reflection.pool_for_symbol("grpc.health.v1.Health")
+    factory = message_factory.MessageFactory(pool)
+    request_cls = factory.GetPrototype(pool.FindMessageTypeByName("grpc.health.v1.HealthCheckRequest"))
+    response_type = pool.FindMessageTypeByName("grpc.health.v1.HealthCheckResponse")
+    response_cls = factory.GetPrototype(response_type)
+    call = channel.unary_unary(HEALTH_CHECK_METHOD,
+                               request_serializer=lambda m: m.SerializeToString(),
+                               response_deserializer=response_cls.FromString)
+    response = call(request_cls(), timeout=TIMEOUT_S)
+    return response_type.fields_by_name["status"].enum_type.values_by_number[response.status].name
 
 
 def describe_method(files, service, method):
@@ -213,7 +220,7 @@ def run(target, api_key, prompt, expect_echo):
     if expect_echo:
         check(text == prompt, "generate: the echo engine returns the prompt")
 
-    check(health_status(channel) == 1, "health: SERVING without an API key")
+    check(health_status(channel, reflection) == "SERVING", "health: SERVING without an API key")
     if api_key:
         try:
             list(call(request, timeout=TIMEOUT_S))

@@ -16,6 +16,7 @@
 #include "controller/grpc/grpc_server.h"
 #include "controller/grpc/utf8_text.h"
 #include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tessera/v1/inference.grpc.pb.h"
 #include "tests/support/echo_engine.h"
@@ -348,6 +349,49 @@ TEST_F(GrpcApiTest, HealthFollowsEngineReadiness) {
   EXPECT_EQ(WaitForHealth(2), 2);
   engine_.set_ready(true);
   EXPECT_EQ(WaitForHealth(1), 1);
+}
+
+TEST_F(GrpcApiTest, HealthCheckOfAnUnknownServiceIsNotFound) {
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service("no.such.Service");
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::ClientContext context;
+  EXPECT_EQ(health->Check(&context, request, &response).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(GrpcApiTest, HealthWatchReportsChangesAndEndsAtShutdown) {
+  using Response = grpc::health::v1::HealthCheckResponse;
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  grpc::ClientContext context;
+  auto reader = health->Watch(&context, {});
+  Response response;
+  ASSERT_TRUE(reader->Read(&response));
+  EXPECT_EQ(response.status(), Response::SERVING);
+  engine_.set_ready(false);
+  ASSERT_TRUE(reader->Read(&response));
+  EXPECT_EQ(response.status(), Response::NOT_SERVING);
+  engine_.set_ready(true);
+  ASSERT_TRUE(reader->Read(&response));
+  EXPECT_EQ(response.status(), Response::SERVING);
+
+  std::thread shutdown(
+      [&] { server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10)); });
+  while (reader->Read(&response)) {
+    EXPECT_EQ(response.status(), Response::NOT_SERVING);
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  shutdown.join();
+
+  grpc::ClientContext unknown_context;
+  grpc::health::v1::HealthCheckRequest unknown;
+  unknown.set_service("no.such.Service");
+  StartServer();
+  auto unknown_reader =
+      grpc::health::v1::Health::NewStub(channel_)->Watch(&unknown_context, unknown);
+  ASSERT_TRUE(unknown_reader->Read(&response));
+  EXPECT_EQ(response.status(), Response::SERVICE_UNKNOWN);
+  unknown_context.TryCancel();
 }
 
 TEST_F(GrpcApiTest, ApiKeyGuardsInferenceButNotHealth) {
