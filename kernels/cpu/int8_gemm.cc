@@ -31,29 +31,32 @@ struct RowOut {
 };
 
 // Q4_K and Q5_K share the 6-bit (scale, min) packing; `high` (Q5_K's qh) adds a fifth bit.
+// out.q null: scales only (the AVX-512 panel unpackers place the quants).
 template <typename Block>
 void DecodeK4(const Block* x, int64_t n_blocks, RowOut out, bool high) {
-  for (int64_t i = 0; i < n_blocks; ++i, out.q += quant::kQKK, out.sc += 8, out.m += 8) {
+  for (int64_t i = 0; i < n_blocks; ++i) {
     out.d[i] = Fp16ToFloat(x[i].d);
     out.dmin[i] = Fp16ToFloat(x[i].dmin);
     for (int j = 0; j < 8; ++j) {
       uint8_t sc, m;
       quant::UnpackScaleMinK4(j, x[i].scales, &sc, &m);
-      out.sc[j] = sc;
-      out.m[j] = m;
+      out.sc[8 * i + j] = sc;
+      out.m[8 * i + j] = m;
     }
+    if (out.q == nullptr) continue;
+    uint8_t* q = out.q + i * quant::kQKK;
     for (int j = 0; j < 4; ++j) {
       const uint8_t* qs = x[i].qs + 32 * j;
       for (int l = 0; l < 32; ++l) {
-        out.q[64 * j + l] = qs[l] & 0xF;
-        out.q[64 * j + 32 + l] = qs[l] >> 4;
+        q[64 * j + l] = qs[l] & 0xF;
+        q[64 * j + 32 + l] = qs[l] >> 4;
       }
     }
     if (!high) continue;
     if constexpr (sizeof(Block) == sizeof(quant::BlockQ5_K)) {
       for (int j = 0; j < 8; ++j) {
         for (int l = 0; l < 32; ++l) {
-          out.q[32 * j + l] |= static_cast<uint8_t>(((x[i].qh[l] >> j) & 1) << 4);
+          q[32 * j + l] |= static_cast<uint8_t>(((x[i].qh[l] >> j) & 1) << 4);
         }
       }
     }
@@ -70,13 +73,14 @@ void DecodeQ5_K(const uint8_t* src, int64_t cols, RowOut out) {
 
 void DecodeQ6_K(const uint8_t* src, int64_t cols, RowOut out) {
   const auto* x = reinterpret_cast<const quant::BlockQ6_K*>(src);
-  for (int64_t i = 0; i < cols / quant::kQKK; ++i, out.q += quant::kQKK, out.sc += 16) {
+  for (int64_t i = 0; i < cols / quant::kQKK; ++i) {
     out.d[i] = Fp16ToFloat(x[i].d);
-    for (int g = 0; g < 16; ++g) out.sc[g] = x[i].scales[g];
+    for (int g = 0; g < 16; ++g) out.sc[16 * i + g] = x[i].scales[g];
+    if (out.q == nullptr) continue;
     for (int h = 0; h < 2; ++h) {
       const uint8_t* ql = x[i].ql + 64 * h;
       const uint8_t* qh = x[i].qh + 32 * h;
-      uint8_t* y = out.q + 128 * h;
+      uint8_t* y = out.q + i * quant::kQKK + 128 * h;
       for (int l = 0; l < 32; ++l) {
         y[l] = static_cast<uint8_t>((ql[l] & 0xF) | ((qh[l] & 3) << 4));
         y[l + 32] = static_cast<uint8_t>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
@@ -203,7 +207,7 @@ Int8Activations Int8ActivationBuffer::view() const {
 }
 
 void Int8PanelBuffer::Unpack(const Int8GemmLayout& layout, const uint8_t* data, size_t row_bytes,
-                             int rows, int64_t cols) {
+                             int rows, int64_t cols, Isa isa) {
   constexpr int kLanes = kInt8PanelRows;
   const int64_t n_groups = cols / layout.group, n_blocks = cols / layout.act_block;
   q_.resize(static_cast<size_t>(cols * kLanes));
@@ -219,10 +223,18 @@ void Int8PanelBuffer::Unpack(const Int8GemmLayout& layout, const uint8_t* data, 
   if (rows < kLanes) std::memset(q_.data(), 0, q_.size());
   const DecodeFn decode = Decoder(layout.type);
   for (int r = 0; r < rows; ++r) {
-    decode(data + r * row_bytes, cols,
-           {row_q_.data(), row_scale_.data(), row_min_.data(), row_d_.data(), row_dmin_.data()});
-    for (int64_t k4 = 0; k4 < cols / 4; ++k4) {
-      std::memcpy(q_.data() + 64 * k4 + 4 * r, row_q_.data() + 4 * k4, 4);
+    const uint8_t* row = data + r * row_bytes;
+    const avx512::PanelQuantsFn place =
+        isa == Isa::kAvx512 ? avx512::PanelQuants(layout.type) : nullptr;
+    decode(row, cols,
+           {place ? nullptr : row_q_.data(), row_scale_.data(), row_min_.data(), row_d_.data(),
+            row_dmin_.data()});
+    if (place != nullptr) {
+      place(row, cols, q_.data(), r);
+    } else {
+      for (int64_t k4 = 0; k4 < cols / 4; ++k4) {
+        std::memcpy(q_.data() + 64 * k4 + 4 * r, row_q_.data() + 4 * k4, 4);
+      }
     }
     for (int64_t g = 0; g < n_groups; ++g) scale_[g * kLanes + r] = row_scale_[g];
     for (int64_t i = 0; i < n_blocks; ++i) d_[i * kLanes + r] = row_d_[i];

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/quant/blocks.h"
 #include "kernels/cpu/int8_gemm_format.h"
 #include "kernels/cpu/kernels_avx512.h"
 
@@ -207,6 +208,50 @@ void QuantizeBlockQ8_0(const float* x, int8_t* q, float* d, int32_t* gsum) {
   GroupSums(r, 2, 32, gsum);
 }
 
+// 32 quants (elements k..k+31 of the row) into lane `lane` of their 8 panel chunks.
+void ScatterToPanel(__m256i q, int64_t k, uint8_t* panel_q, int lane) {
+  const __m256i chunk_dwords = _mm256_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112);
+  _mm256_i32scatter_epi32(reinterpret_cast<int32_t*>(panel_q) + (k / 4) * 16 + lane, chunk_dwords,
+                          q, 4);
+}
+
+void PanelQuantsQ4_K(const uint8_t* row, int64_t cols, uint8_t* panel_q, int lane) {
+  const auto* x = reinterpret_cast<const quant::BlockQ4_K*>(row);
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  for (int64_t i = 0; i < cols / quant::kQKK; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs + 32 * j));
+      const int64_t k = i * quant::kQKK + 64 * j;
+      ScatterToPanel(_mm256_and_si256(v, low4), k, panel_q, lane);
+      ScatterToPanel(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), k + 32, panel_q, lane);
+    }
+  }
+}
+
+void PanelQuantsQ6_K(const uint8_t* row, int64_t cols, uint8_t* panel_q, int lane) {
+  const auto* x = reinterpret_cast<const quant::BlockQ6_K*>(row);
+  const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(0x03);
+  auto high = [&](__m256i qh, int shift) {
+    return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), low2), 4);
+  };
+  for (int64_t i = 0; i < cols / quant::kQKK; ++i) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].ql + 64 * h));
+      const __m256i ql1 =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].ql + 64 * h + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qh + 32 * h));
+      const __m256i ql0_hi = _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4);
+      const __m256i ql1_hi = _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4);
+      const int64_t k = i * quant::kQKK + 128 * h;
+      ScatterToPanel(_mm256_or_si256(_mm256_and_si256(ql0, low4), high(qh, 0)), k, panel_q, lane);
+      ScatterToPanel(_mm256_or_si256(_mm256_and_si256(ql1, low4), high(qh, 2)), k + 32, panel_q,
+                     lane);
+      ScatterToPanel(_mm256_or_si256(ql0_hi, high(qh, 4)), k + 64, panel_q, lane);
+      ScatterToPanel(_mm256_or_si256(ql1_hi, high(qh, 6)), k + 96, panel_q, lane);
+    }
+  }
+}
+
 }  // namespace
 
 bool Int8Gemm(const Int8GemmLayout& layout, const Int8Panel* panels, int rows,
@@ -236,6 +281,17 @@ void QuantizeInt8Activations(const float* x, int64_t n, int act_block, int group
     } else {
       QuantizeBlockQ8_0(x + k, q + k, d + i, gsum + i * per_block);
     }
+  }
+}
+
+PanelQuantsFn PanelQuants(gguf::GgmlType type) {
+  switch (type) {
+    case gguf::GgmlType::kQ4_K:
+      return PanelQuantsQ4_K;
+    case gguf::GgmlType::kQ6_K:
+      return PanelQuantsQ6_K;
+    default:
+      return nullptr;
   }
 }
 

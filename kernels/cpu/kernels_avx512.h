@@ -26,6 +26,11 @@ void FloatGemmPanels(const float* w, int64_t ldw, int rows, const float* x, int6
 bool Int8Gemm(const Int8GemmLayout& layout, const Int8Panel* panels, int rows,
               const Int8Activations& a, float* y, int64_t ldy);
 
+// Writes the unsigned quants of one weight row (`cols` elements of a row of `type` blocks)
+// into lane `lane` of an int8 panel (int8_gemm_format.h). nullptr for types without one.
+using PanelQuantsFn = void (*)(const uint8_t* row, int64_t cols, uint8_t* panel_q, int lane);
+PanelQuantsFn PanelQuants(gguf::GgmlType type);
+
 // Quantizes x[0, n) exactly as QuantizeActivationsQ8_K (act_block 256) or
 // QuantizeActivationsQ8_0 (act_block 32) round it, into plain quants q[n], one scale per
 // block d[n / act_block], and the sum of each `group` (16 or 32) quants gsum[n / group].

@@ -126,7 +126,7 @@ void Int8GemmMatmul(const Int8GemmLayout& layout, const QuantMatrix& w, int64_t 
     for (int p = 0; p * kInt8PanelRows < rows; ++p) {
       Int8PanelBuffer& buffer = ws.panels[thread][p];
       buffer.Unpack(layout, w.data + (r0 + p * kInt8PanelRows) * w.row_bytes, w.row_bytes,
-                    std::min(kInt8PanelRows, rows - p * kInt8PanelRows), w.cols);
+                    std::min(kInt8PanelRows, rows - p * kInt8PanelRows), w.cols, Isa::kAvx512);
       views[p] = buffer.view();
     }
     avx512::Int8Gemm(layout, views, rows, a, y + (r0 - row_begin), ldy);

@@ -1,5 +1,7 @@
-// The int8 GEMM's activation quantizer (AVX-512) against activation_quant.h's, whose rounding
-// is llama.cpp's: same quants, scales and group sums, bit for bit.
+// The int8 GEMM's vector operand preparation against the portable forms: the activation
+// quantizer against activation_quant.h's (whose rounding is llama.cpp's) and the AVX-512
+// weight unpackers against the scalar decoders, bit for bit. (The GEMM itself is checked
+// against float64 in matmul_test.cc.)
 #include "kernels/cpu/int8_gemm.h"
 
 #include <cstring>
@@ -7,6 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/unit/quant_test_util.h"
 
 namespace tessera::cpu {
 namespace {
@@ -49,6 +52,32 @@ TEST(Int8ActivationsTest, VectorQuantizerMatchesPortable) {
     for (int64_t p = 0; layout->mins && p < kBatch * kCols / layout->group / 2; ++p) {
       EXPECT_EQ(a.gpair[p], b.gpair[p]) << "pair " << p;
     }
+  }
+}
+
+// The AVX-512 panel unpackers (Q4_K, Q6_K) place the same quants as the portable decoders,
+// and both give the same scales; a partial panel's padding lanes are zero either way.
+TEST(Int8PanelTest, VectorUnpackMatchesPortable) {
+  if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "host has no AVX-512 VNNI";
+  constexpr int kRows = 13;
+  constexpr int64_t kCols = 512;
+  std::mt19937_64 rng(5);
+  for (GgmlType type :
+       {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+    const Int8GemmLayout* layout = FindInt8GemmLayout(type);
+    ASSERT_NE(layout, nullptr);
+    const std::vector<uint8_t> w = quant::testing::RandomBlocks(type, kRows * kCols, rng);
+    const size_t row_bytes = w.size() / kRows;
+    Int8PanelBuffer vec, portable;
+    vec.Unpack(*layout, w.data(), row_bytes, kRows, kCols, Isa::kAvx512);
+    portable.Unpack(*layout, w.data(), row_bytes, kRows, kCols, Isa::kScalar);
+    const Int8Panel a = vec.view(), b = portable.view();
+    EXPECT_EQ(std::memcmp(a.q, b.q, kCols * kInt8PanelRows), 0) << static_cast<int>(type);
+    const int64_t n_groups = kCols / layout->group, n_blocks = kCols / layout->act_block;
+    for (int64_t i = 0; i < n_groups * kInt8PanelRows; ++i) EXPECT_EQ(a.scale[i], b.scale[i]);
+    for (int64_t i = 0; i < n_blocks * kInt8PanelRows; ++i) EXPECT_EQ(a.d[i], b.d[i]);
+    // Lane 13 (padding) of chunk 0 is zero.
+    EXPECT_EQ(a.q[4 * kRows], 0);
   }
 }
 

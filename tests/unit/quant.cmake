@@ -30,7 +30,7 @@ tessera_test(activation_quant_test
   TIMEOUT 60)
 tessera_test(int8_gemm_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/int8_gemm_test.cc
-  DEPS tessera_kernels_cpu
+  DEPS tessera_kernels_cpu tessera_quant
   LABELS unit quant sanitize
   TIMEOUT 60)
 tessera_test(nn_ops_vector_test
