@@ -1,6 +1,6 @@
-// A gRPC server for client tests: the real GrpcServer over the EchoEngine (which generates
-// its prompt back). Prints "listening on HOST:PORT" once serving; SIGTERM or SIGINT drains
-// (new calls refused, running streams finish) and exits 0.
+// A gRPC server for client tests: the real GrpcServer over the ScriptedEngine (which
+// generates its prompt back). Prints "listening on HOST:PORT" once serving; SIGTERM or SIGINT
+// drains (new calls refused, running streams finish) and exits 0.
 //
 //   test_grpc_server [--port N] [--api-key KEY] [--token-delay-ms N]
 #include <csignal>
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "controller/grpc/grpc_server.h"
-#include "tests/support/echo_engine.h"
+#include "tests/support/scripted_engine.h"
 
 namespace {
 
@@ -46,8 +46,9 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  tessera::testing::EchoEngine engine;
-  engine.set_token_delay(std::chrono::milliseconds(token_delay_ms));
+  tessera::testing::ScriptedEngineOptions engine_options;
+  engine_options.token_delay = std::chrono::milliseconds(token_delay_ms);
+  tessera::testing::ScriptedEngine engine(engine_options);
   auto server = tessera::grpc_api::GrpcServer::Start(&engine, options);
   if (!server.ok()) {
     std::fprintf(stderr, "test_grpc_server: %s\n", std::string(server.status().message()).c_str());

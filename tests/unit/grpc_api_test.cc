@@ -1,6 +1,7 @@
-// tessera_grpc_api end to end: the real GrpcServer on a loopback port over the EchoEngine
-// (tests/support/echo_engine.h, which echoes its prompt), driven by the generated C++ stub.
-// Expected tokens and text follow from the prompt by hand (ids are bytes, BOS 256, EOS 257).
+// tessera_grpc_api end to end: the real GrpcServer on a loopback port over the
+// ScriptedEngine (tests/support/scripted_engine.h, which echoes its prompt), driven by the
+// generated C++ stub. Expected tokens and text follow from the prompt by hand (ids are
+// bytes, BOS 256).
 #include <chrono>
 #include <future>
 #include <map>
@@ -19,13 +20,13 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tessera/v1/inference.grpc.pb.h"
-#include "tests/support/echo_engine.h"
+#include "tests/support/scripted_engine.h"
 
 namespace tessera::grpc_api {
 namespace {
 
 namespace v1 = tessera::v1;
-using ::tessera::testing::EchoEngine;
+using ::tessera::testing::ScriptedEngine;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -131,12 +132,16 @@ class GrpcApiTest : public ::testing::Test {
     return got;
   }
 
+  void SetTokenDelay(std::chrono::milliseconds delay) {
+    engine_.Configure([delay](ScriptedEngine::Options& o) { o.token_delay = delay; });
+  }
+
   std::vector<std::pair<std::string, grpc::StatusCode>> observed() {
     std::lock_guard<std::mutex> lock(observed_mu_);
     return observed_;
   }
 
-  EchoEngine engine_;
+  ScriptedEngine engine_;
   std::unique_ptr<GrpcServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Inference::Stub> stub_;
@@ -149,7 +154,7 @@ TEST_F(GrpcApiTest, GenerateStreamsTheEchoThenFinishAndUsageOnTheLastChunk) {
   request.set_request_id("req-1");
   StreamResult r = Generate(request);
   ASSERT_TRUE(r.status.ok()) << r.status.error_message();
-  EXPECT_THAT(r.ids(), ElementsAre('h', 'i', EchoEngine::kEos));
+  EXPECT_THAT(r.ids(), ElementsAre('h', 'i'));
   EXPECT_EQ(r.text(), "hi");
   ASSERT_FALSE(r.chunks.empty());
   for (size_t i = 0; i + 1 < r.chunks.size(); ++i) {
@@ -159,10 +164,10 @@ TEST_F(GrpcApiTest, GenerateStreamsTheEchoThenFinishAndUsageOnTheLastChunk) {
   const v1::GenerateResponse& last = r.chunks.back();
   EXPECT_EQ(last.finish_reason(), "stop");
   EXPECT_EQ(last.usage().prompt_tokens(), 3);  // BOS h i
-  EXPECT_EQ(last.usage().completion_tokens(), 3);
-  EXPECT_EQ(last.usage().total_tokens(), 6);
+  EXPECT_EQ(last.usage().completion_tokens(), 2);
+  EXPECT_EQ(last.usage().total_tokens(), 5);
   for (const auto& c : r.chunks) EXPECT_EQ(c.request_id(), "req-1");
-  EXPECT_THAT(engine_.last_request()->prompt_tokens, ElementsAre(EchoEngine::kBos, 'h', 'i'));
+  EXPECT_THAT(engine_.requests().back().prompt_tokens, ElementsAre(ScriptedEngine::kBos, 'h', 'i'));
 }
 
 TEST_F(GrpcApiTest, MaxTokensEndsWithLength) {
@@ -177,13 +182,14 @@ TEST_F(GrpcApiTest, MaxTokensEndsWithLength) {
 }
 
 TEST_F(GrpcApiTest, OddModelBytesAreReplacedTextNotAnError) {
+  engine_.Configure([](ScriptedEngine::Options& o) { o.raw_text = true; });
   v1::GenerateRequest request;
   request.mutable_token_ids()->add_ids(0xE2);  // a lone lead byte
   request.mutable_token_ids()->add_ids('a');
   request.mutable_token_ids()->add_ids(0xFF);  // never valid in UTF-8
   StreamResult r = Generate(request);
   ASSERT_TRUE(r.status.ok()) << r.status.error_message();
-  EXPECT_THAT(r.ids(), ElementsAre(0xE2, 'a', 0xFF, EchoEngine::kEos));
+  EXPECT_THAT(r.ids(), ElementsAre(0xE2, 'a', 0xFF));
   EXPECT_EQ(r.text(), std::string(kReplacement) + "a" + kReplacement);
   EXPECT_EQ(r.chunks.back().usage().prompt_tokens(), 3);  // ids used as given, no BOS
 }
@@ -199,7 +205,7 @@ TEST_F(GrpcApiTest, LogprobsCarryTokenTextBytesAndAlternatives) {
     EXPECT_EQ(c.logprobs_size(), c.token_ids_size());
     lps.insert(lps.end(), c.logprobs().begin(), c.logprobs().end());
   }
-  ASSERT_EQ(lps.size(), 3u);
+  ASSERT_EQ(lps.size(), 2u);
   EXPECT_EQ(lps[0].token(), 'a');
   EXPECT_EQ(lps[0].text(), "a");
   EXPECT_EQ(lps[0].bytes(), "a");
@@ -221,7 +227,7 @@ TEST_F(GrpcApiTest, SamplingFieldsReachTheEngineAndAbsentOnesTakeDefaults) {
   request.mutable_options()->add_stop_token_ids(7);
   request.mutable_options()->set_ignore_eos(true);
   ASSERT_TRUE(Generate(request).status.ok());
-  const serving::GenerateRequest got = *engine_.last_request();
+  const serving::GenerateRequest got = engine_.requests().back();
   EXPECT_EQ(got.sampling.temperature, 0.0f);
   EXPECT_EQ(got.sampling.top_k, 5);
   EXPECT_EQ(got.sampling.seed, 42u);
@@ -248,7 +254,7 @@ TEST_F(GrpcApiTest, BadParametersAreInvalidArgumentNamingTheField) {
   request.Clear();  // no prompt at all
   EXPECT_EQ(Generate(request).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 
-  request.mutable_token_ids()->add_ids(EchoEngine::kVocab);
+  request.mutable_token_ids()->add_ids(ScriptedEngine::kVocab);
   r = Generate(request);
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(r.status.error_message(), HasSubstr("outside the vocabulary"));
@@ -256,7 +262,7 @@ TEST_F(GrpcApiTest, BadParametersAreInvalidArgumentNamingTheField) {
   request = TextRequest("x");
   request.set_model("gpt-4");
   EXPECT_EQ(Generate(request).status.error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_EQ(engine_.submits(), 0);
+  EXPECT_EQ(engine_.requests().size(), 0u);
 }
 
 TEST_F(GrpcApiTest, ChatRendersMessagesWithTheTemplate) {
@@ -287,7 +293,7 @@ TEST_F(GrpcApiTest, TokenizeAndDetokenize) {
     grpc::ClientContext context;
     ASSERT_TRUE(stub_->Tokenize(&context, request, &response).ok());
   }
-  EXPECT_THAT(response.token_ids(), ElementsAre(EchoEngine::kBos, 'a', 'b'));
+  EXPECT_THAT(response.token_ids(), ElementsAre(ScriptedEngine::kBos, 'a', 'b'));
   EXPECT_THAT(response.tokens(), ElementsAre("<s>", "a", "b"));
   request.set_add_special_tokens(false);
   {
@@ -320,7 +326,7 @@ TEST_F(GrpcApiTest, ListModelsAndGetModelInfo) {
     ASSERT_TRUE(stub_->ListModels(&context, v1::ListModelsRequest(), &models).ok());
   }
   ASSERT_EQ(models.models_size(), 1);
-  EXPECT_EQ(models.models(0).id(), "echo");
+  EXPECT_EQ(models.models(0).id(), "scripted-echo");
   EXPECT_EQ(models.models(0).owned_by(), "tessera");
   EXPECT_EQ(models.models(0).created(), 1700000000);
 
@@ -329,11 +335,11 @@ TEST_F(GrpcApiTest, ListModelsAndGetModelInfo) {
     grpc::ClientContext context;
     ASSERT_TRUE(stub_->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
   }
-  EXPECT_EQ(info.name(), "echo");
+  EXPECT_EQ(info.name(), "scripted-echo");
   EXPECT_EQ(info.n_vocab(), 258);
   EXPECT_EQ(info.context_length(), 4096);
   EXPECT_EQ(info.quantization(), "F32");
-  EXPECT_THAT(info.eog_token_ids(), ElementsAre(EchoEngine::kEos));
+  EXPECT_THAT(info.eog_token_ids(), ElementsAre(ScriptedEngine::kEos));
   EXPECT_TRUE(info.ready());
 
   v1::GetModelInfoRequest other;
@@ -413,7 +419,7 @@ TEST_F(GrpcApiTest, ApiKeyGuardsInferenceButNotHealth) {
   }
   EXPECT_EQ(Generate(TextRequest("x"), "wrong").status.error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_EQ(engine_.submits(), 0);
+  EXPECT_EQ(engine_.requests().size(), 0u);
   {
     grpc::ClientContext context;
     context.AddMetadata("authorization", "Bearer s3cret");
@@ -435,8 +441,42 @@ TEST(ApiKeyCheckTest, BearerSchemeAndExactKey) {
   EXPECT_TRUE(ApiKeyCheck("").AllowsHeader(""));
 }
 
+TEST_F(GrpcApiTest, ConcurrentStreamsEachGetTheirOwnTokens) {
+  SetTokenDelay(std::chrono::milliseconds(1));
+  constexpr int kStreams = 32;
+  std::vector<StreamResult> results(kStreams);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kStreams; ++i) {
+    clients.emplace_back([&, i] {
+      results[i] = Generate(TextRequest("stream " + std::to_string(i) + std::string(i, '.')));
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < kStreams; ++i) {
+    const std::string prompt = "stream " + std::to_string(i) + std::string(i, '.');
+    ASSERT_TRUE(results[i].status.ok()) << i << ": " << results[i].status.error_message();
+    EXPECT_EQ(results[i].text(), prompt) << i;
+    EXPECT_EQ(results[i].chunks.back().usage().completion_tokens(),
+              static_cast<int>(prompt.size()));
+  }
+}
+
+TEST_F(GrpcApiTest, ASlowReaderGetsEverythingInFewerChunks) {
+  const std::string prompt(3000, 'q');
+  grpc::ClientContext context;
+  auto reader = stub_->Generate(&context, TextRequest(prompt));
+  // The engine finishes long before the client reads: events pile up and are merged.
+  ASSERT_TRUE(WaitUntil([&] { return engine_.running() == 0 && !engine_.requests().empty(); }));
+  StreamResult r = Drain(&context, std::move(reader));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.text(), prompt);
+  EXPECT_EQ(r.ids().size(), prompt.size());
+  EXPECT_LT(r.chunks.size(), prompt.size());
+  EXPECT_EQ(r.chunks.back().finish_reason(), "stop");
+}
+
 TEST_F(GrpcApiTest, ClientCancelMidStreamCancelsTheEngineRequest) {
-  engine_.set_token_delay(std::chrono::milliseconds(30));
+  SetTokenDelay(std::chrono::milliseconds(30));
   grpc::ClientContext context;
   auto reader = stub_->Generate(&context, TextRequest("a long prompt to echo back slowly"));
   v1::GenerateResponse chunk;
@@ -451,14 +491,14 @@ TEST_F(GrpcApiTest, ClientCancelMidStreamCancelsTheEngineRequest) {
 }
 
 TEST_F(GrpcApiTest, DeadlinePassesTheEngineDeadlineAndCancels) {
-  engine_.set_token_delay(std::chrono::milliseconds(40));
+  SetTokenDelay(std::chrono::milliseconds(40));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
   StreamResult r = Drain(&context, stub_->Generate(&context, TextRequest("0123456789abcdef")));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_LT(r.ids().size(), 16u);
-  ASSERT_TRUE(engine_.last_request()->deadline.has_value());
-  const auto left = *engine_.last_request()->deadline - std::chrono::steady_clock::now();
+  ASSERT_TRUE(engine_.requests().back().deadline.has_value());
+  const auto left = *engine_.requests().back().deadline - std::chrono::steady_clock::now();
   EXPECT_LT(left, std::chrono::milliseconds(200));
   EXPECT_TRUE(WaitUntil([&] { return engine_.cancels() == 1; }));
 }
@@ -468,7 +508,9 @@ TEST_F(GrpcApiTest, QueueFullIsResourceExhaustedWithRetryAfter) {
   GrpcServerOptions options;
   options.retry_after_seconds = 3;
   StartServer(options);
-  engine_.set_submit_error(absl::ResourceExhaustedError("waiting queue full (64)"));
+  engine_.Configure([](ScriptedEngine::Options& o) {
+    o.submit_error = absl::ResourceExhaustedError("waiting queue full (64)");
+  });
   StreamResult r = Generate(TextRequest("x"));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(r.status.error_message(), HasSubstr("waiting queue full"));
@@ -479,7 +521,7 @@ TEST_F(GrpcApiTest, QueueFullIsResourceExhaustedWithRetryAfter) {
 }
 
 TEST_F(GrpcApiTest, EngineFailureMidStreamEndsWithItsStatus) {
-  engine_.set_fail_after_tokens(2);
+  engine_.Configure([](ScriptedEngine::Options& o) { o.fail_after_tokens = 2; });
   StreamResult r = Generate(TextRequest("abcdef"));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(r.status.error_message(), HasSubstr("worker rank 0 died"));
@@ -488,7 +530,7 @@ TEST_F(GrpcApiTest, EngineFailureMidStreamEndsWithItsStatus) {
 }
 
 TEST_F(GrpcApiTest, DrainRefusesNewCallsWhileRunningStreamsFinish) {
-  engine_.set_token_delay(std::chrono::milliseconds(20));
+  SetTokenDelay(std::chrono::milliseconds(20));
   grpc::ClientContext context;
   auto reader = stub_->Generate(&context, TextRequest("drain me"));
   v1::GenerateResponse chunk;
@@ -519,7 +561,7 @@ TEST_F(GrpcApiTest, DrainRefusesNewCallsWhileRunningStreamsFinish) {
 }
 
 TEST_F(GrpcApiTest, ShutdownDeadlineCancelsWhatIsStillRunning) {
-  engine_.set_token_delay(std::chrono::milliseconds(50));
+  SetTokenDelay(std::chrono::milliseconds(50));
   grpc::ClientContext context;
   auto reader = stub_->Generate(&context, TextRequest(std::string(100, 'z')));
   v1::GenerateResponse chunk;
@@ -540,7 +582,7 @@ TEST_F(GrpcApiTest, OversizedRequestIsRefused) {
   StartServer(options);
   StreamResult r = Generate(TextRequest(std::string(4096, 'x')));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_EQ(engine_.submits(), 0);
+  EXPECT_EQ(engine_.requests().size(), 0u);
 }
 
 TEST_F(GrpcApiTest, ObserverSeesEveryCallWithItsCode) {
