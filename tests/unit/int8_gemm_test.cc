@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -31,9 +32,13 @@ std::vector<float> Activations(int64_t n, uint64_t seed) {
 
 TEST(Int8ActivationsTest, VectorQuantizerMatchesPortable) {
   if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "host has no AVX-512 VNNI";
-  constexpr int64_t kBatch = 3, kCols = 768;
-  const std::vector<float> x = Activations(kBatch * kCols, 1);
-  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0}) {
+  constexpr int64_t kBatch = 3;
+  // 800 columns: 25 Q8_0 blocks, one past the vector quantizer's groups of 8.
+  for (auto [type, kCols] : {std::pair{GgmlType::kQ4_K, int64_t{768}},
+                             {GgmlType::kQ6_K, int64_t{768}},
+                             {GgmlType::kQ8_0, int64_t{768}},
+                             {GgmlType::kQ8_0, int64_t{800}}}) {
+    const std::vector<float> x = Activations(kBatch * kCols, 1);
     const Int8GemmLayout* layout = FindInt8GemmLayout(type);
     ASSERT_NE(layout, nullptr);
     Int8ActivationBuffer vec, portable;
