@@ -11,10 +11,10 @@ trap 'rm -rf "$dir"' EXIT
 first=$("$build/bench/gguf_make_split_set" "$dir/big" "$parts" "$tensors")
 echo "set: $parts parts, $tensors tensors, logical size $(du -sh --apparent-size "$dir" | cut -f1)," \
      "on disk $(du -sh "$dir" | cut -f1)"
-"$build/tools/tessera" inspect "$first" | head -4
+"$build/bin/tessera" inspect "$first" | head -4
 for mode in "" "--json" "--json --tensors"; do
   for run in 1 2 3 4 5; do
     /usr/bin/time -f "inspect $mode: %e s wall, %M KiB peak RSS" \
-      "$build/tools/tessera" inspect "$first" $mode >/dev/null
+      "$build/bin/tessera" inspect "$first" $mode >/dev/null
   done
 done

@@ -1,0 +1,48 @@
+// Feeds Prometheus from the engine's observer hooks (request latencies, tokens, steps,
+// preemptions) and logs each finished request.
+#pragma once
+
+#include "controller/metrics/serving_metrics.h"
+#include "controller/serving/engine_observer.h"
+
+namespace tessera::daemon {
+
+class MetricsBridge : public serving::EngineObserver {
+ public:
+  explicit MetricsBridge(metrics::ServingMetrics& m) : m_(m) {}
+
+  void OnRequestFinished(const serving::RequestTimings& t, const std::string& finish_reason,
+                         const std::string& failure_reason) override {
+    m_.e2e_latency.Observe(t.e2e);
+    m_.queue_time.Observe(t.queue);
+    if (t.has_first_token) {
+      m_.prefill_time.Observe(t.prefill);
+      m_.decode_time.Observe(t.decode);
+    }
+    m_.prompt_tokens_hist.Observe(t.prompt_tokens);
+    m_.generation_tokens_hist.Observe(t.generation_tokens);
+    m_.prompt_tokens_total.Add(t.prompt_tokens);
+    if (failure_reason.empty()) {
+      m_.RequestSuccess(finish_reason).Increment();
+    } else {
+      m_.RequestFailure(failure_reason).Increment();
+    }
+  }
+  void OnFirstToken(double ttft) override {
+    m_.ttft.Observe(ttft);
+    m_.generation_tokens_total.Increment();
+  }
+  void OnToken(double itl) override {
+    m_.inter_token_latency.Observe(itl);
+    m_.generation_tokens_total.Increment();
+  }
+  void OnStep(const std::string& phase, double seconds, int) override {
+    m_.StepDuration(phase).Observe(seconds);
+  }
+  void OnPreemption() override { m_.preemptions.Increment(); }
+
+ private:
+  metrics::ServingMetrics& m_;
+};
+
+}  // namespace tessera::daemon

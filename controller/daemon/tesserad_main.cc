@@ -1,0 +1,379 @@
+// tesserad: the Tessera daemon. Reads its configuration, opens the model's metadata,
+// starts the worker group (one tessera-worker per rank), and serves the OpenAI-compatible
+// REST gateway (with /health, /ready, /metrics) and the gRPC API until SIGTERM, which
+// drains: new requests are refused, running ones finish (up to --drain-timeout), then the
+// workers stop and the process exits 0.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "common/chat/builtin_templates.h"
+#include "common/chat/template.h"
+#include "common/gguf/split.h"
+#include "common/model/arch.h"
+#include "common/model/hparams.h"
+#include "common/model/shard_plan.h"
+#include "common/model/synthetic.h"
+#include "common/model/tensor_map.h"
+#include "common/tokenizer/tokenizer.h"
+#include "controller/config/daemon_config.h"
+#include "controller/daemon/log.h"
+#include "controller/daemon/metrics_bridge.h"
+#include "controller/grpc/grpc_server.h"
+#include "controller/http/gateway.h"
+#include "controller/metrics/registry.h"
+#include "controller/metrics/serving_metrics.h"
+#include "controller/metrics/text_format.h"
+#include "controller/serving/serving_engine.h"
+#include "controller/workers/worker_group.h"
+#include "nlohmann/json.hpp"
+
+#ifndef TESSERA_VERSION
+#define TESSERA_VERSION "0.0.0"
+#endif
+
+namespace tessera::daemon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::chrono::milliseconds Ms(absl::Duration d) {
+  return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
+}
+
+// The embedded default model: a tiny random-weight llama the project generates itself,
+// written once into the cache directory.
+absl::StatusOr<std::string> DefaultModel(const std::string& cache_dir) {
+  std::filesystem::path dir(cache_dir);
+  std::filesystem::path path = dir / "tessera-default.gguf";
+  if (std::filesystem::exists(path)) return path.string();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot create the cache directory ", cache_dir,
+                                                    ": ", ec.message(),
+                                                    " (set --cache-dir or --model)"));
+  }
+  model::SyntheticOptions o;
+  o.arch = "llama";
+  o.preset = "tiny";
+  auto w = model::BuildSyntheticModel(o);
+  if (!w.ok()) return w.status();
+  const std::string tmp = path.string() + ".tmp" + std::to_string(getpid());
+  if (absl::Status s = w->WriteFile(tmp); !s.ok()) return s;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec)
+    return absl::InternalError(absl::StrCat("cannot write ", path.string(), ": ", ec.message()));
+  LogInfo("generated the embedded default model", {{"path", path.string()}});
+  return path.string();
+}
+
+struct ModelFacts {
+  serving::ModelInfo info;
+  int64_t n_ctx = 0;
+};
+
+// Reads the model's metadata only (no weights) and checks that it can be served split
+// `tp` ways: the errors `tessera validate` would report, in one message.
+absl::StatusOr<ModelFacts> InspectModel(const config::DaemonConfig& c, const std::string& path,
+                                        int tp) {
+  auto file = gguf::GgufModel::Open(path);
+  if (!file.ok()) return file.status();
+  const gguf::Metadata& md = file->metadata();
+  std::string arch_name = md.GetString("general.architecture").value_or("");
+  const model::ArchSpec* arch = model::FindArch(arch_name);
+  if (arch == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": unknown architecture '", arch_name,
+                     "'; supported: ", absl::StrJoin(model::SupportedArchNames(), ", ")));
+  }
+  std::vector<model::KeyProblem> problems;
+  model::HyperParams hp = model::LoadHyperParams(*arch, arch_name, md, nullptr, &problems);
+  for (const model::KeyProblem& p : problems) {
+    if (p.error) return absl::InvalidArgumentError(absl::StrCat(path, ": ", p.message));
+  }
+  model::TensorMap map = model::MapTensors(*arch, hp, *file);
+  if (!map.problems.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", absl::StrJoin(map.problems, "; ")));
+  }
+  model::ShardPlan plan = model::BuildShardPlan(map, hp, tp);
+  if (!plan.problems.empty()) {
+    std::vector<int> valid = model::ValidTpSizes(map, hp, 64);
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " cannot be split ", tp, " ways: ", absl::StrJoin(plan.problems, "; "),
+                     " (valid --tp values: ", absl::StrJoin(valid, ", "), ")"));
+  }
+  ModelFacts f;
+  serving::ModelInfo& i = f.info;
+  i.name = c.model_name;
+  if (i.name.empty()) i.name = md.GetString("general.name").value_or("");
+  if (i.name.empty()) i.name = std::filesystem::path(path).stem().string();
+  i.architecture = arch_name;
+  i.path = path;
+  i.context_length = hp.n_ctx_train;
+  i.max_model_len = c.max_model_len > 0 ? c.max_model_len : hp.n_ctx_train;
+  i.n_vocab = static_cast<int32_t>(hp.n_vocab);
+  i.tp = tp;
+  i.created_unix = static_cast<int64_t>(std::time(nullptr));
+  f.n_ctx = hp.n_ctx_train;
+  return f;
+}
+
+std::atomic<bool> g_stop{false};
+
+int Serve(const config::DaemonConfig& c) {
+  SetLogLevel(c.log_level);
+  SetLogFormat(c.log_format);
+
+  std::string model_path = c.model;
+  if (model_path.empty()) {
+    auto p = DefaultModel(c.cache_dir);
+    if (!p.ok()) {
+      LogError(std::string(p.status().message()));
+      return 1;
+    }
+    model_path = *p;
+  }
+  const int tp = static_cast<int>(c.cpu_workers > 0 ? c.cpu_workers : c.tp);
+  auto facts = InspectModel(c, model_path, tp);
+  if (!facts.ok()) {
+    LogError(std::string(facts.status().message()));
+    return 1;
+  }
+  auto md_file = gguf::GgufModel::Open(model_path);
+  auto tokenizer = tokenizer::Tokenizer::Open(model_path);
+  if (!tokenizer.ok()) {
+    LogError(
+        absl::StrCat("the model's tokenizer cannot be loaded: ", tokenizer.status().message()));
+    return 1;
+  }
+  std::optional<chat::ChatTemplate> tmpl;
+  if (auto src = chat::ResolveChatTemplate(c.chat_template, md_file->metadata()); src.ok()) {
+    auto t = chat::ChatTemplate::Parse(*src);
+    if (!t.ok()) {
+      LogError(absl::StrCat("chat template: ", t.status().message()));
+      return 1;
+    }
+    tmpl.emplace(*std::move(t));
+  } else if (!c.chat_template.empty()) {
+    LogError(std::string(src.status().message()));
+    return 1;
+  } else {
+    LogWarning("the model has no chat template: /v1/chat/completions and Chat will fail",
+               {{"hint", "--chat-template NAME|FILE"}});
+  }
+  if (c.check) {
+    std::printf("%s: OK — %s (%s), context %lld, tp %d, config valid\n", model_path.c_str(),
+                facts->info.name.c_str(), facts->info.architecture.c_str(),
+                static_cast<long long>(facts->n_ctx), tp);
+    return 0;
+  }
+
+  metrics::Registry registry(!c.disable_metrics);
+  metrics::ServingMetricsOptions mo;
+  mo.world_size = tp;
+  mo.max_model_len = facts->info.max_model_len;
+  mo.backend = "cpu";
+  metrics::ServingMetrics m(registry, facts->info.name, mo);
+  MetricsBridge bridge(m);
+
+  workers::WorkerGroupOptions wo;
+  wo.model_path = model_path;
+  wo.world_size = tp;
+  wo.external_workers = c.external_workers;
+  wo.worker_binary = c.worker_binary;
+  wo.control_host = c.control_host;
+  wo.control_port = static_cast<int>(c.control_port);
+  wo.threads_per_worker = static_cast<int>(c.threads_per_worker);
+  wo.dtype = c.dtype;
+  wo.exact = c.exact;
+  wo.kv_block_size = static_cast<int>(c.kv_block_size);
+  wo.kv_tokens = c.kv_cache_tokens > 0
+                     ? c.kv_cache_tokens
+                     : std::min<int64_t>(std::max<int64_t>(facts->info.max_model_len, 4096),
+                                         std::max<int64_t>(facts->n_ctx, 1));
+  wo.heartbeat_interval = Ms(c.heartbeat_interval);
+  wo.heartbeat_timeout = Ms(c.heartbeat_timeout);
+  wo.rendezvous_timeout = Ms(c.rendezvous_timeout);
+  wo.max_restarts = static_cast<int>(c.max_worker_restarts);
+  wo.restart_backoff = Ms(c.restart_backoff);
+  wo.restart_backoff_max = Ms(c.restart_backoff_max);
+  wo.log = [](const std::string& line) { LogInfo(line); };
+  auto group = workers::WorkerGroup::Create(wo);
+  if (!group.ok()) {
+    LogError(std::string(group.status().message()));
+    return 1;
+  }
+  workers::WorkerGroupEvents ev;
+  ev.on_restart = [&m](int rank) { m.WorkerRestarts(rank).Increment(); };
+  ev.on_step = [&m](double, double allreduce) {
+    if (allreduce > 0) m.allreduce.Observe(allreduce);
+  };
+  (*group)->set_events(ev);
+
+  serving::EngineOptions eo;
+  eo.max_num_seqs = static_cast<int>(c.max_num_seqs);
+  eo.max_num_batched_tokens = static_cast<int>(c.max_num_batched_tokens);
+  eo.max_waiting_requests = static_cast<int>(c.max_waiting_requests);
+  eo.max_prompt_tokens = c.max_prompt_tokens;
+  eo.max_model_len = facts->info.max_model_len;
+  eo.request_timeout = Ms(c.request_timeout);
+  eo.default_max_tokens = static_cast<int32_t>(c.max_tokens_default);
+  auto engine = std::make_unique<serving::ServingEngine>(group->get(), *std::move(tokenizer),
+                                                         std::move(tmpl), facts->info, eo, &bridge);
+
+  http::GatewayOptions go;
+  go.api_key = c.api_key;
+  go.metrics_text = [&registry] { return registry.Expose(); };
+  workers::WorkerGroup* g = group->get();
+  go.ready_details = [g] {
+    nlohmann::json j;
+    j["workers"] = g->state();
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const workers::RankState& r : g->ranks()) {
+      ranks.push_back({{"rank", r.rank},
+                       {"connected", r.connected},
+                       {"loaded", r.loaded},
+                       {"host", r.hostname},
+                       {"bytes_done", r.bytes_done},
+                       {"bytes_total", r.bytes_total}});
+    }
+    j["ranks"] = ranks;
+    return j;
+  };
+  go.route_observer = [&m](const std::string& route, int status) {
+    m.HttpRequest(route, status).Increment();
+  };
+  auto gateway = std::make_shared<http::Gateway>(engine.get(), go);
+  http::ServerOptions so;
+  so.host = c.host;
+  so.port = static_cast<uint16_t>(c.http_port);
+  so.max_body_bytes = c.max_body_size;
+  auto http_server = http::StartGatewayServer(so, gateway);
+  if (!http_server.ok()) {
+    LogError(std::string(http_server.status().message()));
+    return 1;
+  }
+  grpc_api::GrpcServerOptions gso;
+  gso.host = c.host;
+  gso.port = static_cast<int>(c.grpc_port);
+  gso.api_key = c.api_key;
+  gso.observer = [&m](const std::string& method, grpc::StatusCode code) {
+    m.GrpcRequest(method, absl::StatusCodeToString(static_cast<absl::StatusCode>(code)))
+        .Increment();
+  };
+  auto grpc_server = grpc_api::GrpcServer::Start(engine.get(), gso);
+  if (!grpc_server.ok()) {
+    LogError(std::string(grpc_server.status().message()));
+    return 1;
+  }
+  LogInfo(absl::StrCat("serving ", facts->info.name, ": REST http://", c.host, ":",
+                       (*http_server)->port(), "/v1 (OpenAI), gRPC ", (*grpc_server)->address(),
+                       ", metrics http://", c.host, ":", (*http_server)->port(), "/metrics"),
+          {{"model", model_path}, {"tp", std::to_string(tp)}});
+  if (c.external_workers) {
+    LogInfo(absl::StrCat("start the workers with: tessera-worker --controller ",
+                         (*group)->control_address(), " --rank R   (R = 0..", tp - 1, ")"));
+  }
+
+  // Gauges read from the engine and the workers, twice a second.
+  std::atomic<bool> stop_poll{false};
+  const auto load_start = Clock::now();
+  std::thread poller([&] {
+    bool was_ready = false;
+    while (!stop_poll.load()) {
+      serving::EngineStats s = engine->stats();
+      m.requests_running.Set(s.running);
+      m.requests_waiting.Set(s.waiting);
+      m.kv_cache_usage.Set(s.kv_usage);
+      m.KvBlocks("used").Set(s.kv_blocks_used);
+      m.KvBlocks("free").Set(s.kv_blocks_free);
+      const bool ready = g->ready();
+      for (const workers::RankState& r : g->ranks()) {
+        m.WorkerUp(r.rank).Set(ready && r.loaded ? 1 : 0);
+        m.LoadProgress(r.rank).Set(r.bytes_total ? double(r.bytes_done) / r.bytes_total : 0.0);
+      }
+      m.ready.Set(engine->ready() ? 1 : 0);
+      if (ready && !was_ready) {
+        m.model_load_seconds.Set(std::chrono::duration<double>(Clock::now() - load_start).count());
+        LogInfo("ready", {{"model", facts->info.name}});
+      }
+      was_ready = ready;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+  });
+
+  std::thread starter([&] {
+    absl::Status s = g->Start();
+    if (!s.ok()) LogError(absl::StrCat("the workers did not come up: ", s.message()));
+  });
+
+  // Wait for SIGTERM / SIGINT (blocked in every thread; taken here).
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  int sig = 0;
+  sigwait(&set, &sig);
+  LogInfo(absl::StrCat("received ", sig == SIGTERM ? "SIGTERM" : "SIGINT", ": draining for up to ",
+                       absl::FormatDuration(c.drain_timeout)));
+  (*http_server)->StopAccepting();
+  (*grpc_server)->StopAccepting();
+  engine->StartDrain();
+  const auto deadline = Clock::now() + Ms(c.drain_timeout);
+  while (engine->InFlight() > 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (engine->InFlight() > 0) {
+    LogWarning(absl::StrCat("drain timeout: ", engine->InFlight(), " request(s) still running"));
+  }
+  (*grpc_server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  (*http_server)->Stop();
+  stop_poll = true;
+  poller.join();
+  engine.reset();
+  g->Shutdown();
+  starter.join();
+  LogInfo("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace tessera::daemon
+
+int main(int argc, char** argv) {
+  // Block the stop signals before any thread starts, so only sigwait takes them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto config = tessera::config::LoadDaemonConfig(argc, argv);
+  if (!config.ok()) {
+    std::fprintf(stderr, "tesserad: %s\n(see tesserad --help)\n",
+                 std::string(config.status().message()).c_str());
+    return 2;
+  }
+  if (config->show_help) {
+    std::fputs(tessera::config::DaemonHelpText().c_str(), stdout);
+    return 0;
+  }
+  if (config->show_version) {
+    std::printf("tesserad %s\n", TESSERA_VERSION);
+    return 0;
+  }
+  return tessera::daemon::Serve(*config);
+}
