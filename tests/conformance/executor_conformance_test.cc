@@ -5,9 +5,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include <thread>
+
+#include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/shared_data.h"
+#include "worker/comm/gloo_communicator.h"
 #include "worker/executor/executor.h"
 
 namespace tessera::executor {
@@ -213,4 +217,79 @@ TEST(ExecutorConformance, FastPathMeetsTier2) {
 }
 
 }  // namespace
+// Tensor parallelism meets the same vectors: each case whose shapes divide in two runs as
+// two ranks (threads, real Gloo over loopback) on the exact path, Tier 1 on every logit,
+// the same experts and DSA keys, and the reference greedy continuation.
+TEST(ExecutorConformance, TwoRanksMeetTier1AndReproduceGreedy) {
+  TESSERA_REQUIRE_CONFORMANCE(models, "models");
+  int checked = 0;
+  for (const Case& c : AllCases(models)) {
+    SCOPED_TRACE(c.name);
+    const std::string path = (c.dir / "model.gguf").string();
+    gloo::rendezvous::HashStore store;
+    std::vector<std::vector<float>> logits(2);
+    std::vector<StepTrace> traces(2);
+    std::vector<std::vector<int32_t>> greedy(2);
+    std::vector<std::string> errors(2);
+    Json g = ReadJson(c.dir / (c.quantized ? "greedy_dequant.json" : "greedy.json"));
+    const auto prompt = g["prompt"].get<std::vector<int32_t>>();
+    const auto want = g["generated"].get<std::vector<int32_t>>();
+    const auto tokens = ReadJson(c.dir / "tokens.json")["tokens"].get<std::vector<int32_t>>();
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        auto comm = comm::GlooCommunicator::Connect(store, r, 2, {});
+        if (!comm.ok()) {
+          errors[r] = comm.status().ToString();
+          return;
+        }
+        ExecutorOptions o;
+        o.exact = true;
+        o.kv_tokens = 128;
+        o.threads = 1;
+        o.tp_rank = r;
+        o.tp_size = 2;
+        o.comm = comm->get();
+        auto ex = Executor::Create(path, o);
+        if (!ex.ok()) {
+          errors[r] = ex.status().ToString();
+          return;
+        }
+        SequenceInput s = WholeCache(**ex);
+        s.tokens = tokens;
+        s.all_logits = true;
+        auto l = (*ex)->Step({&s, 1}, &traces[r]);
+        if (!l.ok()) {
+          errors[r] = l.status().ToString();
+          return;
+        }
+        logits[r] = (*l)[0];
+        auto ex2 = Executor::Create(path, o);
+        if (!ex2.ok()) {
+          errors[r] = ex2.status().ToString();
+          return;
+        }
+        greedy[r] = Greedy(**ex2, prompt, static_cast<int>(want.size()));
+      });
+    }
+    for (auto& t : threads) t.join();
+    if (errors[0].find("cannot be split 2 ways") != std::string::npos) continue;
+    ASSERT_EQ(errors[0], "");
+    ASSERT_EQ(errors[1], "");
+    ++checked;
+    ExpectSameRouting(c, traces[0]);
+    auto ref = ReadF32(c.dir / (c.quantized ? "logits_dequant.f32" : "logits.f32"));
+    ASSERT_EQ(logits[0].size(), ref.size());
+    Compare cmp = CompareLogits(logits[0], ref, static_cast<int64_t>(ref.size() / tokens.size()));
+    EXPECT_LE(cmp.max_abs, 1e-3);
+    EXPECT_LE(cmp.max_kl, 1e-6);
+    EXPECT_LE(cmp.mean_kl, 1e-7);
+    EXPECT_EQ(cmp.top1, 1.0);
+    EXPECT_EQ(greedy[0], want);
+    EXPECT_EQ(greedy[1], want);
+  }
+  EXPECT_GT(checked, 0) << "no conformance model can be split in two";
+  std::printf("TP=2 checked on %d conformance case(s)\n", checked);
+}
+
 }  // namespace tessera::executor

@@ -60,6 +60,8 @@ absl::StatusOr<v1::StepResult> StepEngine::Run(const v1::StepRequest& step) {
     }
   }
 
+  // A step without sequences only releases samplers (and measures the control plane).
+  if (step.seqs_size() == 0) return result;
   std::vector<executor::SequenceInput> inputs(step.seqs_size());
   for (int i = 0; i < step.seqs_size(); ++i) {
     const v1::StepSequence& s = step.seqs(i);

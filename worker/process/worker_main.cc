@@ -37,13 +37,16 @@ using Stream = grpc::ClientReaderWriter<v1::WorkerMessage, v1::ControllerMessage
 
 constexpr char kUsage[] =
     "usage: tessera-worker --controller HOST:PORT [--rank R] [--generation G] "
-    "[--die-with-parent]\n"
+    "[--comm-interface ADDR] [--die-with-parent]\n"
     "\n"
     "One rank of a Tessera model. tesserad starts its workers itself; start one by hand to\n"
     "put a rank on another machine: tesserad --external-workers ... waits for them.\n"
     "\n"
     "  --controller HOST:PORT  tesserad's control service (its --control-host/--control-port)\n"
     "  --rank R                this worker's rank (default: the controller assigns one)\n"
+    "  --comm-interface ADDR   the address this rank's Gloo connections bind to (default:\n"
+    "                          what the controller says, 127.0.0.1 for local groups); on a\n"
+    "                          multi-host group, this machine's address the others reach\n"
     "  --generation G          the worker group generation it was spawned for (internal)\n"
     "  --die-with-parent       exit when the parent process exits (internal)\n";
 
@@ -52,6 +55,7 @@ struct Flags {
   int rank = -1;
   uint64_t generation = 0;
   bool die_with_parent = false;
+  std::string comm_interface;
 };
 
 // Writes to the stream from several threads (heartbeats, progress, results).
@@ -161,7 +165,9 @@ int Run(const Flags& flags) {
 #endif
     } else {
       comm::GlooOptions g;
-      g.interface_address = setup.comm_interface().empty() ? "127.0.0.1" : setup.comm_interface();
+      g.interface_address = !flags.comm_interface.empty()    ? flags.comm_interface
+                            : setup.comm_interface().empty() ? "127.0.0.1"
+                                                             : setup.comm_interface();
       g.prefix = setup.store_prefix();
       g.timeout = timeout;
       auto c = comm::GlooCommunicator::Connect(store, rank, world, g);
@@ -280,6 +286,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "tessera-worker: --generation must be a number\n");
         return 2;
       }
+    } else if (a == "--comm-interface") {
+      flags.comm_interface = value("--comm-interface");
     } else if (a == "--die-with-parent") {
       flags.die_with_parent = true;
     } else {
