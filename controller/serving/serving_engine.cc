@@ -68,6 +68,10 @@ ServingEngine::ServingEngine(StepRunner* runner, tokenizer::Tokenizer tokenizer,
     }
   }
   link_->engine = this;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    EnsureCache();
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -459,7 +463,8 @@ void ServingEngine::ApplyToken(Sequence* s, const v1::SequenceResult& r, Outbox&
     TokenLogprobs lp;
     lp.token = token;
     lp.logprob = r.logprob();
-    for (const v1::StepTokenLogprob& t : r.top_logprobs()) lp.top.emplace_back(t.token(), t.logprob());
+    for (const v1::StepTokenLogprob& t : r.top_logprobs())
+      lp.top.emplace_back(t.token(), t.logprob());
     e.logprobs.push_back(std::move(lp));
   }
   // A stop token's own text is not part of the answer (vLLM, OpenAI).

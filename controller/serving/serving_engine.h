@@ -101,7 +101,8 @@ class ServingEngine : public Engine {
   int InFlight() const override;
 
   EngineStats stats() const;
-  // The limits in force (max_model_len resolved against the model and the cache).
+  // The context limit in force: max_model_len resolved against the model and, once the
+  // runner has been ready, its KV cache.
   int64_t max_model_len() const;
 
  private:

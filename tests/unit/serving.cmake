@@ -8,3 +8,10 @@ if(TARGET tessera_serving)
     LABELS unit serving sanitize
     TIMEOUT 60)
 endif()
+if(TARGET tessera_serving AND TARGET tessera_step_engine)
+  tessera_test(serving_engine_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/serving_engine_test.cc
+    DEPS tessera_serving tessera_step_engine tessera_model
+    LABELS unit serving
+    TIMEOUT 300)
+endif()

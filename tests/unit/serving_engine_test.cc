@@ -1,0 +1,574 @@
+// ServingEngine end to end over an in-process StepEngine on a generated tiny llama (exact
+// float32 path), and over a scripted runner where the test picks the sampled tokens. The
+// truth for model runs is an independent loop: the executor alone, one sequence, with the
+// worker's sampler fed its logits (same seed -> same tokens).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/gguf/split.h"
+#include "common/model/synthetic.h"
+#include "controller/serving/model_text.h"
+#include "controller/serving/serving_engine.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/local_step_runner.h"
+#include "tests/support/scripted_step_runner.h"
+#include "worker/sampling/sampling.h"
+
+namespace tessera::serving {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::LocalStepRunner;
+using testing::ScriptedStepRunner;
+
+const std::string kFffd = "\xEF\xBF\xBD";
+
+const std::string& TinyModel() {
+  static const std::string path = [] {
+    model::SyntheticOptions o;
+    o.arch = "llama";
+    o.preset = "tiny";
+    o.quant = "F32";
+    o.seed = 7;
+    auto w = model::BuildSyntheticModel(o);
+    EXPECT_TRUE(w.ok()) << w.status();
+    std::string p = absl::StrCat(::testing::TempDir(), "/serving-tiny-llama.gguf");
+    EXPECT_TRUE(w->WriteFile(p).ok());
+    return p;
+  }();
+  return path;
+}
+
+executor::ExecutorOptions ExactOptions(int64_t kv_tokens) {
+  executor::ExecutorOptions o;
+  o.exact = true;
+  o.threads = 1;
+  o.kv_tokens = kv_tokens;
+  return o;
+}
+
+std::unique_ptr<LocalStepRunner> MakeRunner(int64_t kv_tokens = 4096) {
+  auto r = LocalStepRunner::Create(TinyModel(), ExactOptions(kv_tokens));
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *std::move(r) : nullptr;
+}
+
+std::unique_ptr<ServingEngine> MakeEngine(StepRunner* runner, EngineOptions options = {},
+                                          EngineObserver* observer = nullptr) {
+  auto file = gguf::GgufModel::Open(TinyModel());
+  EXPECT_TRUE(file.ok()) << file.status();
+  auto text = LoadModelText(file->metadata(), "");
+  EXPECT_TRUE(text.ok()) << text.status();
+  ModelInfo info;
+  info.name = "tiny";
+  info.context_length = 4096;
+  info.n_vocab = text->tokenizer.vocab().size();
+  info.eog_token_ids = text->eog_token_ids;
+  return std::make_unique<ServingEngine>(runner, std::move(text->tokenizer),
+                                         std::move(text->chat_template), info, options, observer);
+}
+
+// Everything a request's sink received.
+struct Outcome {
+  std::vector<int32_t> tokens;
+  std::string text;
+  std::vector<std::string> texts;  // per event
+  std::vector<TokenLogprobs> logprobs;
+  std::string finish_reason;
+  absl::Status status;
+  Usage usage;
+  int events_after_finish = 0;
+};
+
+class Collector {
+ public:
+  EventSink Sink() {
+    return [this](GenerateEvent e) {
+      std::lock_guard<std::mutex> l(mu_);
+      if (done_) ++o_.events_after_finish;
+      o_.tokens.insert(o_.tokens.end(), e.token_ids.begin(), e.token_ids.end());
+      o_.text += e.text;
+      o_.texts.push_back(e.text);
+      for (auto& lp : e.logprobs) o_.logprobs.push_back(lp);
+      if (e.finished) {
+        done_ = true;
+        o_.finish_reason = e.finish_reason;
+        o_.status = e.status;
+        o_.usage = e.usage;
+      }
+      cv_.notify_all();
+    };
+  }
+  Outcome Wait() {
+    std::unique_lock<std::mutex> l(mu_);
+    EXPECT_TRUE(cv_.wait_for(l, std::chrono::seconds(120), [&] { return done_; }))
+        << "request never finished";
+    return o_;
+  }
+  void WaitForTokens(size_t n) {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait_for(l, std::chrono::seconds(60), [&] { return done_ || o_.tokens.size() >= n; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  Outcome o_;
+};
+
+std::vector<int32_t> Prompt(int n, int offset) {
+  std::vector<int32_t> t(n);
+  for (int i = 0; i < n; ++i) t[i] = (37 * i + 11 + 13 * offset) % 330;
+  return t;
+}
+
+// The independent truth: the executor alone on one sequence, the sampler fed its logits.
+std::vector<int32_t> Reference(const GenerateRequest& r, int max_tokens) {
+  static auto ex = *executor::Executor::Create(TinyModel(), ExactOptions(1024));
+  sampling::SamplingParams p;
+  p.temperature = r.sampling.temperature;
+  p.top_k = r.sampling.top_k;
+  p.top_p = r.sampling.top_p;
+  p.min_p = r.sampling.min_p;
+  p.repetition_penalty = r.sampling.repetition_penalty;
+  p.presence_penalty = r.sampling.presence_penalty;
+  p.frequency_penalty = r.sampling.frequency_penalty;
+  p.seed = r.sampling.seed;
+  auto sampler = sampling::Sampler::Create(p);
+  EXPECT_TRUE(sampler.ok()) << sampler.status();
+  sampler->AddPromptTokens(r.prompt_tokens);
+  executor::SequenceInput s;
+  s.tokens = r.prompt_tokens;
+  s.block_table.resize(ex->n_blocks());
+  std::iota(s.block_table.begin(), s.block_table.end(), 0);
+  std::vector<int32_t> out;
+  while (static_cast<int>(out.size()) < max_tokens) {
+    auto logits = ex->Step({&s, 1});
+    EXPECT_TRUE(logits.ok()) << logits.status();
+    out.push_back(sampler->Sample((*logits)[0]).token);
+    s.start_pos += static_cast<int64_t>(s.tokens.size());
+    s.tokens = {out.back()};
+  }
+  return out;
+}
+
+GenerateRequest Request(int i, int prompt_len, int max_tokens) {
+  GenerateRequest r;
+  r.request_id = absl::StrCat("r", i);
+  r.prompt_tokens = Prompt(prompt_len, i);
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  r.sampling.seed = 1000 + i;
+  if (i % 3 == 0) {
+    r.sampling.temperature = 0;
+  } else {
+    r.sampling.temperature = 0.6f + 0.2f * (i % 4);
+    if (i % 2 == 0) r.sampling.top_k = 40;
+    if (i % 5 == 0) r.sampling.top_p = 0.9f;
+    if (i % 7 == 0) r.sampling.repetition_penalty = 1.1f;
+  }
+  return r;
+}
+
+// Submits all, waits for all.
+std::vector<Outcome> RunAll(Engine& engine, const std::vector<GenerateRequest>& requests) {
+  std::vector<std::unique_ptr<Collector>> collectors;
+  std::vector<std::unique_ptr<RequestHandle>> handles;
+  std::vector<absl::Status> refused;
+  for (const GenerateRequest& r : requests) {
+    collectors.push_back(std::make_unique<Collector>());
+    auto h = engine.Submit(r, collectors.back()->Sink());
+    EXPECT_TRUE(h.ok()) << h.status();
+    refused.push_back(h.status());
+    if (h.ok()) handles.push_back(*std::move(h));
+  }
+  std::vector<Outcome> out;
+  for (size_t i = 0; i < collectors.size(); ++i) {
+    if (refused[i].ok()) {
+      out.push_back(collectors[i]->Wait());
+    } else {
+      out.emplace_back().status = refused[i];
+    }
+  }
+  return out;
+}
+
+struct CountingObserver : EngineObserver {
+  std::atomic<int> finished{0}, first_tokens{0}, tokens{0}, preemptions{0}, steps{0};
+  std::atomic<int> max_step_tokens{0};
+  void OnRequestFinished(const RequestTimings& t, const std::string&, const std::string&) override {
+    ++finished;
+    EXPECT_GE(t.e2e, t.queue);
+  }
+  void OnFirstToken(double) override { ++first_tokens; }
+  void OnToken(double) override { ++tokens; }
+  void OnStep(const std::string&, double, int n) override {
+    ++steps;
+    if (n > max_step_tokens) max_step_tokens = n;
+  }
+  void OnPreemption() override { ++preemptions; }
+};
+
+TEST(ServingEngine, ConcurrentRequestsEqualEachRunAlone) {
+  auto runner = MakeRunner();
+  CountingObserver observer;
+  EngineOptions o;
+  o.max_num_batched_tokens = 128;
+  auto engine = MakeEngine(runner.get(), o, &observer);
+  std::vector<GenerateRequest> requests;
+  int total_tokens = 0;
+  for (int i = 0; i < 64; ++i) {
+    requests.push_back(Request(i, 1 + (i * 7) % 50, 3 + (i * 5) % 14));
+    total_tokens += requests.back().max_tokens;
+  }
+  std::vector<Outcome> got = RunAll(*engine, requests);
+  for (int i = 0; i < 64; ++i) {
+    SCOPED_TRACE(absl::StrCat("request ", i));
+    const GenerateRequest& r = requests[i];
+    EXPECT_TRUE(got[i].status.ok()) << got[i].status;
+    EXPECT_EQ(got[i].finish_reason, "length");
+    EXPECT_EQ(got[i].tokens, Reference(r, r.max_tokens));
+    EXPECT_EQ(got[i].usage.prompt_tokens, static_cast<int>(r.prompt_tokens.size()));
+    EXPECT_EQ(got[i].usage.completion_tokens, r.max_tokens);
+    EXPECT_EQ(got[i].events_after_finish, 0);
+  }
+  EXPECT_GT(runner->max_seqs_in_step(), 16) << "requests were not batched together";
+  EngineStats s = engine->stats();
+  EXPECT_EQ(s.running, 0);
+  EXPECT_EQ(s.waiting, 0);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.finished_length, 64);
+  EXPECT_EQ(observer.finished, 64);
+  EXPECT_EQ(observer.first_tokens, 64);
+  EXPECT_EQ(observer.tokens, total_tokens - 64);
+  EXPECT_LE(observer.max_step_tokens, 128);
+}
+
+TEST(ServingEngine, ChunkedPrefillEqualsUnchunked) {
+  GenerateRequest r = Request(3, 150, 8);  // greedy
+  ASSERT_EQ(r.sampling.temperature, 0);
+  const std::vector<int32_t> want = Reference(r, 8);
+  for (int budget : {512, 16}) {
+    SCOPED_TRACE(absl::StrCat("max_num_batched_tokens ", budget));
+    auto runner = MakeRunner();
+    EngineOptions o;
+    o.max_num_batched_tokens = budget;
+    auto engine = MakeEngine(runner.get(), o);
+    Outcome got = RunAll(*engine, {r})[0];
+    EXPECT_EQ(got.tokens, want);
+    // 150 prompt tokens take ceil(150 / budget) steps, then one step per further token.
+    EXPECT_EQ(runner->steps(), (150 + budget - 1) / budget + 7);
+  }
+}
+
+TEST(ServingEngine, PreemptionByRecomputeKeepsResults) {
+  auto runner = MakeRunner(/*kv_tokens=*/128);  // 8 blocks of 16
+  ASSERT_EQ(runner->n_blocks() * runner->block_size(), 128);
+  CountingObserver observer;
+  auto engine = MakeEngine(runner.get(), {}, &observer);
+  EXPECT_EQ(engine->max_model_len(), 128);
+  std::vector<GenerateRequest> requests;
+  for (int i = 0; i < 8; ++i) requests.push_back(Request(i, 20 + i, 24));
+  std::vector<Outcome> got = RunAll(*engine, requests);
+  for (int i = 0; i < 8; ++i) {
+    SCOPED_TRACE(absl::StrCat("request ", i));
+    EXPECT_TRUE(got[i].status.ok()) << got[i].status;
+    EXPECT_EQ(got[i].tokens, Reference(requests[i], 24));
+  }
+  EngineStats s = engine->stats();
+  EXPECT_GT(s.preemptions, 0);
+  EXPECT_EQ(observer.preemptions, s.preemptions);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.kv_blocks_total, 8);
+}
+
+TEST(ServingEngine, CancelStopsTheRequestAndFreesItsBlocks) {
+  auto runner = MakeRunner();
+  auto engine = MakeEngine(runner.get());
+  GenerateRequest r = Request(1, 40, 3000);
+  Collector c;
+  auto h = engine->Submit(r, c.Sink());
+  ASSERT_TRUE(h.ok()) << h.status();
+  c.WaitForTokens(3);
+  EXPECT_GT(engine->stats().kv_blocks_used, 0);
+  (*h)->Cancel();
+  (*h)->Cancel();  // idempotent
+  Outcome o = c.Wait();
+  EXPECT_EQ(o.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(o.finish_reason, "abort");
+  EXPECT_LT(o.tokens.size(), 3000u);
+  EngineStats s = engine->stats();
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.running, 0);
+  EXPECT_EQ(s.cancelled, 1);
+  EXPECT_EQ(engine->InFlight(), 0);
+  (*h)->Cancel();  // after the end: nothing happens
+  h->reset();
+  // The engine goes on serving.
+  GenerateRequest next = Request(2, 5, 4);
+  EXPECT_EQ(RunAll(*engine, {next})[0].tokens, Reference(next, 4));
+}
+
+TEST(ServingEngine, DeadlinesEndRequestsWithDeadlineExceeded) {
+  auto runner = MakeRunner();
+  EngineOptions o;
+  o.request_timeout = std::chrono::milliseconds(100);
+  auto engine = MakeEngine(runner.get(), o);
+  GenerateRequest by_option = Request(1, 10, 3000);
+  GenerateRequest own = Request(2, 10, 3000);
+  own.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(30);
+  std::vector<Outcome> got = RunAll(*engine, {by_option, own});
+  for (const Outcome& out : got) {
+    EXPECT_EQ(out.status.code(), absl::StatusCode::kDeadlineExceeded) << out.status;
+    EXPECT_LT(out.tokens.size(), 3000u);
+  }
+  EngineStats s = engine->stats();
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.failed, 2);
+}
+
+// A runner whose Nth step fails as a dead worker does.
+class FailingRunner : public StepRunner {
+ public:
+  FailingRunner(StepRunner* inner, int fail_step) : inner_(inner), fail_step_(fail_step) {}
+  absl::StatusOr<tessera::v1::StepResult> RunStep(const tessera::v1::StepRequest& s) override {
+    if (++steps_ == fail_step_) return absl::UnavailableError("worker rank 1 exited (signal 9)");
+    return inner_->RunStep(s);
+  }
+  int block_size() const override { return inner_->block_size(); }
+  int n_blocks() const override { return inner_->n_blocks(); }
+  bool ready() const override { return inner_->ready(); }
+
+ private:
+  StepRunner* inner_;
+  int fail_step_;
+  int steps_ = 0;
+};
+
+TEST(ServingEngine, AFailedStepFailsInFlightRequestsAndTheEngineRecovers) {
+  auto local = MakeRunner();
+  FailingRunner runner(local.get(), /*fail_step=*/4);
+  CountingObserver observer;
+  auto engine = MakeEngine(&runner, {}, &observer);
+  std::vector<GenerateRequest> requests;
+  for (int i = 0; i < 4; ++i) requests.push_back(Request(i, 8 + i, 50));
+  for (const Outcome& o : RunAll(*engine, requests)) {
+    EXPECT_EQ(o.status.code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(o.status.message(), HasSubstr("worker rank 1 exited (signal 9)"));
+    EXPECT_EQ(o.finish_reason, "abort");
+  }
+  EngineStats s = engine->stats();
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.failed, 4);
+  EXPECT_TRUE(engine->ready());
+  GenerateRequest later = Request(9, 12, 6);
+  Outcome o = RunAll(*engine, {later})[0];
+  EXPECT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(o.tokens, Reference(later, 6));
+  EXPECT_EQ(local->live_samplers(), 1u);  // the four failed ones were released
+}
+
+TEST(ServingEngine, RandomModelAtHighTemperatureAlwaysAnswersWithText) {
+  auto runner = MakeRunner();
+  auto engine = MakeEngine(runner.get());
+  std::vector<GenerateRequest> requests;
+  for (int i = 0; i < 24; ++i) {
+    GenerateRequest r = Request(i, 4 + i, 24);
+    r.ignore_eos = false;
+    r.sampling.temperature = 2.0f;
+    r.sampling.top_k = 0;
+    r.sampling.top_p = 1.0f;
+    requests.push_back(r);
+  }
+  for (const Outcome& o : RunAll(*engine, requests)) {
+    EXPECT_TRUE(o.status.ok()) << o.status;
+    EXPECT_THAT(o.finish_reason, ::testing::AnyOf("stop", "length"));
+    // nlohmann::json refuses to serialize invalid UTF-8.
+    EXPECT_NO_THROW((void)nlohmann::json(o.text).dump());
+  }
+}
+
+// ---- scripted tokens ------------------------------------------------------------------
+
+// Byte-level vocabulary: token b (b < 256) is the byte b.
+std::vector<int32_t> Bytes(const std::string& s) {
+  std::vector<int32_t> out;
+  for (unsigned char c : s) out.push_back(c);
+  return out;
+}
+
+Outcome RunScripted(const std::vector<int32_t>& script, GenerateRequest r) {
+  ScriptedStepRunner runner(script);
+  auto engine = MakeEngine(&runner);
+  if (r.prompt_tokens.empty()) r.prompt_tokens = Bytes("Q: ");
+  return RunAll(*engine, {r})[0];
+}
+
+TEST(ServingEngine, StopStringsMatchAcrossTokensAndAreExcluded) {
+  const std::vector<int32_t> script = Bytes("Hello world, again and again");
+  GenerateRequest r;
+  r.max_tokens = 28;
+  r.stop = {"o w"};
+  Outcome o = RunScripted(script, r);
+  EXPECT_TRUE(o.status.ok());
+  EXPECT_EQ(o.text, "Hell");
+  EXPECT_EQ(o.finish_reason, "stop");
+  EXPECT_EQ(o.tokens, Bytes("Hello w"));  // the token that completed the stop string is the last
+  EXPECT_EQ(o.usage.completion_tokens, 7);
+  // "o" was held back until "w" decided it.
+  EXPECT_EQ(o.texts, (std::vector<std::string>{"H", "e", "l", "l", "", "", ""}));
+
+  r.stop = {"xyz", "again"};
+  EXPECT_EQ(RunScripted(script, r).text, "Hello world, ");
+  r.stop = {"worlds"};
+  r.max_tokens = 11;
+  o = RunScripted(script, r);
+  EXPECT_EQ(o.text, "Hello world");  // held "world" released at the end
+  EXPECT_EQ(o.finish_reason, "length");
+}
+
+TEST(ServingEngine, InvalidUtf8BecomesReplacementCharacters) {
+  GenerateRequest r;
+  r.max_tokens = 7;
+  Outcome o = RunScripted({0xE2, 0x82, 'a', 0xFF, 0xE2, 0x82, 0xAC}, r);
+  EXPECT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(o.text, kFffd + "a" + kFffd + "\xE2\x82\xAC");
+  EXPECT_EQ(o.finish_reason, "length");
+
+  r.max_tokens = 4;
+  o = RunScripted({'o', 'k', 0xF0, 0x9F}, r);  // ends inside a character
+  EXPECT_EQ(o.text, "ok" + kFffd);
+}
+
+TEST(ServingEngine, EndOfGenerationAndStopTokenIds) {
+  auto file = gguf::GgufModel::Open(TinyModel());
+  auto text = LoadModelText(file->metadata(), "");
+  ASSERT_TRUE(text.ok());
+  ASSERT_FALSE(text->eog_token_ids.empty());
+  const int32_t eos = text->eog_token_ids[0];
+  GenerateRequest r;
+  r.max_tokens = 4;
+  Outcome o = RunScripted({'h', 'i', eos, 'x'}, r);
+  EXPECT_EQ(o.text, "hi");
+  EXPECT_EQ(o.finish_reason, "stop");
+  EXPECT_EQ(o.tokens, (std::vector<int32_t>{'h', 'i', eos}));
+  r.ignore_eos = true;
+  o = RunScripted({'h', 'i', eos, 'x'}, r);
+  EXPECT_EQ(o.text, "hix");  // a control token has no text
+  EXPECT_EQ(o.finish_reason, "length");
+  r.ignore_eos = false;
+  r.stop_token_ids = {'b'};
+  o = RunScripted(Bytes("abc"), r);
+  EXPECT_EQ(o.text, "a");
+  EXPECT_EQ(o.finish_reason, "stop");
+}
+
+TEST(ServingEngine, LogprobsComeFromTheStepResult) {
+  GenerateRequest r;
+  r.max_tokens = 2;
+  r.logprobs = true;
+  r.top_logprobs = 3;
+  Outcome o = RunScripted(Bytes("ab"), r);
+  ASSERT_EQ(o.logprobs.size(), 2u);
+  EXPECT_EQ(o.logprobs[1].token, 'b');
+  EXPECT_FLOAT_EQ(o.logprobs[1].logprob, -0.5f);
+  ASSERT_EQ(o.logprobs[1].top.size(), 3u);
+  EXPECT_EQ(o.logprobs[1].top[2], (std::pair<int32_t, float>{2, -3.0f}));
+  r.logprobs = false;
+  r.top_logprobs = 0;
+  EXPECT_TRUE(RunScripted(Bytes("ab"), r).logprobs.empty());
+}
+
+TEST(ServingEngine, FullQueueIsResourceExhausted) {
+  ScriptedStepRunner runner(Bytes("abcdef"));
+  EngineOptions o;
+  o.max_num_seqs = 1;
+  o.max_waiting_requests = 2;
+  auto engine = MakeEngine(&runner, o);
+  runner.Close();
+  GenerateRequest r;
+  r.prompt_tokens = Bytes("go");
+  r.max_tokens = 3;
+  Collector a, b, c;
+  auto ha = engine->Submit(r, a.Sink());
+  ASSERT_TRUE(ha.ok());
+  runner.WaitEntered(1);  // a runs (held at the gate); b and c wait
+  auto hb = engine->Submit(r, b.Sink());
+  auto hc = engine->Submit(r, c.Sink());
+  ASSERT_TRUE(hb.ok() && hc.ok());
+  EXPECT_EQ(engine->stats().waiting, 2);
+  Collector d;
+  auto hd = engine->Submit(r, d.Sink());
+  EXPECT_EQ(hd.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(hd.status().message(), HasSubstr("max-waiting-requests"));
+  runner.Open();
+  for (Collector* x : {&a, &b, &c}) EXPECT_EQ(x->Wait().text, "abc");
+}
+
+TEST(ServingEngine, SubmitRefusesWhatCannotRun) {
+  ScriptedStepRunner runner(Bytes("a"));
+  EngineOptions o;
+  o.max_prompt_tokens = 8;
+  o.max_model_len = 32;
+  auto engine = MakeEngine(&runner, o);
+  EXPECT_EQ(engine->max_model_len(), 32);
+  auto submit = [&](std::vector<int32_t> prompt, int max_tokens) {
+    GenerateRequest r;
+    r.prompt_tokens = std::move(prompt);
+    r.max_tokens = max_tokens;
+    return engine->Submit(r, [](GenerateEvent) {}).status();
+  };
+  absl::Status s = submit(Bytes("123456789"), 1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("9 tokens"));
+  EXPECT_THAT(s.message(), HasSubstr("max-prompt-tokens) of 8"));
+  s = submit(Bytes("1234"), 29);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("max-model-len) is 32 tokens"));
+  EXPECT_THAT(s.message(), HasSubstr("33 tokens (4 in the prompt, 29 in the completion)"));
+  EXPECT_EQ(submit({}, 1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(submit(Bytes("1234"), 28).ok());
+
+  engine->StartDrain();
+  EXPECT_FALSE(engine->ready());
+  EXPECT_EQ(submit(Bytes("1"), 1).code(), absl::StatusCode::kUnavailable);
+
+  auto local = MakeRunner(256);
+  local->set_ready(false);
+  auto not_ready = MakeEngine(local.get());
+  EXPECT_FALSE(not_ready->ready());
+  GenerateRequest r;
+  r.prompt_tokens = Bytes("1");
+  EXPECT_EQ(not_ready->Submit(r, [](GenerateEvent) {}).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(ServingEngine, TextHelpers) {
+  ScriptedStepRunner runner(Bytes("a"));
+  auto engine = MakeEngine(&runner);
+  auto ids = engine->Tokenize("Hello world", /*add_special=*/false);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(*engine->Detokenize(*ids), "Hello world");
+  EXPECT_EQ(*engine->Detokenize({0xE2, 'x'}), kFffd + "x");
+  EXPECT_EQ(engine->TokenText('A'), "A");
+  EXPECT_EQ(engine->TokenText(0xFF), kFffd);
+  auto chat = engine->RenderChat({{"user", "hi"}}, true);
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(*chat,
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+}  // namespace
+}  // namespace tessera::serving
