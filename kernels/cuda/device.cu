@@ -49,12 +49,10 @@ absl::Status Saxpy(int device, float a, const std::vector<float>& x, std::vector
   if (auto s = Check(cudaSetDevice(device), "cudaSetDevice"); !s.ok()) return s;
   if (auto s = Check(cudaMalloc(&d.x, bytes), "cudaMalloc x"); !s.ok()) return s;
   if (auto s = Check(cudaMalloc(&d.y, bytes), "cudaMalloc y"); !s.ok()) return s;
-  if (auto s = Check(cudaMemcpy(d.x, x.data(), bytes, cudaMemcpyHostToDevice), "copy x");
-      !s.ok()) {
+  if (auto s = Check(cudaMemcpy(d.x, x.data(), bytes, cudaMemcpyHostToDevice), "copy x"); !s.ok()) {
     return s;
   }
-  if (auto s = Check(cudaMemcpy(d.y, y.data(), bytes, cudaMemcpyHostToDevice), "copy y");
-      !s.ok()) {
+  if (auto s = Check(cudaMemcpy(d.y, y.data(), bytes, cudaMemcpyHostToDevice), "copy y"); !s.ok()) {
     return s;
   }
   SaxpyKernel<<<(n + 255) / 256, 256>>>(n, a, d.x, d.y);

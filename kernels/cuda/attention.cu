@@ -1,0 +1,200 @@
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/attention_kernels.h"
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/launch_config.h"
+
+namespace tessera::cuda {
+namespace {
+
+// One block per (query, head), kAttentionWarps warps. Each warp walks every
+// kAttentionWarps-th key with an online softmax (running max m, sum l, output acc); lane l
+// owns dimensions l + 32·j, j < kPerLane. The warps then merge their (m, l, acc) in shared
+// memory: o = Σ_w acc_w e^{m_w − M} / Σ_w l_w e^{m_w − M}.
+template <typename T, int kPerLane>
+__global__ void __launch_bounds__(kAttentionWarps* kWarpSize)
+    PagedAttentionKernel(PagedAttentionArgs a) {
+  extern __shared__ float merge[];  // per warp: m, l, acc[kPerLane · 32]
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int64_t qi = blockIdx.x;
+  const int h = blockIdx.y;
+  const int kv_head = h / (a.heads / a.kv_heads);
+  const T* q = static_cast<const T*>(a.q) + qi * a.q_token_stride + static_cast<int64_t>(h) * a.d_k;
+  float qv[kPerLane];
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int d = lane + kWarpSize * j;
+    qv[j] = d < a.d_k ? device::ToFloat(q[d]) : 0.0f;
+  }
+  const int seq = a.query_seq[qi];
+  const int kv_len = a.query_kv_len[qi];
+  const int32_t* table = a.block_table + static_cast<int64_t>(seq) * a.max_blocks;
+  const int count = a.selected ? a.selected_per_query : kv_len;
+  const T* kbase = static_cast<const T*>(a.k.base);
+  const T* vbase = static_cast<const T*>(a.v.base);
+
+  float m = -INFINITY, l = 0.0f, acc[kPerLane] = {};
+  for (int n = warp; n < count; n += kAttentionWarps) {
+    const int pos = a.selected ? a.selected[qi * a.selected_per_query + n] : n;
+    if (pos < 0 || pos >= kv_len) continue;
+    const int64_t block = table[pos / a.block_size];
+    const int slot = pos % a.block_size;
+    const T* k = kbase + block * a.k.block_stride + slot * a.k.token_stride +
+                 static_cast<int64_t>(kv_head) * a.k.head_stride;
+    float dot = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int d = lane + kWarpSize * j;
+      if (d < a.d_k) dot += qv[j] * device::ToFloat(k[d]);
+    }
+    const float s = device::WarpSum(dot) * a.scale;
+    const float m_new = fmaxf(m, s);
+    const float correction = expf(m - m_new);  // 0 on the first key (m = −inf)
+    const float p = expf(s - m_new);
+    l = l * correction + p;
+    const T* v = vbase + block * a.v.block_stride + slot * a.v.token_stride +
+                 static_cast<int64_t>(kv_head) * a.v.head_stride;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int d = lane + kWarpSize * j;
+      acc[j] = acc[j] * correction + (d < a.d_v ? p * device::ToFloat(v[d]) : 0.0f);
+    }
+    m = m_new;
+  }
+
+  float* mine = merge + warp * (2 + kPerLane * kWarpSize);
+  if (lane == 0) {
+    mine[0] = m;
+    mine[1] = l;
+  }
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) mine[2 + lane + kWarpSize * j] = acc[j];
+  __syncthreads();
+  if (warp != 0) return;
+  float big = -INFINITY;
+  for (int w = 0; w < kAttentionWarps; ++w) big = fmaxf(big, merge[w * (2 + kPerLane * kWarpSize)]);
+  T* out = static_cast<T*>(a.out) + qi * a.out_token_stride + static_cast<int64_t>(h) * a.d_v;
+  float total = 0.0f, o[kPerLane] = {};
+  if (big != -INFINITY) {
+    for (int w = 0; w < kAttentionWarps; ++w) {
+      const float* theirs = merge + w * (2 + kPerLane * kWarpSize);
+      const float f = expf(theirs[0] - big);  // 0 for a warp that saw no key
+      total += theirs[1] * f;
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) o[j] += theirs[2 + lane + kWarpSize * j] * f;
+    }
+  }
+  const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int d = lane + kWarpSize * j;
+    if (d < a.d_v) out[d] = device::FromFloat<T>(o[j] * inv);
+  }
+}
+
+template <typename T>
+absl::Status LaunchAttention(const PagedAttentionArgs& a, const LaunchConfig& c, int per_lane,
+                             cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(c.grid_x), static_cast<unsigned>(c.grid_y));
+  switch (per_lane) {
+    case 2:
+      PagedAttentionKernel<T, 2><<<grid, c.block, c.shared_bytes, stream>>>(a);
+      break;
+    case 4:
+      PagedAttentionKernel<T, 4><<<grid, c.block, c.shared_bytes, stream>>>(a);
+      break;
+    case 8:
+      PagedAttentionKernel<T, 8><<<grid, c.block, c.shared_bytes, stream>>>(a);
+      break;
+    case 18:
+      PagedAttentionKernel<T, 18><<<grid, c.block, c.shared_bytes, stream>>>(a);
+      break;
+    default:
+      return absl::InternalError(
+          absl::StrCat("cuda attention: no kernel for ", per_lane, " values per lane"));
+  }
+  return LaunchStatus("paged attention");
+}
+
+// Block: (query, 8 warps of keys); the query's heads × dim values sit in shared memory and
+// each warp scores one key at a time (lanes over the dimensions).
+constexpr int kIndexerWarps = 8;
+
+__global__ void IndexerScoreKernel(IndexerScoreArgs a) {
+  extern __shared__ float qs[];  // heads × dim, then heads weights
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int64_t qi = blockIdx.x;
+  const int hd = a.heads * a.dim;
+  for (int i = threadIdx.x; i < hd; i += blockDim.x) qs[i] = a.q[qi * hd + i];
+  for (int i = threadIdx.x; i < a.heads; i += blockDim.x) qs[hd + i] = a.weights[qi * a.heads + i];
+  __syncthreads();
+  const int kv_len = a.query_kv_len[qi];
+  const int32_t* table = a.block_table + static_cast<int64_t>(a.query_seq[qi]) * a.max_blocks;
+  const float* kbase = static_cast<const float*>(a.keys.base);
+  for (int64_t j = static_cast<int64_t>(blockIdx.y) * kIndexerWarps + warp; j < a.n_keys;
+       j += static_cast<int64_t>(gridDim.y) * kIndexerWarps) {
+    if (j >= kv_len) {
+      if (lane == 0) a.scores[qi * a.n_keys + j] = -INFINITY;
+      continue;
+    }
+    const float* k = kbase + table[j / a.block_size] * a.keys.block_stride +
+                     (j % a.block_size) * a.keys.token_stride;
+    float score = 0.0f;
+    for (int h = 0; h < a.heads; ++h) {
+      float dot = 0.0f;
+      for (int d = lane; d < a.dim; d += kWarpSize) dot += qs[h * a.dim + d] * k[d];
+      dot = device::WarpSum(dot);
+      score += qs[hd + h] * fmaxf(dot, 0.0f);
+    }
+    if (lane == 0) a.scores[qi * a.n_keys + j] = score;
+  }
+}
+
+}  // namespace
+
+absl::Status PagedAttention(const PagedAttentionArgs& a, DType dtype, cudaStream_t stream) {
+  int per_lane = 0;
+  absl::StatusOr<LaunchConfig> c = AttentionLaunch({.queries = a.queries,
+                                                    .heads = a.heads,
+                                                    .kv_heads = a.kv_heads,
+                                                    .d_k = a.d_k,
+                                                    .d_v = a.d_v,
+                                                    .block_size = a.block_size},
+                                                   &per_lane);
+  if (!c.ok()) return c.status();
+  if (!a.q || !a.out || !a.k.base || !a.v.base || !a.block_table || !a.query_seq ||
+      !a.query_kv_len || a.max_blocks <= 0) {
+    return absl::InvalidArgumentError(
+        "cuda attention: q, out, caches, block table, query_seq and query_kv_len are required");
+  }
+  if (a.selected && a.selected_per_query <= 0) {
+    return absl::InvalidArgumentError("cuda attention: a selection needs selected_per_query > 0");
+  }
+  absl::Status (*launch)(const PagedAttentionArgs&, const LaunchConfig&, int, cudaStream_t) =
+      nullptr;
+  TESSERA_DISPATCH_DTYPE(dtype, T, launch = &LaunchAttention<T>);
+  return launch(a, *c, per_lane, stream);
+}
+
+absl::Status IndexerScores(const IndexerScoreArgs& a, cudaStream_t stream) {
+  if (a.queries <= 0 || a.heads <= 0 || a.dim <= 0 || a.n_keys <= 0 || a.block_size <= 0 ||
+      a.max_blocks <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda indexer scores: queries ", a.queries, ", heads ", a.heads, ", dim ", a.dim, ", keys ",
+        a.n_keys, ", block size ", a.block_size, ": expected positive values"));
+  }
+  const size_t shared = static_cast<size_t>(a.heads) * (a.dim + 1) * sizeof(float);
+  if (shared > 48 * 1024) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda indexer scores: ", a.heads, " heads of ",
+                                                   a.dim, " need ", shared,
+                                                   " bytes of shared memory, more than 48 KiB"));
+  }
+  const int64_t key_blocks =
+      std::min<int64_t>((a.n_keys + kIndexerWarps - 1) / kIndexerWarps, 65535);
+  const dim3 grid(static_cast<unsigned>(a.queries), static_cast<unsigned>(key_blocks));
+  IndexerScoreKernel<<<grid, kIndexerWarps * kWarpSize, shared, stream>>>(a);
+  return LaunchStatus("indexer scores");
+}
+
+}  // namespace tessera::cuda

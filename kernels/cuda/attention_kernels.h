@@ -1,0 +1,71 @@
+// Attention over a paged KV cache on the GPU: GQA (spec 5.4), the MLA absorbed form over the
+// latent cache (spec 10.3: one 576-wide key per token whose first 512 values are the value),
+// optionally restricted to the DSA indexer's selection (spec 12.4), and the indexer's
+// scores. Device pointers; queued on `stream`.
+#pragma once
+
+#include "kernels/cuda/cuda_types.h"
+
+namespace tessera::cuda {
+
+// A paged cache: token p of the sequence using block-table row s lives in block
+// block_table[s·max_blocks + p / block_size], slot p % block_size. Element i of KV head g of
+// that token is at base + block·block_stride + slot·token_stride + g·head_stride + i.
+struct PagedCache {
+  const void* base = nullptr;
+  int64_t block_stride = 0;
+  int64_t token_stride = 0;
+  int64_t head_stride = 0;
+};
+
+struct PagedAttentionArgs {
+  int64_t queries = 0;  // query tokens
+  int heads = 0;
+  int kv_heads = 0;  // 1 for MLA
+  int d_k = 0;       // query/key width (MLA: kv_lora_rank + rope dim = 576)
+  int d_v = 0;       // value width (MLA: kv_lora_rank = 512, the key's first values)
+  int block_size = 0;
+  float scale = 0.0f;  // s of spec 5.4 / 10.6
+  // Query q of head h: q + q·q_token_stride + h·d_k. Output: out + q·out_token_stride + h·d_v.
+  const void* q = nullptr;
+  int64_t q_token_stride = 0;
+  void* out = nullptr;
+  int64_t out_token_stride = 0;
+  PagedCache k, v;                       // MLA: v = k (same base and strides), d_v < d_k
+  const int32_t* block_table = nullptr;  // [sequences, max_blocks]
+  int max_blocks = 0;
+  const int32_t* query_seq = nullptr;     // block-table row of each query
+  const int32_t* query_kv_len = nullptr;  // keys 0 .. len−1 are visible to each query (causal)
+  // Optional DSA selection: per query `selected_per_query` key positions (−1 = unused);
+  // only those (that are also visible) are attended.
+  const int32_t* selected = nullptr;
+  int selected_per_query = 0;
+};
+
+// o = Σ_t softmax_t(scale · q·k_t) v_t per query and head over the visible (and selected)
+// keys; float32 scores and accumulation; a query with no visible key gets zeros. Query head
+// h uses KV head h / (heads / kv_heads). q, the cache and out are `dtype`.
+absl::Status PagedAttention(const PagedAttentionArgs& args, DType dtype, cudaStream_t stream);
+
+// DSA indexer scores (spec 12.4 step 6), float32 throughout:
+// scores[q·n_keys + j] = Σ_h w[q·heads + h] · ReLU(q_I[q, h] · k_I[j]) for j < query_kv_len[q],
+// −inf for the other j < n_keys. q_I is [queries, heads, dim]; the index keys are a paged
+// cache (kv_heads 1, float32) with the same block table as the attention.
+struct IndexerScoreArgs {
+  int64_t queries = 0;
+  int heads = 0;
+  int dim = 0;
+  int64_t n_keys = 0;  // row length of `scores` (≥ every query_kv_len)
+  int block_size = 0;
+  const float* q = nullptr;
+  const float* weights = nullptr;
+  PagedCache keys;
+  const int32_t* block_table = nullptr;
+  int max_blocks = 0;
+  const int32_t* query_seq = nullptr;
+  const int32_t* query_kv_len = nullptr;
+  float* scores = nullptr;
+};
+absl::Status IndexerScores(const IndexerScoreArgs& args, cudaStream_t stream);
+
+}  // namespace tessera::cuda
