@@ -46,6 +46,11 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(serving::Engine* e
   // gRPC sets SO_REUSEPORT by default: a second daemon on the same port would then share
   // its connections silently instead of failing to start.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Pings idle connections so that a client that vanished without closing (a dead host, a
+  // dropped NAT entry) is noticed and its requests cancelled within about a minute, instead
+  // of TCP's hours.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || bound_port == 0) {
     return absl::UnavailableError(

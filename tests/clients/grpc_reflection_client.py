@@ -13,7 +13,8 @@ Generate is a server-streaming method GenerateRequest -> GenerateResponse; a str
 generation yields token ids, and its last chunk (only) carries finish_reason and usage whose
 completion_tokens counts the ids received; health (also built from reflection) answers
 SERVING without an API key; with a
-key configured, a call without it is UNAUTHENTICATED.
+key configured, a call without it is UNAUTHENTICATED. With --server, also the drain: SIGTERM
+during a stream lets it finish, refuses a new call with UNAVAILABLE, and the server exits 0.
 
   grpc_reflection_client.py --server PATH/test_grpc_server   # starts and stops it
   grpc_reflection_client.py --target 127.0.0.1:50051 [--api-key KEY] [--prompt TEXT]
@@ -23,8 +24,10 @@ Exit 0 when every check passed, 1 otherwise, 77 when python3-grpcio is missing (
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
+import time
 
 try:
     import grpc
@@ -188,7 +191,7 @@ def run(target, api_key, prompt, expect_echo):
     generate = describe_method(files, "tessera.v1.Inference", "Generate")
     if not check(generate is not None and generate.server_streaming and
                  not generate.client_streaming, "describe: Generate is server-streaming"):
-        return
+        raise RuntimeError("cannot go on without a server-streaming Generate")
     check(generate.input_type == ".tessera.v1.GenerateRequest" and
           generate.output_type == ".tessera.v1.GenerateResponse",
           f"describe: Generate({generate.input_type}) returns (stream {generate.output_type})")
@@ -228,7 +231,27 @@ def run(target, api_key, prompt, expect_echo):
         except grpc.RpcError as e:
             check(e.code() == grpc.StatusCode.UNAUTHENTICATED,
                   f"auth: a call without the key is {e.code().name}")
-    channel.close()
+    return channel, call, request_cls, metadata
+
+
+def check_drain(server, call, request_cls, metadata, prompt):
+    """SIGTERM while a stream is running: the stream finishes, a new call is refused with
+    UNAVAILABLE, and the server exits 0."""
+    request = json_format.ParseDict({"text": prompt}, request_cls())
+    stream = call(request, timeout=TIMEOUT_S, metadata=metadata)
+    chunks = [next(stream)]
+    server.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    try:
+        list(call(request, timeout=TIMEOUT_S, metadata=metadata))
+        check(False, "drain: a new call after SIGTERM is refused")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.UNAVAILABLE, f"drain: a new call is {e.code().name}")
+    chunks += list(stream)
+    text = "".join(c.text for c in chunks)
+    check(text == prompt and chunks[-1].finish_reason == "stop",
+          f"drain: the running stream finished ({chunks[-1].finish_reason!r}, {len(text)} chars)")
+    check(server.wait(timeout=TIMEOUT_S) == 0, "drain: the server exits 0")
 
 
 def main():
@@ -245,7 +268,8 @@ def main():
     target = args.target
     try:
         if args.server:
-            cmd = [args.server, "--port", "0", "--token-delay-ms", "2"]
+            # 20 ms a token: a generation is long enough to send SIGTERM in the middle.
+            cmd = [args.server, "--port", "0", "--token-delay-ms", "20"]
             api_key = args.api_key or "client-test-key"
             cmd += ["--api-key", api_key]
             server = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
@@ -254,15 +278,17 @@ def main():
                 print(f"FAIL server did not start: {line!r}")
                 return 1
             target = line[len("listening on "):]
-            run(target, api_key, args.prompt, expect_echo=True)
+            _, call, request_cls, metadata = run(target, api_key, args.prompt, expect_echo=True)
+            check_drain(server, call, request_cls, metadata, args.prompt)
         else:
-            run(target, args.api_key, args.prompt, expect_echo=False)
-    except (grpc.RpcError, grpc.FutureTimeoutError, RuntimeError) as e:
-        check(False, f"unexpected error: {e}")
+            channel, *_ = run(target, args.api_key, args.prompt, expect_echo=False)
+            channel.close()
+    except (grpc.RpcError, grpc.FutureTimeoutError, RuntimeError, StopIteration) as e:
+        check(False, f"unexpected error: {e!r}")
     finally:
-        if server is not None:
-            server.terminate()
-            check(server.wait(timeout=TIMEOUT_S) == 0, "server: SIGTERM drains and exits 0")
+        if server is not None and server.poll() is None:
+            server.kill()
+            server.wait()
     print(f"{len(PASSED)} passed, {len(FAILURES)} failed")
     return 1 if FAILURES else 0
 
