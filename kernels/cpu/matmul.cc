@@ -149,7 +149,7 @@ std::vector<float> TransposeActivations(const float* x, int64_t batch, int64_t n
 // few rows (Vᵀ has head-dim rows) still spreads over the threads.
 void FloatPanelMatmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
                       int64_t batch, float* y, int64_t ldy, ThreadPool* pool) {
-  constexpr int64_t kTileRows = 32, kTokenBlock = 192;
+  constexpr int64_t kTileRows = 32, kTokenBlock = 384;
   const int threads = pool ? pool->size() : 1;
   const int64_t n_tiles = (row_end - row_begin + kTileRows - 1) / kTileRows;
   const int64_t n_blocks = (batch + kTokenBlock - 1) / kTokenBlock;

@@ -178,12 +178,12 @@ TEST(MatmulInt8GemmTest, ShardWritesItsOwnRows) {
 }
 
 // F32 matrices with a prefill batch (attention) take the AVX-512 panel kernel: odd row
-// counts, short and long rows, token counts across its 192-token blocks.
+// counts, short and long rows, token counts across its 384-token blocks.
 TEST(MatmulFloatPanelTest, OddShapesMatchFloat64Reference) {
   uint64_t seed = 500;
   for (int64_t cols : {37, 64, 512}) {
     for (int64_t rows : {5, 33, 70}) {
-      for (int64_t batch : {8, 29, 200}) {
+      for (int64_t batch : {8, 29, 400}) {
         const Problem p = MakeProblem(GgmlType::kF32, rows, cols, batch, seed++);
         for (int threads : {1, 3}) Check(p, MatmulPath::kFloat, BestIsa(), threads);
       }
