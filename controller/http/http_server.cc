@@ -18,7 +18,6 @@ namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
-using Strand = net::strand<net::io_context::executor_type>;
 
 // While a request is being answered the connection keeps one read posted so that a client
 // that closes is noticed at once; bytes it reads (a pipelined next request) stay buffered,
@@ -100,13 +99,15 @@ namespace {
 
 class ExchangeImpl;
 
-// One client connection. Every member is touched only on `strand_`.
+// One client connection. Every member is touched only on `strand_`: the strand the socket was
+// accepted onto, so that the socket's completions, the timer's and the posted work of the
+// Exchange all run serialized on it.
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(std::shared_ptr<HttpServer::Core> core, tcp::socket socket)
       : core_(std::move(core)),
-        strand_(net::make_strand(core_->ioc)),
         socket_(std::move(socket)),
+        strand_(socket_.get_executor()),
         timer_(strand_) {
     core_->connections.fetch_add(1);
   }
@@ -128,7 +129,7 @@ class Session : public std::enable_shared_from_this<Session> {
     net::post(strand_, [self = shared_from_this()] { self->Close(); });
   }
 
-  const Strand& strand() const { return strand_; }
+  const net::any_io_executor& strand() const { return strand_; }
 
   // The Exchange's work, on the strand; `ex` must be the current exchange.
   void DoRespond(ExchangeImpl* ex, HttpResponse response);
@@ -174,8 +175,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void Close();
 
   std::shared_ptr<HttpServer::Core> core_;
-  Strand strand_;
   tcp::socket socket_;
+  net::any_io_executor strand_;
   net::steady_timer timer_;
   uint64_t timer_gen_ = 0;
   std::string remote_;

@@ -7,9 +7,10 @@ if(TARGET tessera_http)
     DEPS tessera_http
     LABELS unit http
     TIMEOUT 120)
+  # Also under ASan/UBSan (label sanitize): connection lifetimes are the risky part.
   tessera_test(http_server_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/http_server_test.cc
     DEPS tessera_http
-    LABELS unit http
+    LABELS unit http sanitize
     TIMEOUT 120)
 endif()

@@ -3,6 +3,7 @@
 // request is cancelled, graceful drain, and 1,000 idle SSE connections on two io threads.
 #include <sys/resource.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <memory>
@@ -182,6 +183,36 @@ TEST(HttpServerTest, StopCancelsStreamsInFlight) {
   g.server->Stop();
   EXPECT_EQ(g.engine->cancels(), 1);
   EXPECT_TRUE(WaitFor([&] { return g.engine->running() == 0; }));
+}
+
+TEST(HttpServerTest, ConcurrentKeepAliveStreams) {
+  GatewayUnderTest g;
+  constexpr int kClients = 4;
+  constexpr int kRequests = 50;
+  std::vector<std::thread> clients;
+  std::atomic<int> good{0};
+  for (int t = 0; t < kClients; ++t) {
+    clients.emplace_back([&, t] {
+      HttpTestConnection c(g.port());
+      for (int i = 0; i < kRequests; ++i) {
+        const std::string prompt = "client " + std::to_string(t) + " request " + std::to_string(i);
+        const bool stream = i % 2 == 0;
+        const auto r =
+            c.Call("POST", "/v1/completions", json{{"prompt", prompt}, {"stream", stream}}.dump());
+        std::string text;
+        if (stream) {
+          for (const std::string& d : SseData(r.body)) {
+            if (d != "[DONE]") text += json::parse(d)["choices"][0]["text"].get<std::string>();
+          }
+        } else if (r.status == 200) {
+          text = json::parse(r.body)["choices"][0]["text"];
+        }
+        if (r.status == 200 && text == prompt) good.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(good.load(), kClients * kRequests);
 }
 
 long ResidentKiB() {
