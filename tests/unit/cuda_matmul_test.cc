@@ -1,0 +1,180 @@
+// GPU dequantization, decode GEMV and prefill GEMM against the CPU reference decoders and
+// the float64 matrix product (kernels/reference/matmul_ref.h). Label `gpu`.
+#include <cublas_v2.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "common/quant/dequantize.h"
+#include "common/quant/type_traits.h"
+#include "kernels/cuda/matmul_kernels.h"
+#include "kernels/reference/matmul_ref.h"
+#include "tests/unit/cuda_test_util.h"
+#include "tests/unit/quant_test_util.h"
+
+namespace tessera::cuda {
+namespace {
+
+using gguf::GgmlType;
+using testing::Decode;
+using testing::DeviceBuffer;
+using testing::Encode;
+using testing::Epsilon;
+using testing::Round;
+
+constexpr GgmlType kTypes[] = {
+    GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ4_0,   GgmlType::kQ4_1,
+    GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ2_K,   GgmlType::kQ3_K,
+    GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS};
+
+const char* Name(GgmlType t) { return quant::FindQuantTraits(t)->name; }
+
+std::vector<float> CpuDequantize(GgmlType type, const std::vector<uint8_t>& bytes, int64_t n) {
+  std::vector<float> out(n);
+  EXPECT_TRUE(quant::DequantizeToFloat(type, bytes, n, out.data()).ok());
+  return out;
+}
+
+std::vector<float> RandomVector(size_t n, std::mt19937_64& rng) {
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+class CudaMatmul : public testing::GpuTest {};
+
+TEST_F(CudaMatmul, DequantizeIsBitExactForEveryType) {
+  std::mt19937_64 rng(1);
+  const int64_t n = 256 * 37;
+  for (GgmlType type : kTypes) {
+    SCOPED_TRACE(Name(type));
+    const std::vector<uint8_t> bytes = quant::testing::RandomBlocks(type, n, rng);
+    const std::vector<float> expected = CpuDequantize(type, bytes, n);
+    DeviceBuffer src(bytes);
+    for (DType out : {DType::kF32, DType::kF16, DType::kBF16}) {
+      SCOPED_TRACE(DTypeName(out));
+      DeviceBuffer dst(n * DTypeBytes(out));
+      ASSERT_TRUE(Dequantize(type, src.get(), n, out, dst.get(), nullptr).ok());
+      Sync();
+      const std::vector<float> got = Decode(dst.Download<uint8_t>(n * DTypeBytes(out)), out);
+      const std::vector<float> want = Round(expected, out);
+      int mismatches = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        if (std::memcmp(&got[i], &want[i], 4) != 0 && mismatches++ < 5) {
+          ADD_FAILURE() << "element " << i << ": gpu " << got[i] << ", cpu " << want[i];
+        }
+      }
+      EXPECT_EQ(mismatches, 0);
+    }
+  }
+}
+
+TEST_F(CudaMatmul, DequantizeRejectsPartialBlocks) {
+  absl::Status s = Dequantize(GgmlType::kQ4_K, nullptr, 100, DType::kF32, nullptr, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+}
+
+// y = W x against the float64 product of the decoded W with the x the device saw; the bound
+// is float32 accumulation over |W||x| plus one rounding of y to the activation dtype.
+void ExpectProduct(GgmlType type, const std::vector<uint8_t>& w, int64_t rows, int64_t cols,
+                   const std::vector<float>& x_seen, int64_t batch, DType act,
+                   const std::vector<float>& y) {
+  absl::StatusOr<std::vector<double>> ref =
+      kernels::reference::MatmulFloat64(type, w, rows, cols, x_seen, batch);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  const std::vector<float> wf = CpuDequantize(type, w, rows * cols);
+  int failures = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double mag = 0;
+      for (int64_t k = 0; k < cols; ++k) mag += std::fabs(wf[r * cols + k] * x_seen[b * cols + k]);
+      const double want = (*ref)[b * rows + r];
+      const double bound = 2e-6 * mag + Epsilon(act) * std::fabs(want) + 1e-30;
+      const double got = y[b * rows + r];
+      if (!(std::fabs(got - want) <= bound) && failures++ < 5) {
+        ADD_FAILURE() << "y[" << b << "][" << r << "] = " << got << ", float64 " << want
+                      << ", bound " << bound;
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0);
+}
+
+TEST_F(CudaMatmul, GemvEveryTypeAndBatch) {
+  std::mt19937_64 rng(2);
+  const int64_t rows = 67, cols = 512;
+  for (GgmlType type : kTypes) {
+    SCOPED_TRACE(Name(type));
+    const std::vector<uint8_t> w = quant::testing::RandomBlocks(type, rows * cols, rng);
+    DeviceBuffer dw(w);
+    const DeviceMatrix m{type, rows, cols, w.size() / rows, dw.get()};
+    for (int64_t batch : {1, 3, 11}) {
+      SCOPED_TRACE(batch);
+      const std::vector<float> x = RandomVector(cols * batch, rng);
+      DeviceBuffer dx(x), dy(rows * batch * 4);
+      ASSERT_TRUE(Gemv(m, dx.get(), DType::kF32, batch, dy.get(), nullptr).ok());
+      Sync();
+      ExpectProduct(type, w, rows, cols, x, batch, DType::kF32, dy.Download<float>(rows * batch));
+    }
+  }
+}
+
+TEST_F(CudaMatmul, GemvHalfActivations) {
+  std::mt19937_64 rng(3);
+  const int64_t rows = 40, cols = 768, batch = 2;
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ8_0, GgmlType::kQ6_K}) {
+    const std::vector<uint8_t> w = quant::testing::RandomBlocks(type, rows * cols, rng);
+    DeviceBuffer dw(w);
+    const DeviceMatrix m{type, rows, cols, w.size() / rows, dw.get()};
+    for (DType act : {DType::kF16, DType::kBF16}) {
+      SCOPED_TRACE(std::string(Name(type)) + " " + DTypeName(act));
+      const std::vector<float> x = RandomVector(cols * batch, rng);
+      DeviceBuffer dx(Encode(x, act)), dy(rows * batch * DTypeBytes(act));
+      ASSERT_TRUE(Gemv(m, dx.get(), act, batch, dy.get(), nullptr).ok());
+      Sync();
+      ExpectProduct(type, w, rows, cols, Round(x, act), batch, act,
+                    Decode(dy.Download<uint8_t>(rows * batch * DTypeBytes(act)), act));
+    }
+  }
+}
+
+TEST_F(CudaMatmul, GemmThroughCublasInChunks) {
+  std::mt19937_64 rng(4);
+  const int64_t rows = 96, cols = 512, batch = 17;
+  cublasHandle_t handle;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ8_0, GgmlType::kIQ4_XS, GgmlType::kF16}) {
+    const std::vector<uint8_t> w = quant::testing::RandomBlocks(type, rows * cols, rng);
+    DeviceBuffer dw(w);
+    const DeviceMatrix m{type, rows, cols, w.size() / rows, dw.get()};
+    for (DType act : {DType::kF32, DType::kF16, DType::kBF16}) {
+      SCOPED_TRACE(std::string(Name(type)) + " " + DTypeName(act));
+      const std::vector<float> x = RandomVector(cols * batch, rng);
+      DeviceBuffer dx(Encode(x, act)), dy(rows * batch * DTypeBytes(act));
+      // 40 rows of scratch: three chunks (40, 40, 16).
+      const size_t scratch_bytes = 40 * cols * DTypeBytes(act);
+      DeviceBuffer scratch(scratch_bytes);
+      ASSERT_TRUE(GemmDequantized(handle, m, dx.get(), act, batch, dy.get(), scratch.get(),
+                                  scratch_bytes, nullptr)
+                      .ok());
+      Sync();
+      // Half activations: the weights were rounded to the activation dtype too.
+      std::vector<uint8_t> w_seen = w;
+      GgmlType seen_type = type;
+      if (act != DType::kF32) {
+        const std::vector<float> wf = Round(CpuDequantize(type, w, rows * cols), act);
+        w_seen.resize(wf.size() * 4);
+        std::memcpy(w_seen.data(), wf.data(), w_seen.size());
+        seen_type = GgmlType::kF32;
+      }
+      ExpectProduct(seen_type, w_seen, rows, cols, Round(x, act), batch, act,
+                    Decode(dy.Download<uint8_t>(rows * batch * DTypeBytes(act)), act));
+    }
+  }
+  cublasDestroy(handle);
+}
+
+}  // namespace
+}  // namespace tessera::cuda
