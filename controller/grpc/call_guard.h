@@ -15,9 +15,10 @@
 
 namespace tessera::grpc_api {
 
-// Called once per Inference call with the method's short name ("Generate", "Tokenize", ...)
-// and the status code the client received, for request counters. Runs on gRPC's threads;
-// must be thread-safe and quick.
+// Called once per Inference call with the method's full name
+// ("/tessera.v1.Inference/Generate", as ServingMetrics::GrpcRequest takes it) and the status
+// code the client received (StatusCodeName gives its canonical name), for request counters.
+// Runs on gRPC's threads; must be thread-safe and quick.
 using CallObserver = std::function<void(const std::string& method, grpc::StatusCode code)>;
 
 class CallGuard {

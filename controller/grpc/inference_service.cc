@@ -30,12 +30,12 @@ absl::StatusOr<serving::GenerateRequest> BaseRequest(const std::string& model,
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
-  return StartStream(context, "Generate", *request, &PromptTokens);
+  return StartStream(context, "/tessera.v1.Inference/Generate", *request, &PromptTokens);
 }
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceService::Chat(
     grpc::CallbackServerContext* context, const v1::ChatRequest* request) {
-  return StartStream(context, "Chat", *request, &ChatPromptTokens);
+  return StartStream(context, "/tessera.v1.Inference/Chat", *request, &ChatPromptTokens);
 }
 
 template <typename Request>
@@ -79,7 +79,7 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext
       status = ToGrpcStatus(ids.status());
     }
   }
-  return FinishUnary(context, "Tokenize", std::move(status));
+  return FinishUnary(context, "/tessera.v1.Inference/Tokenize", std::move(status));
 }
 
 grpc::ServerUnaryReactor* InferenceService::Detokenize(grpc::CallbackServerContext* context,
@@ -108,7 +108,7 @@ grpc::ServerUnaryReactor* InferenceService::Detokenize(grpc::CallbackServerConte
       status = ToGrpcStatus(text.status());
     }
   }
-  return FinishUnary(context, "Detokenize", std::move(status));
+  return FinishUnary(context, "/tessera.v1.Inference/Detokenize", std::move(status));
 }
 
 grpc::ServerUnaryReactor* InferenceService::ListModels(grpc::CallbackServerContext* context,
@@ -122,7 +122,7 @@ grpc::ServerUnaryReactor* InferenceService::ListModels(grpc::CallbackServerConte
     card->set_created(info.created_unix);
     card->set_owned_by("tessera");
   }
-  return FinishUnary(context, "ListModels", std::move(status));
+  return FinishUnary(context, "/tessera.v1.Inference/ListModels", std::move(status));
 }
 
 grpc::ServerUnaryReactor* InferenceService::GetModelInfo(grpc::CallbackServerContext* context,
@@ -144,7 +144,7 @@ grpc::ServerUnaryReactor* InferenceService::GetModelInfo(grpc::CallbackServerCon
     for (int32_t id : info.eog_token_ids) response->add_eog_token_ids(id);
     response->set_ready(guard_->engine().ready() && guard_->accepting());
   }
-  return FinishUnary(context, "GetModelInfo", std::move(status));
+  return FinishUnary(context, "/tessera.v1.Inference/GetModelInfo", std::move(status));
 }
 
 grpc::ServerUnaryReactor* InferenceService::FinishUnary(grpc::CallbackServerContext* context,

@@ -13,6 +13,28 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(grpc_code, std::string(status.message()));
 }
 
+const char* StatusCodeName(grpc::StatusCode code) {
+  static constexpr const char* kNames[] = {"OK",
+                                           "CANCELLED",
+                                           "UNKNOWN",
+                                           "INVALID_ARGUMENT",
+                                           "DEADLINE_EXCEEDED",
+                                           "NOT_FOUND",
+                                           "ALREADY_EXISTS",
+                                           "PERMISSION_DENIED",
+                                           "RESOURCE_EXHAUSTED",
+                                           "FAILED_PRECONDITION",
+                                           "ABORTED",
+                                           "OUT_OF_RANGE",
+                                           "UNIMPLEMENTED",
+                                           "INTERNAL",
+                                           "UNAVAILABLE",
+                                           "DATA_LOSS",
+                                           "UNAUTHENTICATED"};
+  const int i = static_cast<int>(code);
+  return i >= 0 && i <= 16 ? kNames[i] : "UNKNOWN";
+}
+
 bool WantsRetryAfter(grpc::StatusCode code) { return code == grpc::StatusCode::RESOURCE_EXHAUSTED; }
 
 }  // namespace tessera::grpc_api

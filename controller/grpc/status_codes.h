@@ -11,6 +11,9 @@ namespace tessera::grpc_api {
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
+// The canonical name of `code` ("OK", "INVALID_ARGUMENT", ...), as metrics label it.
+const char* StatusCodeName(grpc::StatusCode code);
+
 // True for the codes that mean "try again later", for which the server adds a
 // `retry-after` trailer: RESOURCE_EXHAUSTED.
 bool WantsRetryAfter(grpc::StatusCode code);

@@ -15,6 +15,7 @@
 
 #include "controller/grpc/api_key.h"
 #include "controller/grpc/grpc_server.h"
+#include "controller/grpc/status_codes.h"
 #include "controller/grpc/utf8_text.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -516,7 +517,7 @@ TEST_F(GrpcApiTest, QueueFullIsResourceExhaustedWithRetryAfter) {
   EXPECT_THAT(r.status.error_message(), HasSubstr("waiting queue full"));
   ASSERT_EQ(r.trailers.count("retry-after"), 1u);
   EXPECT_EQ(r.trailers.find("retry-after")->second, "3");
-  EXPECT_THAT(observed(), ElementsAre(std::make_pair(std::string("Generate"),
+  EXPECT_THAT(observed(), ElementsAre(std::make_pair(std::string("/tessera.v1.Inference/Generate"),
                                                      grpc::StatusCode::RESOURCE_EXHAUSTED)));
 }
 
@@ -590,9 +591,11 @@ TEST_F(GrpcApiTest, ObserverSeesEveryCallWithItsCode) {
   v1::TokenizeResponse tokens;
   grpc::ClientContext context;
   ASSERT_TRUE(stub_->Tokenize(&context, {}, &tokens).ok());
-  EXPECT_THAT(observed(),
-              ElementsAre(std::make_pair(std::string("Generate"), grpc::StatusCode::OK),
-                          std::make_pair(std::string("Tokenize"), grpc::StatusCode::OK)));
+  EXPECT_THAT(
+      observed(),
+      ElementsAre(
+          std::make_pair(std::string("/tessera.v1.Inference/Generate"), grpc::StatusCode::OK),
+          std::make_pair(std::string("/tessera.v1.Inference/Tokenize"), grpc::StatusCode::OK)));
 }
 
 TEST_F(GrpcApiTest, BindingAPortInUseIsAnError) {
@@ -600,6 +603,16 @@ TEST_F(GrpcApiTest, BindingAPortInUseIsAnError) {
   options.port = server_->port();
   absl::StatusOr<std::unique_ptr<GrpcServer>> second = GrpcServer::Start(&engine_, options);
   EXPECT_FALSE(second.ok());
+}
+
+TEST(StatusCodesTest, NamesAndMappingFollowTheCanonicalCodes) {
+  EXPECT_STREQ(StatusCodeName(grpc::StatusCode::OK), "OK");
+  EXPECT_STREQ(StatusCodeName(grpc::StatusCode::RESOURCE_EXHAUSTED), "RESOURCE_EXHAUSTED");
+  EXPECT_STREQ(StatusCodeName(grpc::StatusCode::UNAUTHENTICATED), "UNAUTHENTICATED");
+  EXPECT_EQ(ToGrpcStatus(absl::DeadlineExceededError("late")).error_code(),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(ToGrpcStatus(absl::InvalidArgumentError("x")).error_message(), "x");
+  EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
 }
 
 TEST(Utf8TextTest, ReplacesIllFormedSequencesByMaximalSubpart) {
