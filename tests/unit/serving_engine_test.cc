@@ -338,32 +338,52 @@ TEST(ServingEngine, DeadlinesEndRequestsWithDeadlineExceeded) {
   EXPECT_EQ(s.failed, 2);
 }
 
-// A runner whose Nth step fails as a dead worker does.
+// A runner whose Nth step fails as a dead worker does. Steps wait until Open(), so that
+// a test can put several requests in flight first.
 class FailingRunner : public StepRunner {
  public:
   FailingRunner(StepRunner* inner, int fail_step) : inner_(inner), fail_step_(fail_step) {}
   absl::StatusOr<tessera::v1::StepResult> RunStep(const tessera::v1::StepRequest& s) override {
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] { return open_; });
+    }
     if (++steps_ == fail_step_) return absl::UnavailableError("worker rank 1 exited (signal 9)");
     return inner_->RunStep(s);
   }
   int block_size() const override { return inner_->block_size(); }
   int n_blocks() const override { return inner_->n_blocks(); }
   bool ready() const override { return inner_->ready(); }
+  void Open() {
+    std::lock_guard<std::mutex> l(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
 
  private:
   StepRunner* inner_;
   int fail_step_;
   int steps_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
 };
 
 TEST(ServingEngine, AFailedStepFailsInFlightRequestsAndTheEngineRecovers) {
   auto local = MakeRunner();
   FailingRunner runner(local.get(), /*fail_step=*/4);
-  CountingObserver observer;
-  auto engine = MakeEngine(&runner, {}, &observer);
-  std::vector<GenerateRequest> requests;
-  for (int i = 0; i < 4; ++i) requests.push_back(Request(i, 8 + i, 50));
-  for (const Outcome& o : RunAll(*engine, requests)) {
+  auto engine = MakeEngine(&runner);
+  std::vector<std::unique_ptr<Collector>> collectors;
+  std::vector<std::unique_ptr<RequestHandle>> handles;
+  for (int i = 0; i < 4; ++i) {
+    collectors.push_back(std::make_unique<Collector>());
+    auto h = engine->Submit(Request(i, 8 + i, 50), collectors.back()->Sink());
+    ASSERT_TRUE(h.ok()) << h.status();
+    handles.push_back(*std::move(h));
+  }
+  runner.Open();
+  for (auto& c : collectors) {
+    Outcome o = c->Wait();
     EXPECT_EQ(o.status.code(), absl::StatusCode::kUnavailable);
     EXPECT_THAT(o.status.message(), HasSubstr("worker rank 1 exited (signal 9)"));
     EXPECT_EQ(o.finish_reason, "abort");
