@@ -93,21 +93,26 @@ void DecodeQ6_K(const uint8_t* src, int64_t cols, RowOut out) {
 
 void DecodeQ8_0(const uint8_t* src, int64_t cols, RowOut out) {
   const auto* x = reinterpret_cast<const quant::BlockQ8_0*>(src);
-  for (int64_t i = 0; i < cols / quant::kQK; ++i, out.q += quant::kQK) {
+  for (int64_t i = 0; i < cols / quant::kQK; ++i) {
     out.d[i] = Fp16ToFloat(x[i].d);
     out.sc[i] = 1.0f;
-    for (int l = 0; l < quant::kQK; ++l) out.q[l] = static_cast<uint8_t>(x[i].qs[l]) ^ 0x80;
+    if (out.q == nullptr) continue;
+    for (int l = 0; l < quant::kQK; ++l) {
+      out.q[i * quant::kQK + l] = static_cast<uint8_t>(x[i].qs[l]) ^ 0x80;
+    }
   }
 }
 
 void DecodeQ4_0(const uint8_t* src, int64_t cols, RowOut out) {
   const auto* x = reinterpret_cast<const quant::BlockQ4_0*>(src);
-  for (int64_t i = 0; i < cols / quant::kQK; ++i, out.q += quant::kQK) {
+  for (int64_t i = 0; i < cols / quant::kQK; ++i) {
     out.d[i] = Fp16ToFloat(x[i].d);
     out.sc[i] = 1.0f;
+    if (out.q == nullptr) continue;
+    uint8_t* q = out.q + i * quant::kQK;
     for (int l = 0; l < quant::kQK / 2; ++l) {
-      out.q[l] = x[i].qs[l] & 0xF;
-      out.q[l + 16] = x[i].qs[l] >> 4;
+      q[l] = x[i].qs[l] & 0xF;
+      q[l + 16] = x[i].qs[l] >> 4;
     }
   }
 }

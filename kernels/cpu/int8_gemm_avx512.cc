@@ -273,6 +273,25 @@ void PanelQuantsQ6_K(const uint8_t* row, int64_t cols, uint8_t* panel_q, int lan
   }
 }
 
+void PanelQuantsQ8_0(const uint8_t* row, int64_t cols, uint8_t* panel_q, int lane) {
+  const auto* x = reinterpret_cast<const quant::BlockQ8_0*>(row);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));  // signed q → q + 128
+  for (int64_t i = 0; i < cols / quant::kQK; ++i) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs));
+    ScatterToPanel(_mm256_xor_si256(v, flip), i * quant::kQK, panel_q, lane);
+  }
+}
+
+void PanelQuantsQ4_0(const uint8_t* row, int64_t cols, uint8_t* panel_q, int lane) {
+  const auto* x = reinterpret_cast<const quant::BlockQ4_0*>(row);
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  for (int64_t i = 0; i < cols / quant::kQK; ++i) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].qs));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), low4);
+    ScatterToPanel(_mm256_set_m128i(hi, _mm_and_si128(v, low4)), i * quant::kQK, panel_q, lane);
+  }
+}
+
 }  // namespace
 
 bool Int8Gemm(const Int8GemmLayout& layout, const Int8Panel* panels, int rows,
@@ -321,6 +340,10 @@ PanelQuantsFn PanelQuants(gguf::GgmlType type) {
       return PanelQuantsQ4_K;
     case gguf::GgmlType::kQ6_K:
       return PanelQuantsQ6_K;
+    case gguf::GgmlType::kQ8_0:
+      return PanelQuantsQ8_0;
+    case gguf::GgmlType::kQ4_0:
+      return PanelQuantsQ4_0;
     default:
       return nullptr;
   }
