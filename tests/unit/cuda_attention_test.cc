@@ -1,0 +1,260 @@
+// GPU paged attention (GQA, MLA latent, DSA selection) and the DSA indexer scores against
+// float64 computations of spec 5.4 / 10.3 / 12.4 written out below. Label `gpu`.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernels/cuda/attention_kernels.h"
+#include "tests/unit/cuda_test_util.h"
+
+namespace tessera::cuda {
+namespace {
+
+using testing::Decode;
+using testing::DeviceBuffer;
+using testing::Encode;
+using testing::Epsilon;
+using testing::Round;
+
+std::vector<float> RandomVector(size_t n, std::mt19937_64& rng) {
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// A paged cache laid out [block][slot][kv_head][width] with a shuffled block table.
+struct Layout {
+  int sequences, max_blocks, block_size, kv_heads, width;
+  std::vector<int32_t> table;  // [sequences, max_blocks]
+  int64_t Offset(int seq, int pos, int head) const {
+    const int64_t block = table[seq * max_blocks + pos / block_size];
+    return ((block * block_size + pos % block_size) * kv_heads + head) * width;
+  }
+};
+
+Layout MakeLayout(int sequences, int max_blocks, int block_size, int kv_heads, int width,
+                  std::mt19937_64& rng) {
+  Layout l{sequences, max_blocks, block_size, kv_heads, width, {}};
+  l.table.resize(sequences * max_blocks);
+  std::iota(l.table.begin(), l.table.end(), 0);
+  std::shuffle(l.table.begin(), l.table.end(), rng);
+  return l;
+}
+
+struct Query {
+  int seq, kv_len;
+  std::vector<int32_t> selected;  // empty: all visible keys
+};
+
+// o_h = Σ_t softmax(scale q_h·k_t) v_t over the visible (and selected) keys, float64.
+std::vector<double> Reference(const std::vector<float>& q, const std::vector<float>& k,
+                              const std::vector<float>& v, const Layout& kl, const Layout& vl,
+                              const std::vector<Query>& queries, int heads, int d_k, int d_v,
+                              float scale) {
+  std::vector<double> out;
+  for (size_t qi = 0; qi < queries.size(); ++qi) {
+    const Query& query = queries[qi];
+    std::vector<int> keys;
+    if (query.selected.empty()) {
+      for (int p = 0; p < query.kv_len; ++p) keys.push_back(p);
+    } else {
+      for (int p : query.selected) {
+        if (p >= 0 && p < query.kv_len) keys.push_back(p);
+      }
+    }
+    for (int h = 0; h < heads; ++h) {
+      const int g = h / (heads / kl.kv_heads);
+      std::vector<double> s;
+      for (int p : keys) {
+        double dot = 0;
+        for (int i = 0; i < d_k; ++i) {
+          dot += static_cast<double>(q[(qi * heads + h) * d_k + i]) *
+                 k[kl.Offset(query.seq, p, g) + i];
+        }
+        s.push_back(dot * scale);
+      }
+      const double m = s.empty() ? 0 : *std::max_element(s.begin(), s.end());
+      double z = 0;
+      for (double& x : s) z += (x = std::exp(x - m));
+      for (int i = 0; i < d_v; ++i) {
+        double o = 0;
+        for (size_t t = 0; t < keys.size(); ++t)
+          o += s[t] / z * v[vl.Offset(query.seq, keys[t], g) + i];
+        out.push_back(keys.empty() ? 0.0 : o);
+      }
+    }
+  }
+  return out;
+}
+
+void Upload(const std::vector<Query>& queries, std::vector<int32_t>* seq, std::vector<int32_t>* len,
+            std::vector<int32_t>* selected, int per_query) {
+  for (const Query& q : queries) {
+    seq->push_back(q.seq);
+    len->push_back(q.kv_len);
+    for (int i = 0; i < per_query; ++i) {
+      selected->push_back(i < static_cast<int>(q.selected.size()) ? q.selected[i] : -1);
+    }
+  }
+}
+
+void ExpectClose(const std::vector<float>& got, const std::vector<double>& want, DType dt) {
+  ASSERT_EQ(got.size(), want.size());
+  int failures = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double bound = Epsilon(dt) * std::fabs(want[i]) + 2e-5;
+    if (!(std::fabs(got[i] - want[i]) <= bound) && failures++ < 5) {
+      ADD_FAILURE() << "output " << i << ": gpu " << got[i] << ", float64 " << want[i];
+    }
+  }
+  EXPECT_EQ(failures, 0);
+}
+
+class CudaAttention : public testing::GpuTest {};
+
+TEST_F(CudaAttention, GqaOverAPagedCache) {
+  std::mt19937_64 rng(20);
+  const int heads = 8, kv_heads = 2, d = 128, block_size = 16;
+  const Layout l = MakeLayout(2, 6, block_size, kv_heads, d, rng);
+  // Decode queries (all keys visible), a prefill-style causal query, and an empty one.
+  const std::vector<Query> queries = {{0, 37, {}}, {1, 96, {}}, {1, 5, {}}, {0, 0, {}}};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+    SCOPED_TRACE(DTypeName(dt));
+    const size_t cache = static_cast<size_t>(2 * 6) * block_size * kv_heads * d;
+    const std::vector<float> k = Round(RandomVector(cache, rng), dt);
+    const std::vector<float> v = Round(RandomVector(cache, rng), dt);
+    const std::vector<float> q = Round(RandomVector(queries.size() * heads * d, rng), dt);
+    std::vector<int32_t> seq, len, sel;
+    Upload(queries, &seq, &len, &sel, 0);
+    DeviceBuffer dq(Encode(q, dt)), dk(Encode(k, dt)), dv(Encode(v, dt)), dtable(l.table),
+        dseq(seq), dlen(len), dout(queries.size() * heads * d * DTypeBytes(dt));
+    PagedAttentionArgs a;
+    a.queries = static_cast<int64_t>(queries.size());
+    a.heads = heads;
+    a.kv_heads = kv_heads;
+    a.d_k = a.d_v = d;
+    a.block_size = block_size;
+    a.scale = scale;
+    a.q = dq.get();
+    a.q_token_stride = heads * d;
+    a.out = dout.get();
+    a.out_token_stride = heads * d;
+    a.k = {dk.get(), static_cast<int64_t>(block_size) * kv_heads * d, kv_heads * d, d};
+    a.v = {dv.get(), static_cast<int64_t>(block_size) * kv_heads * d, kv_heads * d, d};
+    a.block_table = dtable.as<int32_t>();
+    a.max_blocks = 6;
+    a.query_seq = dseq.as<int32_t>();
+    a.query_kv_len = dlen.as<int32_t>();
+    ASSERT_TRUE(PagedAttention(a, dt, nullptr).ok());
+    Sync();
+    ExpectClose(Decode(dout.Download<uint8_t>(queries.size() * heads * d * DTypeBytes(dt)), dt),
+                Reference(q, k, v, l, l, queries, heads, d, d, scale), dt);
+  }
+}
+
+TEST_F(CudaAttention, MlaLatentCacheWithDsaSelection) {
+  std::mt19937_64 rng(21);
+  const int heads = 16, c = 512, r = 64, block_size = 64;
+  const Layout l = MakeLayout(1, 4, block_size, 1, c + r, rng);
+  std::vector<int32_t> chosen(200);
+  std::iota(chosen.begin(), chosen.end(), 0);
+  std::shuffle(chosen.begin(), chosen.end(), rng);
+  chosen.resize(48);
+  chosen[3] = -1;   // unused slot
+  chosen[7] = 250;  // beyond the query's visible keys: ignored
+  const std::vector<Query> dense = {{0, 200, {}}, {0, 130, {}}};
+  const std::vector<Query> sparse = {{0, 200, chosen}, {0, 130, chosen}};
+  const float scale = 0.13524f;  // DeepSeek-V3's (spec 10.6)
+  const size_t cache = static_cast<size_t>(4) * block_size * (c + r);
+  const std::vector<float> kv = RandomVector(cache, rng);
+  const std::vector<float> q = RandomVector(2 * heads * (c + r), rng);
+  for (const std::vector<Query>* queries : {&dense, &sparse}) {
+    const int per_query = queries == &sparse ? 48 : 0;
+    SCOPED_TRACE(per_query ? "DSA selection" : "dense");
+    std::vector<int32_t> seq, len, sel;
+    Upload(*queries, &seq, &len, &sel, per_query);
+    DeviceBuffer dq(q), dkv(kv), dtable(l.table), dseq(seq), dlen(len), dsel(sel),
+        dout(2 * heads * c * 4);
+    PagedAttentionArgs a;
+    a.queries = 2;
+    a.heads = heads;
+    a.kv_heads = 1;
+    a.d_k = c + r;
+    a.d_v = c;
+    a.block_size = block_size;
+    a.scale = scale;
+    a.q = dq.get();
+    a.q_token_stride = heads * (c + r);
+    a.out = dout.get();
+    a.out_token_stride = heads * c;
+    a.k = a.v = {dkv.get(), static_cast<int64_t>(block_size) * (c + r), c + r, 0};
+    a.block_table = dtable.as<int32_t>();
+    a.max_blocks = 4;
+    a.query_seq = dseq.as<int32_t>();
+    a.query_kv_len = dlen.as<int32_t>();
+    if (per_query) {
+      a.selected = dsel.as<int32_t>();
+      a.selected_per_query = per_query;
+    }
+    ASSERT_TRUE(PagedAttention(a, DType::kF32, nullptr).ok());
+    Sync();
+    // The value is the first c entries of the cached latent key.
+    ExpectClose(dout.Download<float>(2 * heads * c),
+                Reference(q, kv, kv, l, l, *queries, heads, c + r, c, scale), DType::kF32);
+  }
+}
+
+TEST_F(CudaAttention, IndexerScores) {
+  std::mt19937_64 rng(22);
+  const int heads = 8, dim = 128, block_size = 16, n_keys = 80;
+  const Layout l = MakeLayout(1, 5, block_size, 1, dim, rng);
+  const std::vector<int32_t> seq = {0, 0}, len = {80, 33};
+  const std::vector<float> keys = RandomVector(static_cast<size_t>(5) * block_size * dim, rng);
+  const std::vector<float> q = RandomVector(2 * heads * dim, rng);
+  const std::vector<float> w = RandomVector(2 * heads, rng);
+  DeviceBuffer dk(keys), dq(q), dw(w), dtable(l.table), dseq(seq), dlen(len),
+      dscores(2 * n_keys * 4);
+  IndexerScoreArgs a;
+  a.queries = 2;
+  a.heads = heads;
+  a.dim = dim;
+  a.n_keys = n_keys;
+  a.block_size = block_size;
+  a.q = dq.as<float>();
+  a.weights = dw.as<float>();
+  a.keys = {dk.get(), block_size * dim, dim, 0};
+  a.block_table = dtable.as<int32_t>();
+  a.max_blocks = 5;
+  a.query_seq = dseq.as<int32_t>();
+  a.query_kv_len = dlen.as<int32_t>();
+  a.scores = dscores.as<float>();
+  ASSERT_TRUE(IndexerScores(a, nullptr).ok());
+  Sync();
+  const std::vector<float> got = dscores.Download<float>(2 * n_keys);
+  for (int t = 0; t < 2; ++t) {
+    for (int j = 0; j < n_keys; ++j) {
+      if (j >= len[t]) {
+        EXPECT_EQ(got[t * n_keys + j], -INFINITY);
+        continue;
+      }
+      double want = 0, mag = 0;
+      for (int h = 0; h < heads; ++h) {
+        double dot = 0, dmag = 0;
+        for (int i = 0; i < dim; ++i) {
+          dot += static_cast<double>(q[(t * heads + h) * dim + i]) * keys[l.Offset(0, j, 0) + i];
+          dmag += std::fabs(q[(t * heads + h) * dim + i] * keys[l.Offset(0, j, 0) + i]);
+        }
+        want += w[t * heads + h] * std::max(dot, 0.0);
+        mag += std::fabs(w[t * heads + h]) * dmag;
+      }
+      EXPECT_NEAR(got[t * n_keys + j], want, 2e-6 * mag + 1e-6) << t << " " << j;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera::cuda
