@@ -76,7 +76,7 @@ class Int8PanelBuffer {
  public:
   // Unpacks `rows` (≤ 16) consecutive weight rows starting at `data` (row stride
   // `row_bytes`, `cols` elements each) of `layout.type`. `isa` kAvx512 (host must support
-  // it) places Q4_K / Q6_K / Q8_0 / Q4_0 quants with vector code, anything else with
+  // it) places the quants of every covered type with vector code, anything else with
   // portable code.
   void Unpack(const Int8GemmLayout& layout, const uint8_t* data, size_t row_bytes, int rows,
               int64_t cols, Isa isa);

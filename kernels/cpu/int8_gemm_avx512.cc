@@ -249,6 +249,27 @@ void PanelQuantsQ4_K(const uint8_t* row, int64_t cols, uint8_t* panel_q, int lan
   }
 }
 
+void PanelQuantsQ5_K(const uint8_t* row, int64_t cols, uint8_t* panel_q, int lane) {
+  const auto* x = reinterpret_cast<const quant::BlockQ5_K*>(row);
+  const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+  // Bit j of qh[l] is the fifth bit of element l of sub-block j.
+  auto fifth = [&](__m256i qh, int j) {
+    return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, j), one), 4);
+  };
+  for (int64_t i = 0; i < cols / quant::kQKK; ++i) {
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qh));
+    for (int j = 0; j < 4; ++j) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs + 32 * j));
+      const int64_t k = i * quant::kQKK + 64 * j;
+      ScatterToPanel(_mm256_or_si256(_mm256_and_si256(v, low4), fifth(qh, 2 * j)), k, panel_q,
+                     lane);
+      ScatterToPanel(
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), fifth(qh, 2 * j + 1)),
+          k + 32, panel_q, lane);
+    }
+  }
+}
+
 void PanelQuantsQ6_K(const uint8_t* row, int64_t cols, uint8_t* panel_q, int lane) {
   const auto* x = reinterpret_cast<const quant::BlockQ6_K*>(row);
   const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(0x03);
@@ -338,6 +359,8 @@ PanelQuantsFn PanelQuants(gguf::GgmlType type) {
   switch (type) {
     case gguf::GgmlType::kQ4_K:
       return PanelQuantsQ4_K;
+    case gguf::GgmlType::kQ5_K:
+      return PanelQuantsQ5_K;
     case gguf::GgmlType::kQ6_K:
       return PanelQuantsQ6_K;
     case gguf::GgmlType::kQ8_0:
