@@ -521,6 +521,21 @@ TEST_F(GrpcApiTest, QueueFullIsResourceExhaustedWithRetryAfter) {
                                                      grpc::StatusCode::RESOURCE_EXHAUSTED)));
 }
 
+TEST_F(GrpcApiTest, EngineRefusalsKeepTheirCodeAndMessage) {
+  engine_.Configure([](ScriptedEngine::Options& o) {
+    o.submit_error =
+        absl::InvalidArgumentError("prompt has 5000 tokens, over max_prompt_tokens 4096");
+  });
+  StreamResult r = Generate(TextRequest("x"));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("max_prompt_tokens 4096"));
+  EXPECT_EQ(r.trailers.count("retry-after"), 0u);
+
+  engine_.Configure([](ScriptedEngine::Options& o) { o.submit_error = absl::OkStatus(); });
+  engine_.set_ready(false);
+  EXPECT_EQ(Generate(TextRequest("x")).status.error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
 TEST_F(GrpcApiTest, EngineFailureMidStreamEndsWithItsStatus) {
   engine_.Configure([](ScriptedEngine::Options& o) { o.fail_after_tokens = 2; });
   StreamResult r = Generate(TextRequest("abcdef"));
