@@ -220,22 +220,27 @@ void Int8PanelBuffer::Unpack(const Int8GemmLayout& layout, const uint8_t* data, 
   d_.assign(static_cast<size_t>(n_blocks * kLanes), 0.0f);
   dmin_.assign(layout.mins ? d_.size() : 0, 0.0f);
   mpair_.assign(layout.mins ? scale_.size() / 2 : 0, 0);
-  row_q_.resize(static_cast<size_t>(cols));
   row_scale_.resize(static_cast<size_t>(n_groups));
   row_min_.assign(static_cast<size_t>(n_groups), 0);
   row_d_.resize(static_cast<size_t>(n_blocks));
   row_dmin_.assign(static_cast<size_t>(n_blocks), 0.0f);
-  if (rows < kLanes) std::memset(q_.data(), 0, q_.size());
+  // Vector path: each row's quants as plain bytes, then 16×16 word transposes into the
+  // panel. Portable path: one row at a time, 4-byte copies to its lane.
+  const avx512::RowQuantsFn row_quants =
+      isa == Isa::kAvx512 ? avx512::RowQuants(layout.type) : nullptr;
+  row_q_.resize(static_cast<size_t>(cols * (row_quants ? kLanes : 1)));
+  if (row_quants != nullptr && rows < kLanes) {
+    std::memset(row_q_.data() + rows * cols, 0, static_cast<size_t>((kLanes - rows) * cols));
+  }
+  if (row_quants == nullptr && rows < kLanes) std::memset(q_.data(), 0, q_.size());
   const DecodeFn decode = Decoder(layout.type);
   for (int r = 0; r < rows; ++r) {
     const uint8_t* row = data + r * row_bytes;
-    const avx512::PanelQuantsFn place =
-        isa == Isa::kAvx512 ? avx512::PanelQuants(layout.type) : nullptr;
     decode(row, cols,
-           {place ? nullptr : row_q_.data(), row_scale_.data(), row_min_.data(), row_d_.data(),
+           {row_quants ? nullptr : row_q_.data(), row_scale_.data(), row_min_.data(), row_d_.data(),
             row_dmin_.data()});
-    if (place != nullptr) {
-      place(row, cols, q_.data(), r);
+    if (row_quants != nullptr) {
+      row_quants(row, cols, row_q_.data() + r * cols);
     } else {
       for (int64_t k4 = 0; k4 < cols / 4; ++k4) {
         std::memcpy(q_.data() + 64 * k4 + 4 * r, row_q_.data() + 4 * k4, 4);
@@ -249,6 +254,7 @@ void Int8PanelBuffer::Unpack(const Int8GemmLayout& layout, const uint8_t* data, 
       mpair_[p * kLanes + r] = Int16Pair(row_min_[2 * p], row_min_[2 * p + 1]);
     }
   }
+  if (row_quants != nullptr) avx512::InterleavePanel(row_q_.data(), cols, q_.data());
 }
 
 Int8Panel Int8PanelBuffer::view() const {

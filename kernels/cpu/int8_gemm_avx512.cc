@@ -22,9 +22,10 @@
 namespace tessera::cpu::avx512 {
 namespace {
 
+// Columns [k0, k1) of the product; k0 > 0 adds to what y holds.
 template <int G, int A, int kOffset, bool kMins, int RT, int CT>
 void Tile(const Int8Panel* panels, const __mmask16* store_mask, const Int8Activations& a,
-          int64_t t0, float* y, int64_t ldy) {
+          int64_t t0, int64_t k0, int64_t k1, float* y, int64_t ldy) {
   const int64_t n = a.cols, n_groups = n / G, n_blocks = n / A;
   const int8_t* aq[CT];
 #pragma GCC unroll 8
@@ -33,9 +34,12 @@ void Tile(const Int8Panel* panels, const __mmask16* store_mask, const Int8Activa
 #pragma GCC unroll 8
   for (int r = 0; r < RT; ++r) {
 #pragma GCC unroll 8
-    for (int c = 0; c < CT; ++c) acc[r][c] = _mm512_setzero_ps();
+    for (int c = 0; c < CT; ++c) {
+      acc[r][c] = k0 == 0 ? _mm512_setzero_ps()
+                          : _mm512_maskz_loadu_ps(store_mask[r], y + (t0 + c) * ldy + 16 * r);
+    }
   }
-  for (int64_t kb = 0; kb < n; kb += A) {
+  for (int64_t kb = k0; kb < k1; kb += A) {
     // Σ_g sc_g·(group dot) of the block: exact integers in float while below 2^24.
     __m512 block[RT][CT];
 #pragma GCC unroll 8
@@ -129,11 +133,17 @@ void Panels(const Int8Panel* panels, int rows, const Int8Activations& a, float* 
     const int valid = rows - 16 * r;
     mask[r] = valid >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << valid) - 1);
   }
-  int64_t t = 0;
-  for (; t + kCt <= a.batch; t += kCt) {
-    Tile<G, A, kOffset, kMins, RT, kCt>(panels, mask, a, t, y, ldy);
+  // Columns in slices whose panel part (RT·16 rows × kSlice bytes) stays in L1 while every
+  // token passes; rows of 4096 streamed the whole panel from L2 per 4 tokens.
+  constexpr int64_t kSlice = 512;
+  for (int64_t k0 = 0; k0 < a.cols; k0 += kSlice) {
+    const int64_t k1 = k0 + kSlice < a.cols ? k0 + kSlice : a.cols;
+    int64_t t = 0;
+    for (; t + kCt <= a.batch; t += kCt) {
+      Tile<G, A, kOffset, kMins, RT, kCt>(panels, mask, a, t, k0, k1, y, ldy);
+    }
+    for (; t < a.batch; ++t) Tile<G, A, kOffset, kMins, RT, 1>(panels, mask, a, t, k0, k1, y, ldy);
   }
-  for (; t < a.batch; ++t) Tile<G, A, kOffset, kMins, RT, 1>(panels, mask, a, t, y, ldy);
 }
 
 template <int G, int A, int kOffset, bool kMins>
@@ -229,27 +239,25 @@ void QuantizeBlockQ8_0(const float* x, int8_t* q, float* d, __m512i* r) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), PackToInt8(r[1]));
 }
 
-// 32 quants (elements k..k+31 of the row) into lane `lane` of their 8 panel chunks.
-void ScatterToPanel(__m256i q, int64_t k, uint8_t* panel_q, int lane) {
-  const __m256i chunk_dwords = _mm256_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112);
-  _mm256_i32scatter_epi32(reinterpret_cast<int32_t*>(panel_q) + (k / 4) * 16 + lane, chunk_dwords,
-                          q, 4);
+// 32 quants, elements k..k+31 of a row, into a plain row of quants.
+void StoreQuants(__m256i q, int64_t k, uint8_t* dst) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k), q);
 }
 
-void PanelQuantsQ4_K(const uint8_t* row, int64_t cols, uint8_t* panel_q, int lane) {
+void RowQuantsQ4_K(const uint8_t* row, int64_t cols, uint8_t* dst) {
   const auto* x = reinterpret_cast<const quant::BlockQ4_K*>(row);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   for (int64_t i = 0; i < cols / quant::kQKK; ++i) {
     for (int j = 0; j < 4; ++j) {
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs + 32 * j));
       const int64_t k = i * quant::kQKK + 64 * j;
-      ScatterToPanel(_mm256_and_si256(v, low4), k, panel_q, lane);
-      ScatterToPanel(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), k + 32, panel_q, lane);
+      StoreQuants(_mm256_and_si256(v, low4), k, dst);
+      StoreQuants(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), k + 32, dst);
     }
   }
 }
 
-void PanelQuantsQ5_K(const uint8_t* row, int64_t cols, uint8_t* panel_q, int lane) {
+void RowQuantsQ5_K(const uint8_t* row, int64_t cols, uint8_t* dst) {
   const auto* x = reinterpret_cast<const quant::BlockQ5_K*>(row);
   const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
   // Bit j of qh[l] is the fifth bit of element l of sub-block j.
@@ -261,16 +269,15 @@ void PanelQuantsQ5_K(const uint8_t* row, int64_t cols, uint8_t* panel_q, int lan
     for (int j = 0; j < 4; ++j) {
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs + 32 * j));
       const int64_t k = i * quant::kQKK + 64 * j;
-      ScatterToPanel(_mm256_or_si256(_mm256_and_si256(v, low4), fifth(qh, 2 * j)), k, panel_q,
-                     lane);
-      ScatterToPanel(
+      StoreQuants(_mm256_or_si256(_mm256_and_si256(v, low4), fifth(qh, 2 * j)), k, dst);
+      StoreQuants(
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), fifth(qh, 2 * j + 1)),
-          k + 32, panel_q, lane);
+          k + 32, dst);
     }
   }
 }
 
-void PanelQuantsQ6_K(const uint8_t* row, int64_t cols, uint8_t* panel_q, int lane) {
+void RowQuantsQ6_K(const uint8_t* row, int64_t cols, uint8_t* dst) {
   const auto* x = reinterpret_cast<const quant::BlockQ6_K*>(row);
   const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(0x03);
   auto high = [&](__m256i qh, int shift) {
@@ -285,31 +292,56 @@ void PanelQuantsQ6_K(const uint8_t* row, int64_t cols, uint8_t* panel_q, int lan
       const __m256i ql0_hi = _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4);
       const __m256i ql1_hi = _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4);
       const int64_t k = i * quant::kQKK + 128 * h;
-      ScatterToPanel(_mm256_or_si256(_mm256_and_si256(ql0, low4), high(qh, 0)), k, panel_q, lane);
-      ScatterToPanel(_mm256_or_si256(_mm256_and_si256(ql1, low4), high(qh, 2)), k + 32, panel_q,
-                     lane);
-      ScatterToPanel(_mm256_or_si256(ql0_hi, high(qh, 4)), k + 64, panel_q, lane);
-      ScatterToPanel(_mm256_or_si256(ql1_hi, high(qh, 6)), k + 96, panel_q, lane);
+      StoreQuants(_mm256_or_si256(_mm256_and_si256(ql0, low4), high(qh, 0)), k, dst);
+      StoreQuants(_mm256_or_si256(_mm256_and_si256(ql1, low4), high(qh, 2)), k + 32, dst);
+      StoreQuants(_mm256_or_si256(ql0_hi, high(qh, 4)), k + 64, dst);
+      StoreQuants(_mm256_or_si256(ql1_hi, high(qh, 6)), k + 96, dst);
     }
   }
 }
 
-void PanelQuantsQ8_0(const uint8_t* row, int64_t cols, uint8_t* panel_q, int lane) {
+void RowQuantsQ8_0(const uint8_t* row, int64_t cols, uint8_t* dst) {
   const auto* x = reinterpret_cast<const quant::BlockQ8_0*>(row);
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));  // signed q → q + 128
   for (int64_t i = 0; i < cols / quant::kQK; ++i) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs));
-    ScatterToPanel(_mm256_xor_si256(v, flip), i * quant::kQK, panel_q, lane);
+    StoreQuants(_mm256_xor_si256(v, flip), i * quant::kQK, dst);
   }
 }
 
-void PanelQuantsQ4_0(const uint8_t* row, int64_t cols, uint8_t* panel_q, int lane) {
+void RowQuantsQ4_0(const uint8_t* row, int64_t cols, uint8_t* dst) {
   const auto* x = reinterpret_cast<const quant::BlockQ4_0*>(row);
   const __m128i low4 = _mm_set1_epi8(0x0F);
   for (int64_t i = 0; i < cols / quant::kQK; ++i) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].qs));
     const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), low4);
-    ScatterToPanel(_mm256_set_m128i(hi, _mm_and_si128(v, low4)), i * quant::kQK, panel_q, lane);
+    StoreQuants(_mm256_set_m128i(hi, _mm_and_si128(v, low4)), i * quant::kQK, dst);
+  }
+}
+
+// The 16×16 transpose of 32-bit words: out[j] holds word j of in[0..15], in order.
+void Transpose16x16(const __m512i* in, __m512i* out) {
+  __m512i a[16], b[16];
+  for (int i = 0; i < 8; ++i) {
+    a[2 * i] = _mm512_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
+    a[2 * i + 1] = _mm512_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
+  }
+  // b[4i + m], 128-bit lane L: word 4L + m of rows 4i..4i+3.
+  for (int i = 0; i < 4; ++i) {
+    b[4 * i] = _mm512_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
+    b[4 * i + 1] = _mm512_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
+    b[4 * i + 2] = _mm512_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+    b[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+  }
+  for (int m = 0; m < 4; ++m) {
+    const __m512i e0 = _mm512_shuffle_i32x4(b[m], b[4 + m], 0x44);
+    const __m512i e1 = _mm512_shuffle_i32x4(b[m], b[4 + m], 0xEE);
+    const __m512i f0 = _mm512_shuffle_i32x4(b[8 + m], b[12 + m], 0x44);
+    const __m512i f1 = _mm512_shuffle_i32x4(b[8 + m], b[12 + m], 0xEE);
+    out[m] = _mm512_shuffle_i32x4(e0, f0, 0x88);
+    out[4 + m] = _mm512_shuffle_i32x4(e0, f0, 0xDD);
+    out[8 + m] = _mm512_shuffle_i32x4(e1, f1, 0x88);
+    out[12 + m] = _mm512_shuffle_i32x4(e1, f1, 0xDD);
   }
 }
 
@@ -355,20 +387,31 @@ void QuantizeInt8Activations(const float* x, int64_t n, int act_block, int group
   }
 }
 
-PanelQuantsFn PanelQuants(gguf::GgmlType type) {
+RowQuantsFn RowQuants(gguf::GgmlType type) {
   switch (type) {
     case gguf::GgmlType::kQ4_K:
-      return PanelQuantsQ4_K;
+      return RowQuantsQ4_K;
     case gguf::GgmlType::kQ5_K:
-      return PanelQuantsQ5_K;
+      return RowQuantsQ5_K;
     case gguf::GgmlType::kQ6_K:
-      return PanelQuantsQ6_K;
+      return RowQuantsQ6_K;
     case gguf::GgmlType::kQ8_0:
-      return PanelQuantsQ8_0;
+      return RowQuantsQ8_0;
     case gguf::GgmlType::kQ4_0:
-      return PanelQuantsQ4_0;
+      return RowQuantsQ4_0;
     default:
       return nullptr;
+  }
+}
+
+void InterleavePanel(const uint8_t* rows, int64_t cols, uint8_t* panel_q) {
+  __m512i in[16], out[16];
+  for (int64_t c0 = 0; c0 < cols; c0 += 64) {
+    const int words = cols - c0 >= 64 ? 16 : static_cast<int>((cols - c0) / 4);
+    const __mmask16 mask = static_cast<__mmask16>((1u << words) - 1);
+    for (int r = 0; r < 16; ++r) in[r] = _mm512_maskz_loadu_epi32(mask, rows + r * cols + c0);
+    Transpose16x16(in, out);
+    for (int j = 0; j < words; ++j) _mm512_storeu_si512(panel_q + (c0 / 4 + j) * 64, out[j]);
   }
 }
 

@@ -27,9 +27,13 @@ bool Int8Gemm(const Int8GemmLayout& layout, const Int8Panel* panels, int rows,
               const Int8Activations& a, float* y, int64_t ldy);
 
 // Writes the unsigned quants of one weight row (`cols` elements of a row of `type` blocks)
-// into lane `lane` of an int8 panel (int8_gemm_format.h). nullptr for types without one.
-using PanelQuantsFn = void (*)(const uint8_t* row, int64_t cols, uint8_t* panel_q, int lane);
-PanelQuantsFn PanelQuants(gguf::GgmlType type);
+// as plain bytes to dst[0, cols). nullptr for types without one.
+using RowQuantsFn = void (*)(const uint8_t* row, int64_t cols, uint8_t* dst);
+RowQuantsFn RowQuants(gguf::GgmlType type);
+
+// Interleaves 16 rows of quants (rows[r·cols + k], cols a multiple of 32) into an int8
+// panel's quant chunks (int8_gemm_format.h) by 16×16 word transposes.
+void InterleavePanel(const uint8_t* rows, int64_t cols, uint8_t* panel_q);
 
 // Quantizes x[0, n) exactly as QuantizeActivationsQ8_K (act_block 256) or
 // QuantizeActivationsQ8_0 (act_block 32) round it, into plain quants q[n], one scale per

@@ -60,15 +60,19 @@ TEST(Int8ActivationsTest, VectorQuantizerMatchesPortable) {
   }
 }
 
-// The AVX-512 panel unpackers (Q4_K, Q6_K) place the same quants as the portable decoders,
-// and both give the same scales; a partial panel's padding lanes are zero either way.
+// The AVX-512 panel unpackers (vector decode + word transposes) place the same quants as
+// the portable decoders, and both give the same scales; a partial panel's padding lanes are
+// zero either way. 800 columns end in half a 64-column transpose block.
 TEST(Int8PanelTest, VectorUnpackMatchesPortable) {
   if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "host has no AVX-512 VNNI";
   constexpr int kRows = 13;
-  constexpr int64_t kCols = 512;
   std::mt19937_64 rng(5);
-  for (GgmlType type :
-       {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+  for (auto [type, kCols] : {std::pair{GgmlType::kQ4_K, int64_t{512}},
+                             {GgmlType::kQ5_K, int64_t{512}},
+                             {GgmlType::kQ6_K, int64_t{512}},
+                             {GgmlType::kQ8_0, int64_t{512}},
+                             {GgmlType::kQ8_0, int64_t{800}},
+                             {GgmlType::kQ4_0, int64_t{800}}}) {
     const Int8GemmLayout* layout = FindInt8GemmLayout(type);
     ASSERT_NE(layout, nullptr);
     const std::vector<uint8_t> w = quant::testing::RandomBlocks(type, kRows * kCols, rng);
