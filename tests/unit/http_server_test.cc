@@ -46,6 +46,26 @@ TEST(HttpServerTest, KeepAliveAndPipelining) {
   EXPECT_EQ(json::parse(second.body)["object"], "list");
 }
 
+TEST(HttpServerTest, Http10ClientsGetWholeAnswersThenClose) {
+  GatewayUnderTest g;
+  HttpTestConnection plain(g.port());
+  plain.WriteRaw("GET /health HTTP/1.0\r\n\r\n");
+  const auto r = plain.Read();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_FALSE(r.keep_alive);
+  EXPECT_TRUE(plain.ClosedByServer());
+  // A stream to an HTTP/1.0 client is not chunked: its body ends when the connection does.
+  HttpTestConnection streamed(g.port());
+  const std::string body = R"({"prompt":"ab","stream":true})";
+  streamed.WriteRaw("POST /v1/completions HTTP/1.0\r\nContent-Length: " +
+                    std::to_string(body.size()) + "\r\n\r\n" + body);
+  const auto s = streamed.Read();
+  EXPECT_EQ(s.status, 200);
+  EXPECT_EQ(s.Header("transfer-encoding"), "");
+  ASSERT_FALSE(SseData(s.body).empty()) << s.body;
+  EXPECT_EQ(SseData(s.body).back(), "[DONE]");
+}
+
 TEST(HttpServerTest, OversizedBodyIs413) {
   http::ServerOptions options;
   options.max_body_bytes = 1024;
