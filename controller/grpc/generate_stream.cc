@@ -139,29 +139,18 @@ void GenerateStream::Act(Action action) {
   }
 }
 
-void GenerateStream::OnWriteDone(bool ok) {
-  Action action;
-  bool cancel_engine = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    writing_ = false;
-    if (!ok && !cancelled_) {
-      // The stream broke (client gone): stop generating for it.
-      cancelled_ = true;
-      cancel_engine = handle_ != nullptr;
-    }
-    action = NextActionLocked();
-  }
-  if (cancel_engine) handle_->Cancel();
-  Act(action);
-}
+// A failed write means the stream broke (the client is gone): stop generating for it.
+void GenerateStream::OnWriteDone(bool ok) { AfterCallEvent(/*write_done=*/true, !ok); }
 
-void GenerateStream::OnCancel() {
+void GenerateStream::OnCancel() { AfterCallEvent(/*write_done=*/false, /*client_gone=*/true); }
+
+void GenerateStream::AfterCallEvent(bool write_done, bool client_gone) {
   Action action;
   bool cancel_engine = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!cancelled_) {
+    if (write_done) writing_ = false;
+    if (client_gone && !cancelled_) {
       cancelled_ = true;
       cancel_engine = handle_ != nullptr;
     }

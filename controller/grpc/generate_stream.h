@@ -44,6 +44,9 @@ class GenerateStream : public grpc::ServerWriteReactor<tessera::v1::GenerateResp
   GenerateStream(CallGuard* guard, grpc::CallbackServerContext* context, std::string method);
   void Submit(serving::GenerateRequest request);
   void OnEvent(serving::GenerateEvent event);  // engine thread, under the mailbox's lock
+  // What gRPC reported (a write completed, the client went away) applied under mu_, then the
+  // engine request cancelled (the first time the client is gone) and the next step taken.
+  void AfterCallEvent(bool write_done, bool client_gone);
   Action NextActionLocked();
   void Act(Action action);
   void FinishNow(grpc::Status status);  // for calls that never reached the engine
