@@ -30,7 +30,7 @@ absl::Status GemmDequantized(cublasHandle_t cublas, const DeviceMatrix& w, const
   }
   absl::StatusOr<int64_t> chunk = GemmScratchRows(w.rows, w.cols, DTypeBytes(act), scratch_bytes);
   if (!chunk.ok()) return chunk.status();
-  if (w.row_bytes == 0) return absl::InvalidArgumentError("cuda gemm: row_bytes is 0");
+  if (absl::Status s = CheckRowBytes(w.type, w.cols, w.row_bytes, "gemm"); !s.ok()) return s;
   const size_t elem = DTypeBytes(act);
   const float alpha = 1.0f, beta = 0.0f;
   for (int64_t r0 = 0; r0 < w.rows; r0 += *chunk) {

@@ -39,6 +39,10 @@ struct QuantGeometry {
 // The geometry of `type`, or InvalidArgument when the CUDA kernels do not decode it.
 absl::StatusOr<QuantGeometry> CudaQuantGeometry(gguf::GgmlType type);
 
+// Checks that a row of `cols` elements of `type` is a whole number of blocks and occupies
+// exactly `row_bytes`; InvalidArgument naming `what`, the type and both sizes otherwise.
+absl::Status CheckRowBytes(gguf::GgmlType type, int64_t cols, size_t row_bytes, const char* what);
+
 // OK when `ptr` is a multiple of `alignment`; otherwise InvalidArgument naming `what`.
 absl::Status CheckAlignment(const void* ptr, size_t alignment, const char* what);
 

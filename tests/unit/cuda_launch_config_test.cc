@@ -36,6 +36,15 @@ TEST(CudaQuantGeometry, MatchesTheSpecTable) {
   EXPECT_THAT(Message(iq2.status()), HasSubstr("type id 16"));
 }
 
+TEST(CudaLaunch, RowBytesMustMatchTheType) {
+  EXPECT_TRUE(CheckRowBytes(GgmlType::kQ4_K, 512, 288, "w").ok());
+  EXPECT_TRUE(CheckRowBytes(GgmlType::kF16, 3, 6, "w").ok());
+  EXPECT_THAT(Message(CheckRowBytes(GgmlType::kQ4_K, 512, 300, "gemv")),
+              HasSubstr("gemv: rows of 512 q4_K values take 288 bytes, the matrix says 300"));
+  EXPECT_THAT(Message(CheckRowBytes(GgmlType::kQ8_0, 40, 42, "gemm")),
+              HasSubstr("row of 40 q8_0 values is not a whole number of 32-element blocks"));
+}
+
 TEST(CudaLaunch, AlignmentNamesThePointer) {
   alignas(16) char buffer[32] = {};
   EXPECT_TRUE(CheckAlignment(buffer, 16, "x").ok());

@@ -140,6 +140,56 @@ TEST_F(CudaMatmul, GemvHalfActivations) {
   }
 }
 
+TEST_F(CudaMatmul, ExpertGemvAndCombine) {
+  std::mt19937_64 rng(5);
+  const int experts = 6, tokens = 3, used = 2;
+  const int64_t rows = 48, cols = 256;
+  const GgmlType type = GgmlType::kQ4_K;
+  std::vector<std::vector<uint8_t>> w(experts);
+  std::vector<uint8_t> stacked;
+  for (auto& e : w) {
+    e = quant::testing::RandomBlocks(type, rows * cols, rng);
+    stacked.insert(stacked.end(), e.begin(), e.end());
+  }
+  const size_t expert_bytes = w[0].size();
+  const std::vector<int32_t> ids = {4, 0, 5, 4, 2, 99};  // 99: out of range, zeros
+  const std::vector<float> weights = {0.7f, 0.3f, 0.5f, 0.5f, 1.0f, 2.0f};
+  DeviceBuffer dw(stacked), dids(ids), dweights(weights);
+  const DeviceMatrix m{type, rows, cols, expert_bytes / rows, dw.get()};
+  for (bool per_choice : {false, true}) {
+    SCOPED_TRACE(per_choice ? "input per choice" : "input per token");
+    const std::vector<float> x = RandomVector(cols * tokens * (per_choice ? used : 1), rng);
+    DeviceBuffer dx(x), dy(tokens * used * rows * 4), dout(tokens * rows * 4);
+    ASSERT_TRUE(GemvExperts(m, expert_bytes, experts, dids.as<int32_t>(), tokens, used, dx.get(),
+                            per_choice, DType::kF32, dy.get(), nullptr)
+                    .ok());
+    ASSERT_TRUE(MoeCombine(dy.get(), dweights.as<float>(), tokens, used, rows, DType::kF32,
+                           dout.get(), nullptr)
+                    .ok());
+    Sync();
+    const std::vector<float> y = dy.Download<float>(tokens * used * rows);
+    const std::vector<float> out = dout.Download<float>(tokens * rows);
+    std::vector<double> combined(tokens * rows, 0.0);
+    for (int t = 0; t < tokens; ++t) {
+      for (int j = 0; j < used; ++j) {
+        const int c = t * used + j;
+        const std::vector<float> xc(x.begin() + (per_choice ? c : t) * cols,
+                                    x.begin() + ((per_choice ? c : t) + 1) * cols);
+        const std::vector<float> yc(y.begin() + c * rows, y.begin() + (c + 1) * rows);
+        if (ids[c] >= experts) {
+          EXPECT_EQ(yc, std::vector<float>(rows, 0.0f));
+          continue;
+        }
+        ExpectProduct(type, w[ids[c]], rows, cols, xc, 1, DType::kF32, yc);
+        for (int64_t r = 0; r < rows; ++r) combined[t * rows + r] += weights[c] * yc[r];
+      }
+    }
+    for (size_t i = 0; i < combined.size(); ++i) {
+      EXPECT_NEAR(out[i], combined[i], 1e-5 * (1 + std::fabs(combined[i]))) << i;
+    }
+  }
+}
+
 TEST_F(CudaMatmul, GemmThroughCublasInChunks) {
   std::mt19937_64 rng(4);
   const int64_t rows = 96, cols = 512, batch = 17;
