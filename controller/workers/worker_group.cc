@@ -47,7 +47,8 @@ struct Slot {
   std::mutex write_mu;
   RankState state;
   Clock::time_point last_seen;
-  bool closed = false;  // the handler returned
+  bool closed = false;            // the handler returned
+  bool reported_failure = false;  // it sent a WorkerFailure
   std::optional<v1::StepResult> result;
 };
 
@@ -63,6 +64,10 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
   std::vector<pid_t> pids;                   // spawned, this generation
   bool up = false;                           // every rank loaded, no failure since
   std::string failure;                       // this generation's first failure
+  // A failure a worker reported (or its stream closing) is held back briefly: when a peer
+  // died, the survivors' "all-reduce failed" arrives first, and the death is the cause.
+  std::string soft_failure;
+  Clock::time_point soft_since;
   std::string state = "starting";
   int restarts = 0;
   bool shutting_down = false;
@@ -84,6 +89,12 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
     failure = why;
     up = false;
     cv.notify_all();
+  }
+
+  void SoftFailLocked(const std::string& why) {
+    if (!soft_failure.empty() || !failure.empty()) return;
+    soft_failure = why;
+    soft_since = Clock::now();
   }
 
   // --- the control service ---------------------------------------------------------
@@ -213,8 +224,10 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
       } else if (msg.has_step_result()) {
         slot->result = msg.step_result();
       } else if (msg.has_failure()) {
-        if (gen == generation)
-          FailLocked(absl::StrCat("worker ", who, ": ", msg.failure().message()));
+        slot->reported_failure = true;
+        if (gen == generation) {
+          SoftFailLocked(absl::StrCat("worker ", who, ": ", msg.failure().message()));
+        }
       }
       cv.notify_all();
     }
@@ -223,7 +236,7 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
       slot->stream = nullptr;
       slot->closed = true;
       if (gen == generation && !shutting_down) {
-        FailLocked(absl::StrCat("worker ", who, " closed its control stream"));
+        SoftFailLocked(absl::StrCat("worker ", who, " closed its control stream"));
       }
       cv.notify_all();
     }
@@ -292,23 +305,47 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
     for (pid_t p : pids) kill(p, SIGKILL);
   }
 
-  // Reaps the spawned workers; a death fails the generation. mu held.
+  // Reaps the spawned workers; a death fails the generation. mu held. When several are
+  // found dead at once, the cause is named first: a worker killed by a signal, then one
+  // that exited without reporting a failure, before those that exited after reporting one
+  // (a peer's death breaks their collectives).
   void ReapLocked() {
+    struct Death {
+      int rank;
+      pid_t pid;
+      int status;
+      int priority;
+    };
+    std::vector<Death> deaths;
     for (auto it = pids.begin(); it != pids.end();) {
       int status = 0;
-      pid_t r = waitpid(*it, &status, WNOHANG);
-      if (r == *it) {
+      if (waitpid(*it, &status, WNOHANG) == *it) {
         int rank = -1;
         for (size_t i = 0; i < slots.size(); ++i) {
           if (slots[i]->state.pid == *it) rank = static_cast<int>(i);
         }
-        FailLocked(absl::StrCat("worker rank ", rank, "/", options.world_size, " (pid ", *it, ") ",
-                                Describe(status)));
+        const bool reported = rank >= 0 && slots[rank]->reported_failure;
+        deaths.push_back({rank, *it, status, WIFSIGNALED(status) ? 0 : reported ? 2 : 1});
         it = pids.erase(it);
       } else {
         ++it;
       }
     }
+    if (deaths.empty()) return;
+    std::stable_sort(deaths.begin(), deaths.end(),
+                     [](const Death& a, const Death& b) { return a.priority < b.priority; });
+    std::string why;
+    for (const Death& d : deaths) {
+      why += absl::StrCat(why.empty() ? "" : "; then ", "worker rank ", d.rank, "/",
+                          options.world_size, " (pid ", d.pid, ") ", Describe(d.status));
+    }
+    if (deaths.front().priority == 2) {
+      // Only workers that had reported a failure: the cause may still be on its way.
+      SoftFailLocked(why);
+      return;
+    }
+    if (!soft_failure.empty() && failure.empty()) why += "; reported: " + soft_failure;
+    FailLocked(why);
   }
 
   void CheckHeartbeatsLocked() {
@@ -330,6 +367,7 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
     std::unique_lock<std::mutex> lock(mu);
     ++generation;
     failure.clear();
+    soft_failure.clear();
     store.clear();
     slots.clear();
     pids.clear();
@@ -358,6 +396,10 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
       cv.wait_for(lock, std::chrono::milliseconds(50));
       ReapLocked();
       CheckHeartbeatsLocked();
+      if (!soft_failure.empty() && failure.empty() &&
+          Clock::now() - soft_since > std::chrono::milliseconds(300)) {
+        FailLocked(soft_failure);
+      }
       if (!up) {
         bool all_loaded = true;
         std::vector<std::string> unconnected;

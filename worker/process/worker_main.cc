@@ -207,7 +207,9 @@ int Run(const Flags& flags) {
     std::filesystem::path p = std::filesystem::canonical((*ex)->file().part(i).path(), ec);
     parts.push_back(ec ? (*ex)->file().part(i).path() : p.string());
   }
-  const uint64_t bytes_read = (ReadCharBytes() - rchar_before) + MappedResidentBytes(parts);
+  const uint64_t pread_bytes = ReadCharBytes() - rchar_before;
+  const uint64_t mapped_bytes = MappedResidentBytes(parts);
+  const uint64_t bytes_read = pread_bytes + mapped_bytes;
   const int threads = (*ex)->threads();
   StepEngine engine(*std::move(ex), rank);
 
@@ -215,13 +217,18 @@ int Run(const Flags& flags) {
   loaded.mutable_loaded()->set_n_blocks(engine.executor().n_blocks());
   loaded.mutable_loaded()->set_block_size(engine.executor().block_size());
   loaded.mutable_loaded()->set_weight_bytes_read(bytes_read);
+  loaded.mutable_loaded()->set_mapped_bytes(mapped_bytes);
+  loaded.mutable_loaded()->set_pread_bytes(pread_bytes);
   loaded.mutable_loaded()->set_load_seconds(load_seconds);
   loaded.mutable_loaded()->set_peak_rss_bytes(PeakRssBytes());
   loaded.mutable_loaded()->set_threads(threads);
   if (!sender.Send(loaded)) Die(nullptr, who + ": the controller went away");
-  std::fprintf(stderr, "tessera-worker %s: loaded %s in %.2f s (%llu bytes read)\n", who.c_str(),
-               setup.model_path().c_str(), load_seconds,
-               static_cast<unsigned long long>(bytes_read));
+  std::fprintf(
+      stderr,
+      "tessera-worker %s: loaded %s in %.2f s (%llu bytes read: %llu mapped, %llu by pread)\n",
+      who.c_str(), setup.model_path().c_str(), load_seconds,
+      static_cast<unsigned long long>(bytes_read), static_cast<unsigned long long>(mapped_bytes),
+      static_cast<unsigned long long>(pread_bytes));
 
   while (stream->Read(&msg)) {
     if (msg.has_shutdown()) {

@@ -1,0 +1,243 @@
+// The worker group with real tessera-worker processes: TP = 1, 2, 4 give the in-process
+// logits; each rank reads about 1/N of the split tensors; a worker killed with SIGKILL
+// fails the step in flight with an error naming it, the group restarts and serves again;
+// a rank that never joins times the rendezvous out with an error naming it.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/gguf/split.h"
+#include "common/model/arch.h"
+#include "common/model/hparams.h"
+#include "common/model/shard_plan.h"
+#include "common/model/synthetic.h"
+#include "common/model/tensor_map.h"
+#include "controller/workers/worker_group.h"
+#include "gtest/gtest.h"
+#include "worker/executor/executor.h"
+
+extern char** environ;
+
+namespace tessera::workers {
+namespace {
+
+namespace v1 = tessera::v1;
+
+std::string Synthetic(const std::string& arch, const std::string& quant,
+                      const std::string& preset = "small") {
+  model::SyntheticOptions o;
+  o.arch = arch;
+  o.preset = preset;
+  o.quant = quant;
+  o.seed = 9;
+  auto w = model::BuildSyntheticModel(o);
+  EXPECT_TRUE(w.ok()) << w.status();
+  std::string path =
+      absl::StrCat(::testing::TempDir(), "/wg-", arch, "-", preset, "-", quant, ".gguf");
+  EXPECT_TRUE(w->WriteFile(path).ok());
+  return path;
+}
+
+WorkerGroupOptions Options(const std::string& model, int tp) {
+  WorkerGroupOptions o;
+  o.model_path = model;
+  o.world_size = tp;
+  o.exact = true;
+  o.threads_per_worker = 1;
+  o.kv_tokens = 64;
+  o.max_restarts = 0;
+  o.heartbeat_interval = std::chrono::milliseconds(100);
+  o.heartbeat_timeout = std::chrono::milliseconds(3000);
+  o.rendezvous_timeout = std::chrono::milliseconds(20000);
+  o.log = [](const std::string& line) { std::fprintf(stderr, "[group] %s\n", line.c_str()); };
+  return o;
+}
+
+v1::StepRequest LogitsStep(const std::vector<int32_t>& tokens, int n_blocks) {
+  v1::StepRequest step;
+  step.set_step_id(1);
+  v1::StepSequence* s = step.add_seqs();
+  s->set_seq_id(1);
+  for (int32_t t : tokens) s->add_tokens(t);
+  for (int b = 0; b < n_blocks; ++b) s->add_block_table(b);
+  s->set_return_logits(true);
+  return step;
+}
+
+std::vector<float> InProcess(const std::string& model, const std::vector<int32_t>& tokens) {
+  executor::ExecutorOptions o;
+  o.exact = true;
+  o.threads = 1;
+  o.kv_tokens = 64;
+  auto ex = executor::Executor::Create(model, o);
+  EXPECT_TRUE(ex.ok()) << ex.status();
+  executor::SequenceInput s;
+  s.tokens = tokens;
+  s.all_logits = true;
+  for (int b = 0; b < (*ex)->n_blocks(); ++b) s.block_table.push_back(b);
+  auto l = (*ex)->Step({&s, 1});
+  EXPECT_TRUE(l.ok());
+  return (*l)[0];
+}
+
+const std::vector<int32_t> kTokens = {1, 17, 43, 99, 120, 7, 250, 3};
+
+TEST(WorkerGroup, TensorParallelLogitsMatchInProcess) {
+  for (const char* arch : {"llama", "deepseek2"}) {
+    const std::string model = Synthetic(arch, "F32");
+    const std::vector<float> want = InProcess(model, kTokens);
+    for (int tp : {1, 2, 4}) {
+      SCOPED_TRACE(absl::StrCat(arch, " tp ", tp));
+      auto g = WorkerGroup::Create(Options(model, tp));
+      ASSERT_TRUE(g.ok()) << g.status();
+      absl::Status s = (*g)->Start();
+      if (tp == 4 && !s.ok() && s.message().find("cannot be split") != absl::string_view::npos) {
+        continue;  // the plan refuses this split (e.g. too few KV heads)
+      }
+      ASSERT_TRUE(s.ok()) << s;
+      auto r = (*g)->RunStep(LogitsStep(kTokens, (*g)->n_blocks()));
+      ASSERT_TRUE(r.ok()) << r.status();
+      ASSERT_EQ(r->seqs(0).logits_size(), static_cast<int>(want.size()));
+      double worst = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        worst = std::max(worst, static_cast<double>(std::fabs(r->seqs(0).logits(i) - want[i])));
+      }
+      // Same bound as the in-process TP test (tp_executor_test): reassociated float sums.
+      EXPECT_LT(worst, 2e-3);
+    }
+  }
+}
+
+TEST(WorkerGroup, EachRankReadsItsShare) {
+  const std::string model = Synthetic("llama", "Q8_0", "124m");
+  auto file = gguf::GgufModel::Open(model);
+  ASSERT_TRUE(file.ok());
+  const model::ArchSpec* arch = model::FindArch("llama");
+  model::HyperParams hp =
+      model::LoadHyperParams(*arch, "llama", file->metadata(), nullptr, nullptr);
+  model::TensorMap map = model::MapTensors(*arch, hp, *file);
+  uint64_t total = 0;
+  for (const auto& t : file->tensors()) total += t.n_bytes;
+  for (int tp : {1, 2}) {
+    SCOPED_TRACE(absl::StrCat("tp ", tp));
+    model::ShardPlan plan = model::BuildShardPlan(map, hp, tp);
+    auto g = WorkerGroup::Create(Options(model, tp));
+    ASSERT_TRUE(g.ok());
+    ASSERT_TRUE((*g)->Start().ok());
+    for (const RankState& r : (*g)->ranks()) {
+      // What the plan says this rank reads, split the way the loader reads it: shards that
+      // are one contiguous range are used in place from the mapping (faulted in at load),
+      // strided ones (input-column splits) are gathered with pread.
+      uint64_t in_place = 0, gathered = 0, ranges = 0;
+      for (const model::TensorShard& sh : plan.ranks[r.rank].shards) {
+        const bool contiguous = sh.ranges.size() == 1 && sh.ranges[0].count == 1;
+        const bool whole = sh.begin == 0 && sh.read_bytes == map.tensors[sh.mapping].info->n_bytes;
+        if (tp == 1 || whole || contiguous) {
+          in_place += sh.read_bytes;
+          ++ranges;
+        } else {
+          gathered += sh.read_bytes;
+        }
+      }
+      const uint64_t mapped = r.info.mapped_bytes(), pread = r.info.pread_bytes();
+      std::printf(
+          "tp %d rank %d: mapped %.2f MiB (plan %.2f), pread %.2f MiB (plan %.2f), "
+          "plan total %.2f of %.2f MiB of tensors\n",
+          tp, r.rank, mapped / 1048576.0, in_place / 1048576.0, pread / 1048576.0,
+          gathered / 1048576.0, plan.ranks[r.rank].read_bytes / 1048576.0, total / 1048576.0);
+      // rchar counts the pread bytes exactly (plus the few hundred bytes of /proc files
+      // the worker reads itself).
+      EXPECT_GE(pread, gathered) << "rank " << r.rank;
+      EXPECT_LE(pread, gathered + 65536) << "rank " << r.rank;
+      // Resident pages: every in-place byte, rounded out to pages, plus the kernel's
+      // fault-around (up to 64 KiB on each side of each range here, more on some kernels:
+      // 256 KiB per range is allowed) and the header pages (1 MiB).
+      EXPECT_GE(mapped, in_place) << "rank " << r.rank;
+      EXPECT_LE(mapped, in_place + ranges * (256u << 10) + (1u << 20)) << "rank " << r.rank;
+      EXPECT_EQ(r.info.weight_bytes_read(), mapped + pread);
+    }
+    if (tp == 2) {
+      // Each rank holds about half: the split tensors dominate this model.
+      for (const auto& rp : plan.ranks) EXPECT_LT(rp.read_bytes, total * 6 / 10);
+      for (const RankState& r : (*g)->ranks()) {
+        EXPECT_LT(r.info.weight_bytes_read(), total * 7 / 10) << "rank " << r.rank;
+      }
+    }
+  }
+}
+
+TEST(WorkerGroup, KilledWorkerFailsTheStepAndTheGroupRestarts) {
+  const std::string model = Synthetic("llama", "Q8_0");
+  WorkerGroupOptions o = Options(model, 2);
+  o.max_restarts = 3;
+  o.restart_backoff = std::chrono::milliseconds(200);
+  auto g = WorkerGroup::Create(o);
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE((*g)->Start().ok());
+  ASSERT_TRUE((*g)->RunStep(LogitsStep(kTokens, (*g)->n_blocks())).ok());
+  const pid_t victim = (*g)->ranks()[1].pid;
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  // Steps in flight or issued now fail, naming the rank and the signal.
+  absl::Status failed;
+  for (int i = 0; i < 200 && failed.ok(); ++i) {
+    failed = (*g)->RunStep(LogitsStep(kTokens, (*g)->n_blocks())).status();
+    if (failed.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(absl::IsUnavailable(failed)) << failed;
+  EXPECT_NE(failed.message().find("rank 1"), absl::string_view::npos) << failed;
+  // The group comes back and serves again.
+  for (int i = 0; i < 300 && !(*g)->ready(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE((*g)->ready()) << (*g)->state();
+  EXPECT_EQ((*g)->restarts(), 1);
+  EXPECT_NE((*g)->ranks()[1].pid, victim);
+  EXPECT_TRUE((*g)->RunStep(LogitsStep(kTokens, (*g)->n_blocks())).ok());
+}
+
+TEST(WorkerGroup, ARankThatNeverJoinsTimesOutNamingIt) {
+  const std::string model = Synthetic("llama", "Q8_0");
+  WorkerGroupOptions o = Options(model, 2);
+  o.external_workers = true;
+  o.rendezvous_timeout = std::chrono::milliseconds(1500);
+  auto g = WorkerGroup::Create(o);
+  ASSERT_TRUE(g.ok());
+  // Only rank 0 is started.
+  auto bin = FindWorkerBinary("");
+  ASSERT_TRUE(bin.ok()) << bin.status();
+  std::string addr = (*g)->control_address();
+  addr = "127.0.0.1" + addr.substr(addr.rfind(':'));
+  std::vector<std::string> args = {*bin, "--controller", addr, "--rank", "0"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ), 0);
+  absl::Status s = (*g)->Start();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("rank"), absl::string_view::npos) << s;
+  EXPECT_NE(s.message().find("1"), absl::string_view::npos) << s;
+  EXPECT_NE(s.message().find("never"), absl::string_view::npos) << s;
+  (*g)->Shutdown();
+  // The lone worker is told to stop (or loses its controller) and exits.
+  int status = 0;
+  for (int i = 0; i < 100; ++i) {
+    if (waitpid(pid, &status, WNOHANG) == pid) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (i == 99) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      ADD_FAILURE() << "the worker did not exit";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera::workers
