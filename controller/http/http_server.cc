@@ -121,6 +121,13 @@ class Session : public std::enable_shared_from_this<Session> {
     beast::error_code ec;
     socket_.set_option(tcp::no_delay(true), ec);
     remote_ = socket_.remote_endpoint(ec).address().to_string(ec);
+    if (core_->connections.load() > core_->options.max_connections) {
+      net::post(strand_, [self = shared_from_this()] {
+        self->AnswerOwnError(503, absl::StrCat("too many connections (the limit is ",
+                                               self->core_->options.max_connections, ")"));
+      });
+      return;
+    }
     net::post(strand_, [self = shared_from_this()] { self->ReadRequest(); });
   }
 

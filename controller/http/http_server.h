@@ -88,6 +88,9 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // 0: an ephemeral port (see HttpServer::port())
   int threads = 2;    // io_context threads
+  // Connections beyond this many are answered 503 and closed at once (each costs a file
+  // descriptor and ~9 KiB while idle).
+  int max_connections = 10000;
   size_t max_body_bytes = 8u << 20;
   size_t max_header_bytes = 16u << 10;
   // Reading one request (headers and body) must finish within this.

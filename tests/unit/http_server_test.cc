@@ -66,6 +66,21 @@ TEST(HttpServerTest, Http10ClientsGetWholeAnswersThenClose) {
   EXPECT_EQ(SseData(s.body).back(), "[DONE]");
 }
 
+TEST(HttpServerTest, ConnectionsOverTheLimitAre503) {
+  http::ServerOptions options;
+  options.max_connections = 2;
+  GatewayUnderTest g({}, options);
+  HttpTestConnection a(g.port());
+  HttpTestConnection b(g.port());
+  EXPECT_EQ(a.Call("GET", "/health").status, 200);
+  EXPECT_EQ(b.Call("GET", "/health").status, 200);
+  const auto refused = HttpCall(g.port(), "GET", "/health");
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_EQ(ErrorType(refused), "service_unavailable");
+  a.Close();
+  EXPECT_TRUE(WaitFor([&] { return HttpCall(g.port(), "GET", "/health").status == 200; }));
+}
+
 TEST(HttpServerTest, OversizedBodyIs413) {
   http::ServerOptions options;
   options.max_body_bytes = 1024;
