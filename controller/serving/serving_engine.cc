@@ -375,12 +375,17 @@ bool ServingEngine::RunOneStep(std::unique_lock<std::mutex>& lock, Outbox& out) 
     }
     return true;
   }
-  if (result->seqs_size() != static_cast<int>(plan.chunks.size())) {
-    FailChunks(plan,
-               absl::InternalError(absl::StrCat("step ", step.step_id(), ": the workers returned ",
-                                                result->seqs_size(), " sequences for ",
-                                                plan.chunks.size())),
-               out);
+  bool matches = result->seqs_size() == static_cast<int>(plan.chunks.size());
+  for (int i = 0; matches && i < result->seqs_size(); ++i) {
+    matches = result->seqs(i).seq_id() == plan.chunks[i].seq->seq_id;
+  }
+  if (!matches) {
+    FailChunks(
+        plan,
+        absl::InternalError(absl::StrCat(
+            "step ", step.step_id(), ": the workers returned ", result->seqs_size(),
+            " sequence results that do not match the ", plan.chunks.size(), " sequences sent")),
+        out);
     return true;
   }
   ApplyResult(plan, *result, out);
