@@ -479,7 +479,9 @@ void Session::FinishExchange() {
     core_->active.fetch_sub(1);
   }
   if (core_->stopping.load()) return Close();
-  if (!keep_alive_ || core_->draining.load()) return LingerThenClose();
+  // The answer's head decided (draining answers say Connection: close); a kept-alive
+  // connection's next request during a drain is answered 503.
+  if (!keep_alive_) return LingerThenClose();
   if (watching_) {
     // The posted read must finish before the parser may read: cancel it, resume there.
     state_ = State::kResumeAfterWatch;
