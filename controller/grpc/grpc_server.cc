@@ -28,8 +28,14 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(serving::Engine* e
   }
   std::unique_ptr<GrpcServer> server(new GrpcServer(engine, std::move(options)));
   const GrpcServerOptions& opts = server->options_;
+  absl::StatusOr<std::unique_ptr<ReflectionService>> reflection = ReflectionService::Create(
+      {"tessera.v1.Inference", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
+       "grpc.reflection.v1alpha.ServerReflection"});
+  if (!reflection.ok()) return reflection.status();
+  server->reflection_ = *std::move(reflection);
 
-  // A process-wide switch that takes effect for servers built after it.
+  // gRPC's v1alpha reflection, for clients that do not ask v1 (ours, with comments). A
+  // process-wide switch that takes effect for servers built after it.
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
   grpc::ServerBuilder builder;
@@ -38,6 +44,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(serving::Engine* e
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &bound_port);
   builder.RegisterService(server->service_.get());
   builder.RegisterService(server->health_.get());
+  builder.RegisterService(server->reflection_.get());
   // Ours replaces gRPC's built-in health service, even where another part of the process
   // turned that on.
   builder.SetOption(std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));

@@ -1,6 +1,7 @@
 // tesserad's public gRPC endpoint: tessera.v1.Inference over a serving::Engine, the
-// standard grpc.health.v1.Health service, and server reflection (so grpcurl needs no
-// .proto). Owns its gRPC server and its health thread; the destructor shuts both down.
+// standard grpc.health.v1.Health service, and server reflection v1 (with the .proto
+// comments) and v1alpha, so grpcurl needs no .proto. Owns its gRPC server and its health thread;
+// the destructor shuts both down.
 //
 // Health: the overall status ("") and "tessera.v1.Inference" are SERVING while the engine
 // is ready and the server accepts calls, NOT_SERVING otherwise (polled, so a change shows
@@ -24,6 +25,7 @@
 #include "controller/grpc/call_guard.h"
 #include "controller/grpc/health_service.h"
 #include "controller/grpc/inference_service.h"
+#include "controller/grpc/reflection_service.h"
 #include "controller/serving/engine.h"
 
 namespace tessera::grpc_api {
@@ -73,6 +75,7 @@ class GrpcServer {
   std::unique_ptr<CallGuard> guard_;
   std::unique_ptr<InferenceService> service_;
   std::unique_ptr<HealthService> health_;
+  std::unique_ptr<ReflectionService> reflection_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string address_;

@@ -9,11 +9,15 @@ if(TARGET tessera_grpc_api)
   # Debian's interpreter, where python3-grpcio is installed (not a pyenv or venv one).
   find_program(TESSERA_SYSTEM_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
   if(TESSERA_SYSTEM_PYTHON3)
-    add_test(NAME grpc_reflection_client
-             COMMAND ${TESSERA_SYSTEM_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/grpc_reflection_client.py
-                     --server $<TARGET_FILE:test_grpc_server>)
-    # 77: python3-grpcio is not installed (tools/install-deps.sh installs it).
-    set_tests_properties(grpc_reflection_client PROPERTIES
-      LABELS "clients;grpc" TIMEOUT 120 SKIP_RETURN_CODE 77)
+    # Once as grpcurl asks (v1, with comments), once through gRPC's own v1alpha plugin.
+    foreach(version v1 v1alpha)
+      add_test(NAME grpc_reflection_client_${version}
+               COMMAND ${TESSERA_SYSTEM_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/grpc_reflection_client.py
+                       --server $<TARGET_FILE:test_grpc_server>
+                       --reflection grpc.reflection.${version})
+      # 77: python3-grpcio is not installed (tools/install-deps.sh installs it).
+      set_tests_properties(grpc_reflection_client_${version} PROPERTIES
+        LABELS "clients;grpc" TIMEOUT 120 SKIP_RETURN_CODE 77)
+    endforeach()
   endif()
 endif()

@@ -2,7 +2,7 @@
 """A gRPC client that knows only server reflection, against a Tessera gRPC endpoint.
 
 It holds no .proto and no generated code for Tessera: it asks the server's reflection
-service (grpc.reflection.v1alpha.ServerReflection) for the list of services and for the file
+service (grpc.reflection.v1, else v1alpha, as grpcurl does) for the list of services and the file
 that defines tessera.v1.Inference, builds message classes from those descriptors, and then
 streams a Generate call built from a JSON dict, as grpcurl -d would. Python's grpcio from
 Debian (python3-grpcio) ships no reflection client, so the reflection messages themselves
@@ -18,6 +18,7 @@ during a stream lets it finish, refuses a new call with UNAVAILABLE, and the ser
 
   grpc_reflection_client.py --server PATH/test_grpc_server   # starts and stops it
   grpc_reflection_client.py --target 127.0.0.1:50051 [--api-key KEY] [--prompt TEXT]
+      [--reflection grpc.reflection.v1alpha]
 
 Exit 0 when every check passed, 1 otherwise, 77 when python3-grpcio is missing (skip).
 """
@@ -36,7 +37,8 @@ except ImportError as e:  # pragma: no cover - environment without the Debian pa
     print(f"SKIP: {e} (install python3-grpcio python3-protobuf)")
     sys.exit(77)
 
-REFLECTION_METHOD = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
+# Asked in this order, as grpcurl does: v1, then v1alpha when v1 is UNIMPLEMENTED.
+REFLECTION_PACKAGES = ["grpc.reflection.v1", "grpc.reflection.v1alpha"]
 HEALTH_CHECK_METHOD = "/grpc.health.v1.Health/Check"
 TIMEOUT_S = 30
 
@@ -50,11 +52,12 @@ def check(condition, what):
     return condition
 
 
-def reflection_messages():
-    """Message classes for the subset of reflection.proto this client uses."""
+def reflection_messages(package):
+    """Message classes for the subset of reflection.proto this client uses (the same
+    messages in v1 and v1alpha; only the package differs)."""
     f = descriptor_pb2.FileDescriptorProto()
-    f.name = "tessera_test/reflection_v1alpha_subset.proto"
-    f.package = "grpc.reflection.v1alpha"
+    f.name = f"tessera_test/{package}_subset.proto"
+    f.package = package
     f.syntax = "proto3"
     T = descriptor_pb2.FieldDescriptorProto
 
@@ -75,7 +78,7 @@ def reflection_messages():
 
     OPT, REP = T.LABEL_OPTIONAL, T.LABEL_REPEATED
     S, B, I, M = T.TYPE_STRING, T.TYPE_BYTES, T.TYPE_INT32, T.TYPE_MESSAGE
-    pkg = ".grpc.reflection.v1alpha."
+    pkg = f".{package}."
     message("ServerReflectionRequest", [
         (1, "host", S, OPT, None, None),
         (3, "file_by_filename", S, OPT, None, "message_request"),
@@ -97,17 +100,26 @@ def reflection_messages():
     pool = descriptor_pool.DescriptorPool()
     pool.Add(f)
     factory = message_factory.MessageFactory(pool)
-    get = lambda n: factory.GetPrototype(pool.FindMessageTypeByName("grpc.reflection.v1alpha." + n))
+    get = lambda n: factory.GetPrototype(pool.FindMessageTypeByName(f"{package}.{n}"))
     return get("ServerReflectionRequest"), get("ServerReflectionResponse")
 
 
 class ReflectionClient:
-    def __init__(self, channel):
-        self.request_cls, self.response_cls = reflection_messages()
-        self.call = channel.stream_stream(
-            REFLECTION_METHOD,
-            request_serializer=lambda m: m.SerializeToString(),
-            response_deserializer=self.response_cls.FromString)
+    def __init__(self, channel, packages):
+        for package in packages:
+            self.package = package
+            self.request_cls, self.response_cls = reflection_messages(package)
+            self.call = channel.stream_stream(
+                f"/{package}.ServerReflection/ServerReflectionInfo",
+                request_serializer=lambda m: m.SerializeToString(),
+                response_deserializer=self.response_cls.FromString)
+            try:
+                self.list_services()
+                return
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+                    raise
+        raise RuntimeError("the server implements no reflection service")
 
     def ask(self, **field):
         request = self.request_cls(**field)
@@ -173,10 +185,11 @@ def describe_method(files, service, method):
     return None
 
 
-def run(target, api_key, prompt, expect_echo):
+def run(target, api_key, prompt, expect_echo, packages):
     channel = grpc.insecure_channel(target)
     grpc.channel_ready_future(channel).result(timeout=TIMEOUT_S)
-    reflection = ReflectionClient(channel)
+    reflection = ReflectionClient(channel, packages)
+    print("reflection:", reflection.package)
 
     services = reflection.list_services()
     print("services:", " ".join(sorted(services)))
@@ -195,6 +208,13 @@ def run(target, api_key, prompt, expect_echo):
     check(generate.input_type == ".tessera.v1.GenerateRequest" and
           generate.output_type == ".tessera.v1.GenerateResponse",
           f"describe: Generate({generate.input_type}) returns (stream {generate.output_type})")
+
+    comments = [loc.leading_comments for fd in files.values()
+                for loc in fd.source_code_info.location if loc.leading_comments]
+    print(f"describe: {len(comments)} documented elements")
+    if reflection.package == "grpc.reflection.v1":
+        check(any("Generates a completion" in c for c in comments),
+              "describe: the .proto comments come with the descriptors (v1)")
 
     factory = message_factory.MessageFactory(pool)
     request_cls = factory.GetPrototype(pool.FindMessageTypeByName("tessera.v1.GenerateRequest"))
@@ -260,7 +280,10 @@ def main():
     parser.add_argument("--target", help="host:port of a running server")
     parser.add_argument("--api-key", default="")
     parser.add_argument("--prompt", default="Hello from a reflection-only client")
+    parser.add_argument("--reflection", choices=REFLECTION_PACKAGES,
+                        help="ask only this reflection version (default: v1, else v1alpha)")
     args = parser.parse_args()
+    packages = [args.reflection] if args.reflection else REFLECTION_PACKAGES
     if bool(args.server) == bool(args.target):
         parser.error("give exactly one of --server and --target")
 
@@ -278,10 +301,10 @@ def main():
                 print(f"FAIL server did not start: {line!r}")
                 return 1
             target = line[len("listening on "):]
-            _, call, request_cls, metadata = run(target, api_key, args.prompt, expect_echo=True)
+            _, call, request_cls, metadata = run(target, api_key, args.prompt, True, packages)
             check_drain(server, call, request_cls, metadata, args.prompt)
         else:
-            channel, *_ = run(target, args.api_key, args.prompt, expect_echo=False)
+            channel, *_ = run(target, args.api_key, args.prompt, False, packages)
             channel.close()
     except (grpc.RpcError, grpc.FutureTimeoutError, RuntimeError, StopIteration) as e:
         check(False, f"unexpected error: {e!r}")

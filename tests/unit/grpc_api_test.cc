@@ -15,9 +15,11 @@
 
 #include "controller/grpc/api_key.h"
 #include "controller/grpc/grpc_server.h"
+#include "controller/grpc/reflection_service.h"
 #include "controller/grpc/status_codes.h"
 #include "controller/grpc/utf8_text.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/descriptor.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tessera/v1/inference.grpc.pb.h"
@@ -618,6 +620,67 @@ TEST_F(GrpcApiTest, BindingAPortInUseIsAnError) {
   options.port = server_->port();
   absl::StatusOr<std::unique_ptr<GrpcServer>> second = GrpcServer::Start(&engine_, options);
   EXPECT_FALSE(second.ok());
+}
+
+class ReflectionServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto service = ReflectionService::Create({"tessera.v1.Inference", "grpc.health.v1.Health"});
+    ASSERT_TRUE(service.ok()) << service.status();
+    service_ = *std::move(service);
+  }
+  grpc::reflection::v1::ServerReflectionResponse Ask(
+      const grpc::reflection::v1::ServerReflectionRequest& request) {
+    grpc::reflection::v1::ServerReflectionResponse response;
+    service_->Answer(request, &response);
+    return response;
+  }
+  std::unique_ptr<ReflectionService> service_;
+};
+
+TEST_F(ReflectionServiceTest, ListsTheServicesItWasGiven) {
+  grpc::reflection::v1::ServerReflectionRequest request;
+  request.set_list_services("");
+  auto response = Ask(request);
+  ASSERT_EQ(response.list_services_response().service_size(), 2);
+  EXPECT_EQ(response.list_services_response().service(0).name(), "tessera.v1.Inference");
+}
+
+TEST_F(ReflectionServiceTest, AMethodsFileComesWithTheProtoComments) {
+  grpc::reflection::v1::ServerReflectionRequest request;
+  request.set_file_containing_symbol("tessera.v1.Inference.Generate");
+  auto response = Ask(request);
+  ASSERT_EQ(response.file_descriptor_response().file_descriptor_proto_size(), 1);
+  google::protobuf::FileDescriptorProto file;
+  ASSERT_TRUE(file.ParseFromString(response.file_descriptor_response().file_descriptor_proto(0)));
+  EXPECT_EQ(file.name(), "tessera/v1/inference.proto");
+  bool documented = false;
+  for (const auto& location : file.source_code_info().location()) {
+    documented |=
+        location.leading_comments().find("Generates a completion of a prompt") != std::string::npos;
+  }
+  EXPECT_TRUE(documented);
+  EXPECT_EQ(response.original_request().file_containing_symbol(), "tessera.v1.Inference.Generate");
+}
+
+TEST_F(ReflectionServiceTest, FilesInTheSetAndInTheGeneratedPoolAreFound) {
+  grpc::reflection::v1::ServerReflectionRequest request;
+  request.set_file_containing_symbol("grpc.reflection.v1alpha.ServerReflection");
+  EXPECT_EQ(Ask(request).file_descriptor_response().file_descriptor_proto_size(), 1);
+  request.set_file_by_filename("grpc/health/v1/health.proto");
+  EXPECT_EQ(Ask(request).file_descriptor_response().file_descriptor_proto_size(), 1);
+}
+
+TEST_F(ReflectionServiceTest, UnknownSymbolsAreNotFound) {
+  grpc::reflection::v1::ServerReflectionRequest request;
+  request.set_file_containing_symbol("no.such.Thing");
+  auto response = Ask(request);
+  EXPECT_EQ(response.error_response().error_code(), static_cast<int>(grpc::StatusCode::NOT_FOUND));
+  request.set_all_extension_numbers_of_type("tessera.v1.GenerateRequest");
+  response = Ask(request);
+  EXPECT_EQ(response.all_extension_numbers_response().base_type_name(),
+            "tessera.v1.GenerateRequest");
+  EXPECT_EQ(response.all_extension_numbers_response().extension_number_size(), 0);
 }
 
 TEST(StatusCodesTest, NamesAndMappingFollowTheCanonicalCodes) {
