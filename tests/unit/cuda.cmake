@@ -25,4 +25,9 @@ if(TARGET tessera_cuda)
     DEPS tessera_cuda
     LABELS gpu
     TIMEOUT 120)
+  tessera_test(cuda_staging_upload_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_staging_upload_test.cc
+    DEPS tessera_cuda
+    LABELS gpu
+    TIMEOUT 120)
 endif()

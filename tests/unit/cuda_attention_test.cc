@@ -16,14 +16,8 @@ using testing::Decode;
 using testing::DeviceBuffer;
 using testing::Encode;
 using testing::Epsilon;
+using testing::RandomVector;
 using testing::Round;
-
-std::vector<float> RandomVector(size_t n, std::mt19937_64& rng) {
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 // A paged cache laid out [block][slot][kv_head][width] with a shuffled block table.
 struct Layout {

@@ -21,6 +21,7 @@ using testing::Decode;
 using testing::DeviceBuffer;
 using testing::Encode;
 using testing::Epsilon;
+using testing::RandomVector;
 using testing::Round;
 
 constexpr GgmlType kTypes[] = {
@@ -34,13 +35,6 @@ std::vector<float> CpuDequantize(GgmlType type, const std::vector<uint8_t>& byte
   std::vector<float> out(n);
   EXPECT_TRUE(quant::DequantizeToFloat(type, bytes, n, out.data()).ok());
   return out;
-}
-
-std::vector<float> RandomVector(size_t n, std::mt19937_64& rng) {
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
 }
 
 class CudaMatmul : public testing::GpuTest {};

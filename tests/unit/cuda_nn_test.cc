@@ -16,16 +16,10 @@ using testing::Decode;
 using testing::DeviceBuffer;
 using testing::Encode;
 using testing::Epsilon;
+using testing::RandomVector;
 using testing::Round;
 
 constexpr DType kDTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
-
-std::vector<float> RandomVector(size_t n, std::mt19937_64& rng, float sd = 1.0f) {
-  std::normal_distribution<float> d(0.0f, sd);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 std::vector<double> Widen(const float* p, size_t n) { return std::vector<double>(p, p + n); }
 

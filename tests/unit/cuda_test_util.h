@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "common/util/half.h"
@@ -89,6 +90,14 @@ inline std::vector<float> Decode(const std::vector<uint8_t>& bytes, DType dtype)
 inline std::vector<float> Round(const std::vector<float>& v, DType dtype) {
   return Decode(Encode(v, dtype), dtype);
 }
+// n samples of N(0, sd²).
+inline std::vector<float> RandomVector(size_t n, std::mt19937_64& rng, float sd = 1.0f) {
+  std::normal_distribution<float> d(0.0f, sd);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
 // Relative precision of one rounding to `dtype` (half an ulp at 1).
 inline double Epsilon(DType dtype) {
   return dtype == DType::kF32 ? 6e-8 : dtype == DType::kF16 ? 4.9e-4 : 3.9e-3;
