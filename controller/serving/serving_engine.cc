@@ -92,6 +92,12 @@ void ServingEngine::Poke() {
   {
     std::lock_guard<std::mutex> l(mu_);
     poked_ = true;
+    // A cancelled sequence's blocks are free at once, even while a step runs: the step
+    // request already holds a copy of the block table, and only the scheduler thread hands
+    // blocks out, after the step returns (it then drops the sequence's result).
+    for (const auto& seq : scheduler_.running()) {
+      if (seq->cancel->cancelled.load()) blocks_->Release(seq->block_table);
+    }
   }
   wake_.notify_all();
 }

@@ -134,6 +134,7 @@ class ServingEngine : public Engine {
   void Finish(Sequence* seq, GenerateEvent event, const std::string& failure_reason, Outbox& out);
   void FailAll(const absl::Status& status, const std::string& failure_reason, Outbox& out);
   void FailChunks(const StepPlan& plan, const absl::Status& status, Outbox& out);
+  // Wakes the scheduler (a request was cancelled) and frees cancelled sequences' blocks.
   void Poke();
   std::optional<Clock::time_point> NextDeadline() const;
   // Without mu_.

@@ -536,6 +536,27 @@ TEST(ServingEngine, FullQueueIsResourceExhausted) {
   for (Collector* x : {&a, &b, &c}) EXPECT_EQ(x->Wait().text, "abc");
 }
 
+TEST(ServingEngine, CancelFreesBlocksAtOnceEvenDuringAStep) {
+  ScriptedStepRunner runner(Bytes("abcdef"), /*n_blocks=*/8, /*block_size=*/4);
+  auto engine = MakeEngine(&runner);
+  GenerateRequest r;
+  r.prompt_tokens = Bytes("a prompt of 21 tokens");
+  r.max_tokens = 10;
+  runner.Close();  // the first step (the prefill) stays in the runner
+  Collector c;
+  auto h = engine->Submit(r, c.Sink());
+  ASSERT_TRUE(h.ok());
+  runner.WaitEntered(1);
+  EXPECT_EQ(engine->stats().kv_blocks_used, 6);  // 21 positions in blocks of 4
+  (*h)->Cancel();
+  EXPECT_EQ(engine->stats().kv_blocks_used, 0);
+  runner.Open();
+  Outcome o = c.Wait();
+  EXPECT_EQ(o.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(o.tokens.empty());  // the held step's token is dropped
+  EXPECT_EQ(engine->stats().kv_blocks_used, 0);
+}
+
 TEST(ServingEngine, SubmitRefusesWhatCannotRun) {
   ScriptedStepRunner runner(Bytes("a"));
   EngineOptions o;
