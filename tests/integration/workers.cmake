@@ -9,3 +9,13 @@ if(TARGET tessera_workers AND TARGET tessera-worker)
   set_property(TEST worker_group_test APPEND PROPERTY ENVIRONMENT
                "TESSERA_WORKER_BINARY=$<TARGET_FILE:tessera-worker>")
 endif()
+
+# tesserad + tessera-worker processes over HTTP: a worker killed mid-stream, the controller
+# killed (no orphans), external workers on two loopback addresses.
+if(TARGET tesserad AND TARGET tessera-worker AND TARGET tessera)
+  add_test(NAME daemon_workers_test
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/daemon_workers_test.py
+                   $<TARGET_FILE:tesserad> $<TARGET_FILE:tessera-worker> $<TARGET_FILE:tessera>)
+  set_tests_properties(daemon_workers_test PROPERTIES LABELS integration TIMEOUT 240
+                       SKIP_RETURN_CODE 77)
+endif()
