@@ -1,3 +1,4 @@
+#include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch_config.h"
 #include "kernels/cuda/matmul_kernels.h"
 #include "kernels/cuda/quant_decode.cuh"

@@ -29,11 +29,6 @@ __device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
-// IEEE binary16 bits (as stored in GGUF blocks) to float.
-__device__ __forceinline__ float HalfBits(uint16_t bits) {
-  return __half2float(__ushort_as_half(bits));
-}
-
 __device__ __forceinline__ float WarpSum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

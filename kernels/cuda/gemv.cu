@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch_config.h"
 #include "kernels/cuda/matmul_kernels.h"
 #include "kernels/cuda/quant_decode.cuh"
