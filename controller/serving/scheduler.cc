@@ -50,7 +50,10 @@ StepPlan Scheduler::Schedule() {
       ++plan.preempted;
       if (preempted_self) break;
     }
-    if (preempted_self) break;
+    if (preempted_self) {
+      if (running_.empty()) plan.cannot_fit = s;
+      break;
+    }
     add(s, n);
     ++i;
   }

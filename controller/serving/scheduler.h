@@ -41,6 +41,9 @@ struct ScheduledChunk {
 struct StepPlan {
   std::vector<ScheduledChunk> chunks;
   int preempted = 0;
+  // A sequence that needed a block while running alone: the cache can never hold it. It is
+  // back in the waiting queue; the caller must end it.
+  Sequence* cannot_fit = nullptr;
   int64_t prefill_tokens = 0;  // tokens of chunks that do not sample, or prompt chunks
   int64_t decode_tokens = 0;   // one-token decodes
 };

@@ -333,16 +333,17 @@ bool ServingEngine::RunOneStep(std::unique_lock<std::mutex>& lock, Outbox& out) 
     if (observer_ != nullptr) observer_->OnPreemption();
   }
   if (plan.chunks.empty()) {
-    if (!scheduler_.HeadCannotFit()) return false;
+    Sequence* lost = plan.cannot_fit;
+    if (lost == nullptr && scheduler_.HeadCannotFit()) lost = scheduler_.waiting().front().get();
+    if (lost == nullptr) return false;
     // Only when the workers came back with a smaller cache than the request was admitted
     // for (Submit keeps prompt + max_tokens within the cache).
-    Sequence* head = scheduler_.waiting().front().get();
     GenerateEvent e;
     e.finish_reason = "abort";
-    e.status = absl::ResourceExhaustedError(absl::StrCat(
-        "request ", head->request.request_id, " needs ", blocks_->BlocksFor(head->uncomputed()),
-        " KV blocks; the cache has ", blocks_->total_blocks()));
-    Finish(head, std::move(e), "internal", out);
+    e.status = absl::ResourceExhaustedError(
+        absl::StrCat("request ", lost->request.request_id, " needs more than the KV cache's ",
+                     blocks_->total_blocks(), " blocks of ", blocks_->block_size(), " tokens"));
+    Finish(lost, std::move(e), "internal", out);
     return true;
   }
 

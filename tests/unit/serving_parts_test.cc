@@ -203,6 +203,22 @@ TEST(Scheduler, ChunksPromptsAdmitsFcfsAndPreemptsTheNewest) {
   EXPECT_TRUE(p.chunks[0].sample);
 }
 
+TEST(Scheduler, ASequenceThatOutgrowsTheWholeCacheIsReported) {
+  BlockManager blocks(2, 4);
+  Scheduler sched({8, 8}, &blocks);
+  auto owned = Seq(8);
+  Sequence* s = owned.get();
+  sched.Enqueue(std::move(owned));
+  StepPlan p = sched.Schedule();
+  ASSERT_EQ(p.chunks.size(), 1u);
+  EXPECT_EQ(p.cannot_fit, nullptr);
+  Advance(p);  // 9 tokens now: a third block that does not exist
+  p = sched.Schedule();
+  EXPECT_TRUE(p.chunks.empty());
+  EXPECT_EQ(p.cannot_fit, s);
+  EXPECT_EQ(blocks.used_blocks(), 0);
+}
+
 TEST(Scheduler, RespectsMaxNumSeqs) {
   BlockManager blocks(16, 4);
   Scheduler sched({/*max_num_seqs=*/2, /*max_num_batched_tokens=*/64}, &blocks);
