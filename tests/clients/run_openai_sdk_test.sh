@@ -4,13 +4,15 @@
 # engine); or `--url URL [--model NAME]` for a daemon that is already running.
 #
 #   run_openai_sdk_test.sh --server PATH/test_http_server
-#   run_openai_sdk_test.sh --url http://127.0.0.1:8080 --api-key KEY
+#   run_openai_sdk_test.sh --url http://127.0.0.1:8080 [--api-key KEY]
 #
+# With --url and no --api-key the daemon is taken to run without a key (the wrong-key test
+# is skipped).
 # Exit 77 (ctest: skipped) when node or the npm packages are missing
 # (`npm ci --prefix tests/clients` installs them).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-server="" url="" api_key="sk-tessera-test" model=""
+server="" url="" api_key="" model=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --server) server="$2"; shift 2 ;;
@@ -28,6 +30,7 @@ pid=""
 cleanup() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi; }
 trap cleanup EXIT
 if [ -n "$server" ]; then
+  api_key="${api_key:-sk-tessera-test}"
   out="$(mktemp)"
   "$server" --api-key "$api_key" >"$out" &
   pid=$!
