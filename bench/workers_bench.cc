@@ -1,0 +1,123 @@
+// Control plane and collectives of the multi-process engine (issue "Controller and
+// workers"): figures, not assertions.
+//
+//   workers_bench control MODEL [TP]     round trip of an empty step through TP workers
+//   workers_bench allreduce [N...]        Gloo all-reduce of N floats at TP 2 and 4
+//   workers_bench load MODEL [TP]         load time and peak RSS per worker
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "controller/workers/worker_group.h"
+#include "gloo/rendezvous/hash_store.h"
+#include "worker/comm/gloo_communicator.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using tessera::workers::WorkerGroup;
+using tessera::workers::WorkerGroupOptions;
+
+void Percentiles(const char* what, std::vector<double> us) {
+  std::sort(us.begin(), us.end());
+  auto at = [&](double q) { return us[static_cast<size_t>(q * (us.size() - 1))]; };
+  std::printf("%-44s n=%zu  median %8.1f us  p90 %8.1f us  p99 %8.1f us\n", what, us.size(),
+              at(0.5), at(0.9), at(0.99));
+}
+
+std::unique_ptr<WorkerGroup> Group(const std::string& model, int tp) {
+  WorkerGroupOptions o;
+  o.model_path = model;
+  o.world_size = tp;
+  o.threads_per_worker = 1;
+  o.kv_tokens = 256;
+  o.max_restarts = 0;
+  auto g = WorkerGroup::Create(o);
+  if (!g.ok() || !(*g)->Start().ok()) {
+    std::fprintf(stderr, "cannot start %d workers on %s\n", tp, model.c_str());
+    std::exit(1);
+  }
+  return *std::move(g);
+}
+
+int Control(const std::string& model, int tp) {
+  auto g = Group(model, tp);
+  tessera::v1::StepRequest step;
+  std::vector<double> us;
+  for (int i = 0; i < 3000; ++i) {
+    step.set_step_id(i + 1);
+    auto t0 = Clock::now();
+    auto r = g->RunStep(step);
+    auto t1 = Clock::now();
+    if (!r.ok()) return 1;
+    if (i >= 200) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  Percentiles(("control round trip, empty step, tp " + std::to_string(tp)).c_str(), us);
+  return 0;
+}
+
+int AllReduce(std::vector<size_t> sizes) {
+  if (sizes.empty()) sizes = {768, 4096, 7168};
+  for (int tp : {2, 4}) {
+    for (size_t n : sizes) {
+      gloo::rendezvous::HashStore store;
+      std::vector<std::vector<double>> us(tp);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < tp; ++r) {
+        threads.emplace_back([&, r] {
+          auto c = tessera::comm::GlooCommunicator::Connect(store, r, tp, {});
+          if (!c.ok()) std::exit(1);
+          std::vector<float> v(n, 1.0f);
+          for (int i = 0; i < 2200; ++i) {
+            auto t0 = Clock::now();
+            if (!(*c)->AllReduceSum(v.data(), n).ok()) std::exit(1);
+            if (i >= 200) {
+              us[r].push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+            }
+          }
+        });
+      }
+      for (auto& t : threads) t.join();
+      Percentiles(
+          ("gloo all-reduce " + std::to_string(n) + " floats, tp " + std::to_string(tp)).c_str(),
+          us[0]);
+    }
+  }
+  return 0;
+}
+
+int Load(const std::string& model, int tp) {
+  auto t0 = Clock::now();
+  auto g = Group(model, tp);
+  double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("tp %d: group ready in %.2f s (spawn + rendezvous + load)\n", tp, wall);
+  for (const auto& r : g->ranks()) {
+    std::printf(
+        "  rank %d: load %.2f s, read %.1f MiB (%.1f mapped + %.1f pread), peak RSS %.1f "
+        "MiB\n",
+        r.rank, r.info.load_seconds(), r.info.weight_bytes_read() / 1048576.0,
+        r.info.mapped_bytes() / 1048576.0, r.info.pread_bytes() / 1048576.0,
+        r.info.peak_rss_bytes() / 1048576.0);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "control" && argc >= 3) return Control(argv[2], argc > 3 ? std::atoi(argv[3]) : 2);
+  if (mode == "load" && argc >= 3) return Load(argv[2], argc > 3 ? std::atoi(argv[3]) : 1);
+  if (mode == "allreduce") {
+    std::vector<size_t> sizes;
+    for (int i = 2; i < argc; ++i) sizes.push_back(std::strtoull(argv[i], nullptr, 10));
+    return AllReduce(sizes);
+  }
+  std::fprintf(stderr,
+               "usage: workers_bench control MODEL [TP] | allreduce [N...] | load MODEL [TP]\n");
+  return 2;
+}
