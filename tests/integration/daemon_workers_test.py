@@ -186,6 +186,60 @@ def test_external_workers_on_two_addresses(tesserad, worker, model, log):
                 p.wait()
 
 
+def test_gives_up_but_stays_up(tesserad, model, log):
+    """Workers that cannot start: after --max-worker-restarts failures the daemon stays up,
+    not ready, and keeps serving /health and /metrics."""
+    proc, base = start_daemon(tesserad, model,
+                              ["--worker-binary", "/bin/false", "--max-worker-restarts", "2",
+                               "--restart-backoff", "100ms"], log)
+    try:
+        deadline = time.time() + 30
+        ready = None
+        while time.time() < deadline:
+            try:
+                status, body = http("GET", base + "/ready", timeout=2)
+                ready = json.loads(body)
+                if "gave up" in json.dumps(ready):
+                    break
+            except OSError:
+                pass
+            time.sleep(0.2)
+        assert ready is not None and "gave up" in json.dumps(ready), ready
+        assert status == 503, status
+        assert http("GET", base + "/health")[0] == 200
+        metrics = http("GET", base + "/metrics")[1]
+        assert 'tessera_ready{model_name=' in metrics and "tessera_worker_up" in metrics
+        status, body = completion(base)
+        assert status == 503, (status, body)
+        assert proc.poll() is None, "tesserad died with its workers"
+        print("gave up, still serving /health and /metrics:", ready["workers"][:80])
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_cli_tp_matches_in_process(cli, model, tmp):
+    """tessera eval-logits --tp 2 (two worker processes) against the in-process run."""
+    import struct
+    outs = {}
+    for tp in (None, 2):
+        out = os.path.join(tmp, f"logits-{tp}.f32")
+        args = [cli, "eval-logits", "--model", model, "--tokens", "1,5,9,200,31,7", "--exact",
+                "--threads", "1", "--out", out]
+        if tp:
+            args += ["--tp", str(tp)]
+        subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(out, "rb") as f:
+            data = f.read()
+        outs[tp] = struct.unpack(f"<{len(data) // 4}f", data)
+    worst = max(abs(a - b) for a, b in zip(outs[None], outs[2]))
+    assert len(outs[None]) == len(outs[2]) and worst < 2e-3, worst
+    print(f"eval-logits --tp 2 vs in-process: max |diff| {worst:.2e}")
+
+
 def main():
     if len(sys.argv) != 4:
         print(__doc__)
@@ -202,8 +256,10 @@ def main():
         log_path = os.path.join(tmp, "daemon.log")
         with open(log_path, "w") as log:
             try:
+                test_cli_tp_matches_in_process(cli, model, tmp)
                 test_kill_worker_mid_stream(tesserad, model, log)
                 test_external_workers_on_two_addresses(tesserad, worker, model, log)
+                test_gives_up_but_stays_up(tesserad, model, log)
             except Exception:
                 log.flush()
                 with open(log_path) as f:
