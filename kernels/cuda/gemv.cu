@@ -9,6 +9,8 @@
 namespace tessera::cuda {
 namespace {
 
+constexpr int kRun = 8;  // consecutive elements per lane in the GEMV's main loop
+
 // One warp per weight row; lane l decodes elements l, l + 32, ... (consecutive lanes read
 // neighbouring bytes of the same block) and accumulates against up to kGemvMaxBatch tokens.
 template <gguf::GgmlType kType, typename T>
@@ -20,11 +22,31 @@ __global__ void __launch_bounds__(kGemvWarps* kWarpSize)
   if (row >= rows) return;
   const uint8_t* wr = w + row * row_bytes;
   float acc[kGemvMaxBatch] = {};
-  for (int64_t k = lane; k < cols; k += kWarpSize) {
-    const float v = device::RowElem<kType>(wr, k);
+  if (cols % (kWarpSize * kRun) == 0) {
+    // Each lane decodes a run of kRun consecutive elements (never crossing a block, as every
+    // block size divides 256 and kRun divides 32), so the block and scale arithmetic is shared
+    // by the run; a warp covers 256 consecutive elements per step.
+    for (int64_t k0 = lane * kRun; k0 < cols; k0 += kWarpSize * kRun) {
+      float v[kRun];
 #pragma unroll
-    for (int b = 0; b < kGemvMaxBatch; ++b) {
-      if (b < batch) acc[b] += v * device::ToFloat(x[b * cols + k]);
+      for (int u = 0; u < kRun; ++u) v[u] = device::RowElem<kType>(wr, k0 + u);
+#pragma unroll
+      for (int b = 0; b < kGemvMaxBatch; ++b) {
+        if (b >= batch) break;
+        const T* xb = x + b * cols + k0;
+        float s = 0.0f;
+#pragma unroll
+        for (int u = 0; u < kRun; ++u) s += v[u] * device::ToFloat(xb[u]);
+        acc[b] += s;
+      }
+    }
+  } else {
+    for (int64_t k = lane; k < cols; k += kWarpSize) {
+      const float v = device::RowElem<kType>(wr, k);
+#pragma unroll
+      for (int b = 0; b < kGemvMaxBatch; ++b) {
+        if (b < batch) acc[b] += v * device::ToFloat(x[b * cols + k]);
+      }
     }
   }
 #pragma unroll
