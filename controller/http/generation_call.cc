@@ -1,7 +1,6 @@
 #include "controller/http/generation_call.h"
 
 #include <mutex>
-#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "controller/http/openai_errors.h"

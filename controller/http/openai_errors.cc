@@ -1,7 +1,5 @@
 #include "controller/http/openai_errors.h"
 
-#include <optional>
-
 #include "absl/strings/cord.h"
 
 namespace tessera::http {
