@@ -16,7 +16,7 @@ namespace tessera::cuda::device {
 
 __device__ __forceinline__ uint32_t OrderKey(float f) {
   if (isnan(f)) return 0;
-  const uint32_t u = __float_as_uint(f);
+  const uint32_t u = __float_as_uint(f + 0.0f);  // −0 becomes +0: they compare equal
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 

@@ -7,6 +7,8 @@
 #
 #   tests/gpu/run.sh [--build-dir DIR] [--jobs N]
 #
+# TESSERA_BUILD_TYPE (default Release) picks the CMake build type.
+#
 # Needs nvcc (PATH or /usr/local/cuda/bin), cmake, ninja or make, and the Debian packages of
 # tools/install-deps.sh. Exit status: 0 when every gpu test passed, 1 otherwise.
 set -euo pipefail
@@ -20,7 +22,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --build-dir) build="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -47,7 +49,7 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 
 step "configure ($gpu_name, sm_$arch, $gpu_count GPU(s))"
 timeout "$(remaining)" cmake -S "$root" -B "$build" "${generator[@]}" \
-  -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+  -DCMAKE_BUILD_TYPE="${TESSERA_BUILD_TYPE:-Release}" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
   -DTESSERA_TESTS=ON -DTESSERA_BENCH=ON >"$log_dir/configure.log" 2>&1 ||
   { tail -n 30 "$log_dir/configure.log"; echo "run.sh: configure failed (see tools/install-deps.sh)" >&2; exit 1; }
 grep -q "CUDA backend ON" "$log_dir/configure.log" ||
@@ -76,6 +78,12 @@ sed -n 's/^ *[0-9]*\/[0-9]* *Test *#[0-9]*: *\([^ ]*\) [.* ]*\([A-Za-z*][A-Za-z 
   printf '%-28s %-10s %s\n' "$name" "$result" "$secs"
 done
 grep -E "tests passed|tests failed" "$log_dir/ctest.log" || true
+# A skip means the test saw no device although nvidia-smi lists one: a broken setup.
+skipped=$(grep -c '\*\*\*Skipped' "$log_dir/ctest.log" || true)
+if (( skipped > 0 )); then
+  echo "run.sh: $skipped gpu test(s) skipped although nvidia-smi lists $gpu_count GPU(s)" >&2
+  test_status=1
+fi
 echo
 grep -E "^(device|d2d_copy_GBps|type|q[0-9]|iq|f16|prefill)" "$log_dir/bench.log" || echo "(no benchmark figures)"
 if (( gpu_count > 1 )); then
