@@ -51,6 +51,11 @@ absl::StatusOr<GgufModel> GgufModel::Open(const std::string& path) {
   std::optional<SplitName> name = SplitName::Parse(path);
   const Metadata& md = (*first)->metadata();
   bool has_split_keys = md.Has(kSplitCount);
+  // llama-gguf-split --merge keeps the split keys with split.count = 0: a whole file.
+  if (has_split_keys) {
+    auto c = md.GetUint(kSplitCount);
+    if (c.ok() && *c == 0) has_split_keys = false;
+  }
   if (!has_split_keys) {
     // A plain file (even if its name looks like a part) is a one-part model.
     model.parts_.push_back(*std::move(first));
@@ -62,7 +67,7 @@ absl::StatusOr<GgufModel> GgufModel::Open(const std::string& path) {
   auto count = md.GetUint(kSplitCount);
   if (!count.ok())
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", count.status().message()));
-  if (*count == 0 || *count > 99999) {
+  if (*count > 99999) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": split.count ", *count, " is not valid"));
   }

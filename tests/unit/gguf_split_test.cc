@@ -152,3 +152,33 @@ TEST_F(SplitTest, ZeroTensorsAreSparse) {
 
 }  // namespace
 }  // namespace tessera::gguf
+
+namespace tessera::gguf {
+namespace {
+
+// llama-gguf-split --merge writes the merged file with split.count = 0 (and keeps split.no
+// and split.tensors.count): a whole file that opens as one part, whatever its name.
+TEST(SplitCountZero, MergedByLlamaCppOpensAsOneFile) {
+  GgufWriter w;
+  w.metadata().Set("general.architecture", Value::String("llama"));
+  w.metadata().Set("split.no", Value::U16(0));
+  w.metadata().Set("split.count", Value::U16(0));
+  w.metadata().Set("split.tensors.count", Value::I32(2));
+  for (int i = 0; i < 2; ++i) {
+    std::vector<float> v(8, static_cast<float>(i));
+    ASSERT_TRUE(w.AddF32Tensor("t" + std::to_string(i), {8}, v).ok());
+  }
+  const std::string path =
+      (fs::temp_directory_path() /
+       ("tessera-merged-" + std::to_string(::getpid()) + "-00001-of-00003.gguf"))
+          .string();
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  auto m = GgufModel::Open(path);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->part_count(), 1u);
+  EXPECT_EQ(m->tensors().size(), 2u);
+  fs::remove(path);
+}
+
+}  // namespace
+}  // namespace tessera::gguf
