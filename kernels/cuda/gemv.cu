@@ -57,27 +57,27 @@ __global__ void __launch_bounds__(kGemvWarps* kWarpSize)
   }
 }
 
-// One warp per (row, token·choice): the expert's row against the choice's input.
+// One warp per (row, token·choice): the member's row against the choice's input.
 template <gguf::GgmlType kType, typename T>
 __global__ void __launch_bounds__(kGemvWarps* kWarpSize)
-    GemvExpertsKernel(const uint8_t* w, size_t row_bytes, size_t expert_bytes, int experts,
-                      const int32_t* ids, int64_t rows, int64_t cols, const T* x, bool x_per_choice,
-                      int used, T* y) {
+    GroupedGemvKernel(GroupedGemvArgs a, int64_t x_stride, int64_t y_stride) {
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
   const int64_t choice = blockIdx.y;  // t·used + j
-  if (row >= rows) return;
-  const int e = ids[choice];
+  if (row >= a.w.rows) return;
+  const int m = a.ids[choice];
   float acc = 0.0f;
-  if (e >= 0 && e < experts) {
-    const uint8_t* wr = w + static_cast<size_t>(e) * expert_bytes + row * row_bytes;
-    const T* xc = x + (x_per_choice ? choice : choice / used) * cols;
-    for (int64_t k = lane; k < cols; k += kWarpSize) {
+  if (m >= 0 && m < a.members) {
+    const uint8_t* wr = static_cast<const uint8_t*>(a.w.data) +
+                        static_cast<size_t>(m) * a.member_bytes + row * a.w.row_bytes;
+    const T* xc =
+        static_cast<const T*>(a.x) + (a.x_per_choice ? choice : choice / a.used) * x_stride;
+    for (int64_t k = lane; k < a.w.cols; k += kWarpSize) {
       acc += device::RowElem<kType>(wr, k) * device::ToFloat(xc[k]);
     }
     acc = device::WarpSum(acc);
   }
-  if (lane == 0) y[choice * rows + row] = device::FromFloat<T>(acc);
+  if (lane == 0) static_cast<T*>(a.y)[choice * y_stride + row] = device::FromFloat<T>(acc);
 }
 
 template <typename T>
@@ -119,31 +119,31 @@ absl::Status Gemv(const DeviceMatrix& w, const void* x, DType act, int64_t batch
 
 namespace tessera::cuda {
 
-absl::Status GemvExperts(const DeviceMatrix& w, size_t expert_bytes, int experts,
-                         const int32_t* ids, int64_t tokens, int used, const void* x,
-                         bool x_per_choice, DType act, void* y, cudaStream_t stream) {
+absl::Status GroupedGemv(const GroupedGemvArgs& a, DType act, cudaStream_t stream) {
+  const DeviceMatrix& w = a.w;
   absl::StatusOr<LaunchConfig> c = GemvLaunch(w.type, w.rows, w.cols, 1);
   if (!c.ok()) return c.status();
-  if (absl::Status s = CheckRowBytes(w.type, w.cols, w.row_bytes, "expert gemv"); !s.ok()) {
+  if (absl::Status s = CheckRowBytes(w.type, w.cols, w.row_bytes, "grouped gemv"); !s.ok()) {
     return s;
   }
-  if (experts <= 0 || tokens <= 0 || used <= 0 || tokens * used > 65535 ||
-      expert_bytes < static_cast<size_t>(w.rows) * w.row_bytes) {
+  const int64_t x_stride = a.x_stride ? a.x_stride : w.cols;
+  const int64_t y_stride = a.y_stride ? a.y_stride : w.rows;
+  if (a.members <= 0 || a.tokens <= 0 || a.used <= 0 || a.tokens * a.used > 65535 ||
+      a.member_bytes < static_cast<size_t>(w.rows) * w.row_bytes || x_stride < w.cols ||
+      y_stride < w.rows || !a.ids || !a.x || !a.y) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "cuda expert gemv: ", experts, " experts of ", expert_bytes, " bytes (one needs ",
-        static_cast<size_t>(w.rows) * w.row_bytes, "), ", tokens, " tokens x ", used,
-        " choices (at most 65535 in all): expected positive sizes that fit"));
+        "cuda grouped gemv: ", a.members, " members of ", a.member_bytes, " bytes (one needs ",
+        static_cast<size_t>(w.rows) * w.row_bytes, "), ", a.tokens, " tokens x ", a.used,
+        " choices (at most 65535 in all), x stride ", x_stride, " (≥ ", w.cols, "), y stride ",
+        y_stride, " (≥ ", w.rows, "), ids/x/y given: expected all to hold"));
   }
-  const dim3 grid(static_cast<unsigned>(c->grid_x), static_cast<unsigned>(tokens * used));
-  const auto* wd = static_cast<const uint8_t*>(w.data);
+  const dim3 grid(static_cast<unsigned>(c->grid_x), static_cast<unsigned>(a.tokens * a.used));
   TESSERA_DISPATCH_DTYPE(
       act, T,
-      TESSERA_DISPATCH_QUANT(
-          w.type, kT, return c.status(),
-          GemvExpertsKernel<kT, T><<<grid, c->block, 0, stream>>>(
-              wd, w.row_bytes, expert_bytes, experts, ids, w.rows, w.cols, static_cast<const T*>(x),
-              x_per_choice, used, static_cast<T*>(y))));
-  return LaunchStatus("expert gemv");
+      TESSERA_DISPATCH_QUANT(w.type, kT, return c.status(),
+                             GroupedGemvKernel<kT, T>
+                             <<<grid, c->block, 0, stream>>>(a, x_stride, y_stride)));
+  return LaunchStatus("grouped gemv");
 }
 
 absl::Status MoeCombine(const void* y, const float* weights, int64_t tokens, int used, int64_t n,

@@ -20,14 +20,29 @@ absl::Status Dequantize(gguf::GgmlType type, const void* src, int64_t n, DType o
 absl::Status Gemv(const DeviceMatrix& w, const void* x, DType act, int64_t batch, void* y,
                   cudaStream_t stream);
 
-// Grouped decode GEMV for MoE experts (spec 5.6 step 9): `w` describes one expert (rows ×
-// cols); expert e starts at w.data + e·expert_bytes. For token t and choice j with
-// e = ids[t·used + j]: y[(t·used + j)·rows + r] = W_e[r] · x_{t,j}, where x_{t,j} is
-// x + (t·used + j)·cols when x_per_choice (the down projection's inputs) and x + t·cols
-// otherwise (gate and up share the token's input). An id outside [0, experts) yields zeros.
-absl::Status GemvExperts(const DeviceMatrix& w, size_t expert_bytes, int experts,
-                         const int32_t* ids, int64_t tokens, int used, const void* x,
-                         bool x_per_choice, DType act, void* y, cudaStream_t stream);
+// Grouped decode GEMV: one matrix of a stack per (token, choice). Member m of the stack
+// (rows × cols as `w` describes) starts at w.data + m·member_bytes. For token t and choice j
+// with m = ids[t·used + j]:
+//   y[(t·used + j)·y_stride + r] = W_m[r] · x_{t,j},
+//   x_{t,j} = x + (x_per_choice ? t·used + j : t)·x_stride.
+// An id outside [0, members) yields zeros. Strides of 0 mean cols (x) and rows (y).
+// Uses: MoE experts (members = experts, ids = the routing; gate/up share the token's x, down
+// takes one x per choice), and MLA's absorbed k_b / v_b (members = heads, ids = 0..H−1 per
+// token, x the heads' q_nope or attention outputs at their stride in the head layout).
+struct GroupedGemvArgs {
+  DeviceMatrix w;
+  size_t member_bytes = 0;
+  int members = 0;
+  const int32_t* ids = nullptr;
+  int64_t tokens = 0;
+  int used = 0;
+  const void* x = nullptr;
+  bool x_per_choice = false;
+  int64_t x_stride = 0;
+  void* y = nullptr;
+  int64_t y_stride = 0;
+};
+absl::Status GroupedGemv(const GroupedGemvArgs& args, DType act, cudaStream_t stream);
 
 // out[t·n + i] = Σ_j weights[t·used + j] · y[(t·used + j)·n + i]: the routed experts' outputs
 // combined with their routing weights, float32 accumulation.

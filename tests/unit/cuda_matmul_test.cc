@@ -158,9 +158,17 @@ TEST_F(CudaMatmul, ExpertGemvAndCombine) {
     SCOPED_TRACE(per_choice ? "input per choice" : "input per token");
     const std::vector<float> x = RandomVector(cols * tokens * (per_choice ? used : 1), rng);
     DeviceBuffer dx(x), dy(tokens * used * rows * 4), dout(tokens * rows * 4);
-    ASSERT_TRUE(GemvExperts(m, expert_bytes, experts, dids.as<int32_t>(), tokens, used, dx.get(),
-                            per_choice, DType::kF32, dy.get(), nullptr)
-                    .ok());
+    GroupedGemvArgs g;
+    g.w = m;
+    g.member_bytes = expert_bytes;
+    g.members = experts;
+    g.ids = dids.as<int32_t>();
+    g.tokens = tokens;
+    g.used = used;
+    g.x = dx.get();
+    g.x_per_choice = per_choice;
+    g.y = dy.get();
+    ASSERT_TRUE(GroupedGemv(g, DType::kF32, nullptr).ok());
     ASSERT_TRUE(MoeCombine(dy.get(), dweights.as<float>(), tokens, used, rows, DType::kF32,
                            dout.get(), nullptr)
                     .ok());
@@ -184,6 +192,50 @@ TEST_F(CudaMatmul, ExpertGemvAndCombine) {
     }
     for (size_t i = 0; i < combined.size(); ++i) {
       EXPECT_NEAR(out[i], combined[i], 1e-5 * (1 + std::fabs(combined[i]))) << i;
+    }
+  }
+}
+
+// MLA's absorbed k_b (spec 10.3 step 5): per head, q̃_h = K_b[h] q_h^nope (c × n), read
+// from the query layout [t][h][n + r] and written into [t][h][c + r], rope parts untouched.
+TEST_F(CudaMatmul, GroupedGemvAbsorbsPerHeadWithStrides) {
+  std::mt19937_64 rng(6);
+  const int heads = 4, tokens = 2, n = 128, r = 64, c = 96;
+  for (GgmlType type : {GgmlType::kF16, GgmlType::kQ8_0}) {
+    SCOPED_TRACE(Name(type));
+    const std::vector<uint8_t> kb = quant::testing::RandomBlocks(type, heads * c * n, rng);
+    const size_t member_bytes = kb.size() / heads;
+    const std::vector<float> q = RandomVector(tokens * heads * (n + r), rng);
+    std::vector<float> out(tokens * heads * (c + r), 7.0f);  // 7: the untouched sentinel
+    std::vector<int32_t> ids;
+    for (int t = 0; t < tokens; ++t) {
+      for (int h = 0; h < heads; ++h) ids.push_back(h);
+    }
+    DeviceBuffer dkb(kb), dq(q), dout(out), dids(ids);
+    GroupedGemvArgs g;
+    g.w = DeviceMatrix{type, c, n, member_bytes / c, dkb.get()};
+    g.member_bytes = member_bytes;
+    g.members = heads;
+    g.ids = dids.as<int32_t>();
+    g.tokens = tokens;
+    g.used = heads;
+    g.x = dq.get();
+    g.x_per_choice = true;
+    g.x_stride = n + r;
+    g.y = dout.get();
+    g.y_stride = c + r;
+    ASSERT_TRUE(GroupedGemv(g, DType::kF32, nullptr).ok());
+    Sync();
+    const std::vector<float> got = dout.Download<float>(out.size());
+    for (int t = 0; t < tokens; ++t) {
+      for (int h = 0; h < heads; ++h) {
+        const int64_t qh = (t * heads + h) * (n + r), oh = (t * heads + h) * (c + r);
+        const std::vector<uint8_t> member(kb.begin() + h * member_bytes,
+                                          kb.begin() + (h + 1) * member_bytes);
+        ExpectProduct(type, member, c, n, std::vector<float>(q.begin() + qh, q.begin() + qh + n), 1,
+                      DType::kF32, std::vector<float>(got.begin() + oh, got.begin() + oh + c));
+        for (int i = c; i < c + r; ++i) EXPECT_EQ(got[oh + i], 7.0f);
+      }
     }
   }
 }
