@@ -7,8 +7,10 @@
 // integer-dot path. Lanes are already y's rows, so stores need no transpose.
 // GCC 12 reports the deliberately undefined pass-through operands of _mm512_cvtepi32_ps,
 // _mm512_cvtps_epi32, ... (_mm512_undefined_*) as uninitialized once inlined here.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 
 #include <immintrin.h>
 
@@ -230,8 +232,9 @@ void QuantizeBlockQ8_K(const float* x, int group, int8_t* q, float* d, int32_t* 
 void QuantizeBlockQ8_0(const float* x, int8_t* q, float* d, __m512i* r) {
   const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
   const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-  const uint16_t h = _cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT);
-  *d = _cvtsh_ss(h);
+  // The scale round-trips through fp16 (F16C, round to nearest even) as the block stores it.
+  const __m128i h = _mm_cvtps_ph(_mm_set_ss(amax / 127.0f), _MM_FROUND_TO_NEAREST_INT);
+  *d = _mm_cvtss_f32(_mm_cvtph_ps(h));
   const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
   r[0] = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id));
   r[1] = _mm512_cvtps_epi32(_mm512_mul_ps(v1, id));

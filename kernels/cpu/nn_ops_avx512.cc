@@ -2,8 +2,10 @@
 // softmax over every query's visible keys, the FFN's SiLU, RMS norms.
 // GCC 12 takes the undefined pass-through operands inside _mm512_reduce_* for
 // uninitialized variables.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 
 #include <immintrin.h>
 
