@@ -17,9 +17,10 @@
 //    unpacked once to int8 panels, meet every token in vpdpbusd register tiles
 //    (int8_gemm.h). Same error terms as the integer path.
 //  - float (prefill otherwise, and wherever no integer kernel exists): tiles of W rows are
-//  dequantized
-//    to float32 and multiplied with x in float32 (register-blocked FMA, AVX-512 where
-//    present); error is float32 accumulation only. Also the checking path (kFloat).
+//    dequantized to float32 and multiplied with x in float32 (register-blocked FMA, AVX-512
+//    where present); F32 matrices with a prefill batch on AVX-512 (attention's K and Vᵀ)
+//    are packed into row panels and meet x in place. Error is float32 accumulation only.
+//    Also the checking path (kFloat), whatever the batch.
 //
 // Threads: rows are split into tasks over `pool`; products below
 // MatmulOptions::min_parallel_macs run on the caller.
