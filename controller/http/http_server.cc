@@ -25,6 +25,8 @@ using tcp = net::ip::tcp;
 constexpr size_t kMaxBufferedWhileAnswering = 64u << 10;
 // How long a connection that is closing reads (and drops) what the client still sends.
 constexpr std::chrono::milliseconds kLinger{2000};
+// How long Stop() after StopAccepting() waits for answers still being written.
+constexpr std::chrono::milliseconds kFlushOnStop{500};
 
 bool EqualsIgnoreCase(const std::string& a, const std::string& b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
@@ -594,6 +596,14 @@ int HttpServer::OpenConnections() const { return core_->connections.load(); }
 
 void HttpServer::Stop() {
   std::call_once(stopped_, [this] {
+    // After a drain the engine has finished its requests, but their last bytes (a stream's
+    // [DONE]) may still be on their way to the socket: let them go out first.
+    if (core_->draining.load()) {
+      const auto flush_deadline = std::chrono::steady_clock::now() + kFlushOnStop;
+      while (core_->active.load() > 0 && std::chrono::steady_clock::now() < flush_deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
     StopAccepting();
     core_->stopping.store(true);
     std::vector<std::shared_ptr<Session>> sessions;

@@ -129,7 +129,8 @@ class HttpServer {
   int OpenConnections() const;
 
   // Closes every connection (in-flight requests see their disconnect callbacks run) and
-  // joins the threads. Idempotent; the destructor calls it.
+  // joins the threads. After StopAccepting(), answers still being written get up to 0.5 s
+  // to go out first. Idempotent; the destructor calls it.
   void Stop();
 
   struct Core;  // shared with the connections; defined in the .cc
