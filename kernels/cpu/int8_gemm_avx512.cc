@@ -129,7 +129,7 @@ void Tile(const Int8Panel* panels, const __mmask16* store_mask, const Int8Activa
 
 template <int G, int A, int kOffset, bool kMins, int RT>
 void Panels(const Int8Panel* panels, int rows, const Int8Activations& a, float* y, int64_t ldy) {
-  constexpr int kCt = RT == 1 ? 8 : 4;
+  constexpr int kCt = RT == 1 ? 8 : (G == A ? 6 : 4);
   __mmask16 mask[RT];
   for (int r = 0; r < RT; ++r) {
     const int valid = rows - 16 * r;
