@@ -2,6 +2,8 @@
 // preemptions) and logs each finished request.
 #pragma once
 
+#include "absl/strings/str_format.h"
+#include "controller/daemon/log.h"
 #include "controller/metrics/serving_metrics.h"
 #include "controller/serving/engine_observer.h"
 
@@ -26,6 +28,20 @@ class MetricsBridge : public serving::EngineObserver {
       m_.RequestSuccess(finish_reason).Increment();
     } else {
       m_.RequestFailure(failure_reason).Increment();
+    }
+    LogFields f = {{"request_id", t.request_id},
+                   {"finish_reason", finish_reason},
+                   {"prompt_tokens", std::to_string(t.prompt_tokens)},
+                   {"generation_tokens", std::to_string(t.generation_tokens)},
+                   {"queue_s", absl::StrFormat("%.4f", t.queue)},
+                   {"ttft_s", absl::StrFormat("%.4f", t.ttft)},
+                   {"e2e_s", absl::StrFormat("%.4f", t.e2e)}};
+    if (!failure_reason.empty()) {
+      f.push_back({"failure", failure_reason});
+      f.push_back({"error", t.error});
+      Log(LogLevel::kWarning, "request failed", f);
+    } else {
+      Log(LogLevel::kInfo, "request finished", f);
     }
   }
   void OnFirstToken(double ttft) override {

@@ -19,6 +19,8 @@ struct RequestTimings {
   bool has_first_token = false;
   int32_t prompt_tokens = 0;
   int32_t generation_tokens = 0;
+  std::string request_id;  // for the log line about the request
+  std::string error;       // the failure's message, when it failed
 };
 
 class EngineObserver {

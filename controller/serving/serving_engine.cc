@@ -408,6 +408,7 @@ void ServingEngine::AddToStep(const ScheduledChunk& c, v1::StepRequest& step) {
   q->mutable_block_table()->Assign(s.block_table.begin(), s.block_table.end());
   q->set_sample(c.sample);
   if (s.sampler_created) return;
+  q->set_request_id(s.request.request_id);
   // The first step of the sequence creates its sampler on rank 0; after a preemption the
   // same sampler goes on (its random draws and penalty history intact).
   s.sampler_created = true;
@@ -523,6 +524,8 @@ void ServingEngine::Finish(Sequence* s, GenerateEvent e, const std::string& fail
     }
     t.prompt_tokens = s->prompt_len;
     t.generation_tokens = s->generated();
+    t.request_id = s->request.request_id;
+    if (!e.status.ok()) t.error = std::string(e.status.message());
     observer_->OnRequestFinished(t, e.finish_reason, failure_reason);
   }
   if (s->sampler_created) to_release_.push_back(s->seq_id);

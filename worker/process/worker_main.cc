@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -230,6 +231,7 @@ int Run(const Flags& flags) {
       static_cast<unsigned long long>(bytes_read), static_cast<unsigned long long>(mapped_bytes),
       static_cast<unsigned long long>(pread_bytes));
 
+  std::map<uint64_t, std::string> request_of;  // sequence -> request id, for errors
   while (stream->Read(&msg)) {
     if (msg.has_shutdown()) {
       stop = true;
@@ -245,9 +247,23 @@ int Run(const Flags& flags) {
     if (r.ok()) {
       *res = *std::move(r);
     } else {
+      // Name the requests the failed step carried (their ids arrive on first steps).
+      for (const v1::StepSequence& q : msg.step().seqs()) {
+        if (!q.request_id().empty()) request_of[q.seq_id()] = q.request_id();
+      }
+      std::string ids;
+      for (const v1::StepSequence& q : msg.step().seqs()) {
+        auto it = request_of.find(q.seq_id());
+        if (it != request_of.end()) ids += (ids.empty() ? "" : ", ") + it->second;
+      }
       res->set_step_id(msg.step().step_id());
-      res->set_error(std::string(r.status().message()));
+      res->set_error(absl::StrCat(r.status().message(),
+                                  ids.empty() ? "" : absl::StrCat(" (requests ", ids, ")")));
     }
+    for (const v1::StepSequence& q : msg.step().seqs()) {
+      if (!q.request_id().empty()) request_of[q.seq_id()] = q.request_id();
+    }
+    for (uint64_t id : msg.step().release_seq_ids()) request_of.erase(id);
     res->set_compute_seconds(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (communicator) res->set_allreduce_seconds(communicator->seconds() - comm_before);
