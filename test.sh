@@ -6,6 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")"
 tools/install-deps.sh
 jobs=$(nproc)
+# The official OpenAI SDK for the client tests, pinned by tests/clients/package-lock.json
+# (from the npm registry); those tests report as skipped where npm is missing.
+if command -v npm >/dev/null; then
+  npm ci --prefix tests/clients --no-audit --no-fund --loglevel=error >/dev/null
+fi
 
 cmake --preset default >/dev/null
 cmake --build --preset default -j "$jobs"
