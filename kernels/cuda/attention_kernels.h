@@ -47,6 +47,25 @@ struct PagedAttentionArgs {
 // h uses KV head h / (heads / kv_heads). q, the cache and out are `dtype`.
 absl::Status PagedAttention(const PagedAttentionArgs& args, DType dtype, cudaStream_t stream);
 
+// Stores `tokens` new keys or values in a paged cache (vLLM's reshape_and_cache): token i's
+// `kv_heads` rows of `width` values, at src + i·src_token_stride + g·width, go to slot
+// slot_mapping[i] (block slot / block_size, position slot % block_size) of `cache`, laid out
+// as PagedCache describes. A negative slot skips the token (padding).
+struct KvWriteArgs {
+  int64_t tokens = 0;
+  int kv_heads = 0;
+  int width = 0;
+  int block_size = 0;
+  const void* src = nullptr;
+  int64_t src_token_stride = 0;
+  void* cache = nullptr;
+  int64_t block_stride = 0;
+  int64_t token_stride = 0;
+  int64_t head_stride = 0;
+  const int64_t* slot_mapping = nullptr;  // device, one per token
+};
+absl::Status WriteKvCache(const KvWriteArgs& args, DType dtype, cudaStream_t stream);
+
 // DSA indexer scores (spec 12.4 step 6), float32 throughout:
 // scores[q·n_keys + j] = Σ_h w[q·heads + h] · ReLU(q_I[q, h] · k_I[j]) for j < query_kv_len[q],
 // −inf for the other j < n_keys. q_I is [queries, heads, dim]; the index keys are a paged

@@ -37,4 +37,12 @@ absl::Status Softmax(void* x, int64_t rows, int64_t n, DType dtype, cudaStream_t
 absl::Status SiluMul(const void* gate, const void* up, int64_t n, DType dtype, void* out,
                      cudaStream_t stream);
 
+// y[i] += x[i] over n values (the residual stream).
+absl::Status AddInPlace(void* y, const void* x, int64_t n, DType dtype, cudaStream_t stream);
+
+// Embedding lookup: row ids[i] of `table` (any supported weight type), decoded into
+// out[i·table.cols ...] in `dtype`, for i < n. An id outside [0, table.rows) yields zeros.
+absl::Status GatherRows(const DeviceMatrix& table, const int32_t* ids, int64_t n, DType dtype,
+                        void* out, cudaStream_t stream);
+
 }  // namespace tessera::cuda

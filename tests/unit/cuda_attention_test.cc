@@ -202,6 +202,39 @@ TEST_F(CudaAttention, MlaLatentCacheWithDsaSelection) {
   }
 }
 
+TEST_F(CudaAttention, KvWriteLandsInTheMappedSlots) {
+  std::mt19937_64 rng(23);
+  const int kv_heads = 2, width = 80, block_size = 16, blocks = 4, tokens = 5;
+  const std::vector<int64_t> slots = {17, 0, -1, 63, 40};  // -1: padding, skipped
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(DTypeName(dt));
+    const std::vector<float> src = Round(RandomVector(tokens * kv_heads * width, rng), dt);
+    const size_t cache_values = static_cast<size_t>(blocks) * block_size * kv_heads * width;
+    std::vector<float> cache(cache_values, 5.0f);
+    DeviceBuffer dsrc(Encode(src, dt)), dcache(Encode(cache, dt)), dslots(slots);
+    KvWriteArgs a;
+    a.tokens = tokens;
+    a.kv_heads = kv_heads;
+    a.width = width;
+    a.block_size = block_size;
+    a.src = dsrc.get();
+    a.src_token_stride = kv_heads * width;
+    a.cache = dcache.get();
+    a.block_stride = static_cast<int64_t>(block_size) * kv_heads * width;
+    a.token_stride = kv_heads * width;
+    a.head_stride = width;
+    a.slot_mapping = dslots.as<int64_t>();
+    ASSERT_TRUE(WriteKvCache(a, dt, nullptr).ok());
+    Sync();
+    for (int t = 0; t < tokens; ++t) {
+      if (slots[t] < 0) continue;
+      for (int i = 0; i < kv_heads * width; ++i)
+        cache[slots[t] * kv_heads * width + i] = src[t * kv_heads * width + i];
+    }
+    EXPECT_EQ(Decode(dcache.Download<uint8_t>(cache_values * DTypeBytes(dt)), dt), cache);
+  }
+}
+
 TEST_F(CudaAttention, IndexerScores) {
   std::mt19937_64 rng(22);
   const int heads = 8, dim = 128, block_size = 16, n_keys = 80;

@@ -9,6 +9,7 @@
 #include "common/quant/dequantize.h"
 #include "common/quant/type_traits.h"
 #include "kernels/cuda/matmul_kernels.h"
+#include "kernels/cuda/nn_kernels.h"
 #include "kernels/reference/matmul_ref.h"
 #include "tests/unit/cuda_test_util.h"
 #include "tests/unit/quant_test_util.h"
@@ -62,6 +63,30 @@ TEST_F(CudaMatmul, DequantizeIsBitExactForEveryType) {
       }
       EXPECT_EQ(mismatches, 0);
     }
+  }
+}
+
+TEST_F(CudaMatmul, GatherRowsDecodesEmbeddings) {
+  std::mt19937_64 rng(7);
+  const int64_t rows = 50, cols = 512;
+  const std::vector<int32_t> ids = {3, 49, 0, 3, -1, 50};  // the last two: zeros
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0, GgmlType::kBF16}) {
+    SCOPED_TRACE(Name(type));
+    const std::vector<uint8_t> w = quant::testing::RandomBlocks(type, rows * cols, rng);
+    const std::vector<float> all = CpuDequantize(type, w, rows * cols);
+    DeviceBuffer dw(w), dids(ids), dout(ids.size() * cols * 2);
+    const DeviceMatrix m{type, rows, cols, w.size() / rows, dw.get()};
+    ASSERT_TRUE(GatherRows(m, dids.as<int32_t>(), static_cast<int64_t>(ids.size()), DType::kF16,
+                           dout.get(), nullptr)
+                    .ok());
+    Sync();
+    std::vector<float> want;
+    for (int32_t id : ids) {
+      for (int64_t k = 0; k < cols; ++k)
+        want.push_back(id >= 0 && id < rows ? all[id * cols + k] : 0.0f);
+    }
+    EXPECT_EQ(Decode(dout.Download<uint8_t>(ids.size() * cols * 2), DType::kF16),
+              Round(want, DType::kF16));
   }
 }
 

@@ -158,6 +158,22 @@ TEST_F(CudaNn, SiluMul) {
   }
 }
 
+TEST_F(CudaNn, ResidualAdd) {
+  std::mt19937_64 rng(14);
+  const int64_t n = 5000;
+  for (DType dt : kDTypes) {
+    SCOPED_TRACE(DTypeName(dt));
+    const std::vector<float> y = Round(RandomVector(n, rng), dt),
+                             x = Round(RandomVector(n, rng), dt);
+    DeviceBuffer dy(Encode(y, dt)), dx(Encode(x, dt));
+    ASSERT_TRUE(AddInPlace(dy.get(), dx.get(), n, dt, nullptr).ok());
+    Sync();
+    std::vector<float> want(n);
+    for (int64_t i = 0; i < n; ++i) want[i] = y[i] + x[i];  // one float32 rounding, then dt's
+    EXPECT_EQ(Decode(dy.Download<uint8_t>(n * DTypeBytes(dt)), dt), Round(want, dt));
+  }
+}
+
 TEST_F(CudaNn, ShapeErrorsComeBeforeAnyLaunch) {
   RopeArgs a;
   a.tokens = 1;
