@@ -1,5 +1,7 @@
 #include "common/model/shard_plan.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/util/strings.h"
@@ -170,6 +172,16 @@ ShardPlan BuildShardPlan(const TensorMap& map, const HyperParams& hp, int tp,
   }
   for (RankPlan& rp : plan.ranks) rp.kv_bytes_per_token = kv;
   return plan;
+}
+
+std::string SummarizeProblems(const std::vector<std::string>& problems, size_t max) {
+  std::vector<std::string> shown(problems.begin(),
+                                 problems.begin() + std::min(max, problems.size()));
+  std::string out = absl::StrJoin(shown, "; ");
+  if (problems.size() > shown.size()) {
+    absl::StrAppend(&out, "; ... and ", problems.size() - shown.size(), " more");
+  }
+  return out;
 }
 
 std::vector<int> ValidTpSizes(const TensorMap& map, const HyperParams& hp, int max_tp) {

@@ -54,6 +54,10 @@ struct ShardPlan {
 ShardPlan BuildShardPlan(const TensorMap& map, const HyperParams& hp, int tp,
                          const KvOptions& kv = {});
 
+// The first `max` problems joined with "; ", then "... and N more" (errors stay readable
+// when every layer has the same problem; `tessera validate --tp N` lists them all).
+std::string SummarizeProblems(const std::vector<std::string>& problems, size_t max = 3);
+
 // The tensor-parallel sizes in 1..max_tp for which BuildShardPlan finds no problem.
 std::vector<int> ValidTpSizes(const TensorMap& map, const HyperParams& hp, int max_tp = 64);
 

@@ -110,9 +110,9 @@ absl::StatusOr<ModelFacts> InspectModel(const config::DaemonConfig& c, const std
   model::ShardPlan plan = model::BuildShardPlan(map, hp, tp);
   if (!plan.problems.empty()) {
     std::vector<int> valid = model::ValidTpSizes(map, hp, 64);
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " cannot be split ", tp, " ways: ", absl::StrJoin(plan.problems, "; "),
-                     " (valid --tp values: ", absl::StrJoin(valid, ", "), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " cannot be split ", tp, " ways: ", model::SummarizeProblems(plan.problems),
+        " (valid --tp values: ", absl::StrJoin(valid, ", "), ")"));
   }
   ModelFacts f;
   serving::ModelInfo& i = f.info;
@@ -188,6 +188,10 @@ int Serve(const config::DaemonConfig& c) {
   metrics::ServingMetrics m(registry, facts->info.name, mo);
   MetricsBridge bridge(m);
 
+  if (!c.gpus.empty()) {
+    LogWarning("--gpus is set but this build runs CPU workers only (the CUDA executor is not "
+               "written yet); each rank runs on CPU cores");
+  }
   workers::WorkerGroupOptions wo;
   wo.model_path = model_path;
   wo.world_size = tp;

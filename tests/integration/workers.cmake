@@ -19,3 +19,11 @@ if(TARGET tesserad AND TARGET tessera-worker AND TARGET tessera)
   set_tests_properties(daemon_workers_test PROPERTIES LABELS integration TIMEOUT 240
                        SKIP_RETURN_CODE 77)
 endif()
+
+# Every deploy/configs example passes `tesserad --config X --check`.
+if(TARGET tesserad AND TARGET tessera)
+  add_test(NAME configs_check_test
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/configs_check_test.sh $<TARGET_FILE:tesserad>
+                   $<TARGET_FILE:tessera> ${PROJECT_SOURCE_DIR})
+  set_tests_properties(configs_check_test PROPERTIES LABELS integration TIMEOUT 120)
+endif()

@@ -160,8 +160,8 @@ absl::Status Executor::Impl::LoadWeights(const model::TensorMap& map) {
   const int tp = options.tp_size, rank = options.tp_rank;
   model::ShardPlan plan = model::BuildShardPlan(map, hp, tp);
   if (!plan.problems.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("the model cannot be split ", tp,
-                                                   " ways: ", absl::StrJoin(plan.problems, "; ")));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the model cannot be split ", tp, " ways: ", model::SummarizeProblems(plan.problems)));
   }
   const model::RankPlan& mine = plan.ranks[rank];
   planned_read_bytes = mine.read_bytes;
