@@ -27,3 +27,10 @@ if(TARGET tesserad AND TARGET tessera)
                    $<TARGET_FILE:tessera> ${PROJECT_SOURCE_DIR})
   set_tests_properties(configs_check_test PROPERTIES LABELS integration TIMEOUT 120)
 endif()
+
+# A split set (tessera gguf split) and its merge give the single file's logits.
+if(TARGET tessera AND TARGET tessera-worker)
+  add_test(NAME split_logits_test
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/split_logits_test.sh $<TARGET_FILE:tessera>)
+  set_tests_properties(split_logits_test PROPERTIES LABELS integration TIMEOUT 120)
+endif()
