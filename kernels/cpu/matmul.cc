@@ -112,10 +112,18 @@ void Int8GemmMatmul(const Int8GemmLayout& layout, const QuantMatrix& w, int64_t 
   Workspace& ws = CallerWorkspace(threads);
   Int8ActivationBuffer& acts = ws.acts;
   acts.Reset(layout, batch, w.cols);
-  const int64_t rows_per_task = (batch + 4 * threads - 1) / (4 * threads);
-  run((batch + rows_per_task - 1) / rows_per_task, [&](int64_t t, int) {
-    acts.QuantizeRows(x, t * rows_per_task, std::min(batch, (t + 1) * rows_per_task), Isa::kAvx512);
-  });
+  // A small batch (an expert's few tokens) is quantized on the caller: a pool hand-off
+  // costs more than the work.
+  constexpr int64_t kParallelQuantize = int64_t{1} << 18;  // elements
+  if (batch * w.cols < kParallelQuantize) {
+    acts.QuantizeRows(x, 0, batch, Isa::kAvx512);
+  } else {
+    const int64_t rows_per_task = (batch + 4 * threads - 1) / (4 * threads);
+    run((batch + rows_per_task - 1) / rows_per_task, [&](int64_t t, int) {
+      acts.QuantizeRows(x, t * rows_per_task, std::min(batch, (t + 1) * rows_per_task),
+                        Isa::kAvx512);
+    });
+  }
   const Int8Activations a = acts.view();
 
   constexpr int64_t kTileRows = 2 * kInt8PanelRows;
