@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 tools/install-deps.sh
-cmake --preset default >/dev/null
+cmake --preset default -DCMAKE_CUDA_ARCHITECTURES="80;90;120" >/dev/null
 cmake --build --preset default -j "$(nproc)"
 http_port=8080 grpc_port=50051
 args=("$@")
