@@ -18,5 +18,6 @@ int RunTokenize(const Args& args);
 int RunDetokenize(const Args& args);
 int RunChatTemplate(const Args& args);
 int RunGguf(const Args& args);
+int RunBench(const Args& args);
 
 }  // namespace tessera::cli

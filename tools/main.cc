@@ -29,6 +29,8 @@ constexpr Command kCommands[] = {
     {"chat-template", "render a chat template with a JSON context", tessera::cli::RunChatTemplate},
     {"gguf", "split a GGUF into parts or merge parts (llama-gguf-split compatible)",
      tessera::cli::RunGguf},
+    {"bench", "load-test an OpenAI-compatible server: latency percentiles, tokens/s",
+     tessera::cli::RunBench},
 };
 
 void PrintUsage(FILE* out) {

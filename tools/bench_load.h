@@ -1,0 +1,87 @@
+// The load generator behind `tessera bench`: concurrent HTTP/1.1 keep-alive clients that send
+// OpenAI /v1/completions requests to a server and time every answer (and, when streaming,
+// every server-sent event). Synchronous Boost.Beast on one thread per client: at the
+// concurrencies a benchmark uses (1..a few hundred) a thread per client costs nothing that
+// shows up in the figures, and the timing code stays straight-line.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tessera::cli::bench {
+
+// "http://host[:port][/prefix]" split into its parts; https is refused (no TLS client here).
+struct ServerAddress {
+  std::string host;
+  std::string port;              // "80" when the URL names none
+  std::string path_prefix;       // "" or "/prefix" without a trailing slash
+  std::string ToString() const;  // "http://host:port/prefix"
+};
+absl::StatusOr<ServerAddress> ParseServerUrl(const std::string& url);
+
+struct LoadOptions {
+  ServerAddress server;
+  std::string model;    // sent as "model"
+  std::string api_key;  // "Authorization: Bearer KEY" when not empty
+  int concurrency = 1;
+  int requests = 1;
+  int prompt_words = 128;  // words in each request's prompt (see MakePrompt)
+  int gen_len = 64;        // "max_tokens", with "ignore_eos": true
+  bool stream = false;
+  double temperature = 0.0;
+  uint64_t seed = 0;  // request i is sent with "seed": seed + i and prompt MakePrompt(seed + i)
+  double timeout_s = 600.0;  // per request
+};
+
+// One request as the client saw it. status: the HTTP status, 0 when no answer came (then
+// `error` says why: cannot connect, connection reset, timeout, ...).
+struct RequestResult {
+  int status = 0;
+  std::string error;  // empty when the request succeeded
+  double e2e_s = 0.0;
+  double ttft_s = -1.0;       // streaming: until the first event carrying a choice
+  std::vector<double> itl_s;  // streaming: gaps between consecutive text events
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  bool ok() const { return error.empty(); }
+};
+
+struct LoadResult {
+  std::vector<RequestResult> requests;
+  double wall_s = 0.0;  // first request sent .. last answer received
+};
+
+// `words` space-separated words drawn from a fixed list of common English words with a
+// generator seeded by `seed`: each such word is one token in most BPE vocabularies, and
+// different seeds give different prompts (so no request shares a cached prefix).
+std::string MakePrompt(int words, uint64_t seed);
+
+// The JSON body of request `index` of a run with these options.
+std::string CompletionBody(const LoadOptions& options, int index);
+
+// Sends options.requests requests from options.concurrency clients (each takes the next
+// unsent request when its previous one is answered) and returns every result, in request
+// order. Never fails as a whole: per-request failures are in the results.
+LoadResult RunLoad(const LoadOptions& options);
+
+// One request, synchronously, on a fresh connection (warm-up, calibration, checks).
+RequestResult SendOne(const LoadOptions& options, int index);
+
+// GET `target` (e.g. "/v1/models"): the HTTP status and body, or why no answer came.
+struct GetResult {
+  int status = 0;
+  std::string body;
+  std::string error;
+};
+GetResult HttpGet(const ServerAddress& server, const std::string& target,
+                  const std::string& api_key, double timeout_s);
+
+// The message of an OpenAI-shaped error body ({"error": {"message": ...}}), else the body
+// itself shortened to one line.
+std::string ErrorMessageOf(const std::string& body);
+
+}  // namespace tessera::cli::bench
