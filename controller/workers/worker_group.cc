@@ -286,12 +286,20 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
     if (!options.gpus.empty()) {
       cuda_env = absl::StrCat("CUDA_VISIBLE_DEVICES=", options.gpus[rank % options.gpus.size()]);
     }
+    const long max_fd = sysconf(_SC_OPEN_MAX);
     pid_t pid = fork();
     if (pid < 0) {
       return absl::ResourceExhaustedError(
           absl::StrCat("cannot start worker rank ", rank, ": fork: ", std::strerror(errno)));
     }
     if (pid == 0) {
+      // The worker needs only stdio. Inheriting the controller's other descriptors would keep
+      // its listening sockets open after a drain closes them (new clients then hang in the
+      // kernel's backlog instead of being refused) and its connections open after it closes
+      // them.
+      if (close_range(3, ~0U, 0) != 0) {
+        for (long fd = 3; fd < max_fd; ++fd) close(static_cast<int>(fd));
+      }
       if (!cuda_env.empty()) putenv(cuda_env.data());
       execv(argv[0], argv.data());
       _exit(127);
