@@ -1,0 +1,39 @@
+# Real clients against the real daemon: tesserad (with its tessera-worker) on ephemeral ports,
+# started and stopped (SIGTERM: drained, exit 0) by tesserad_harness.py. The client tests are
+# the ones openai.cmake and grpc_api.cmake run against the test servers; here they check
+# shapes, usage, streaming and error bodies of a random-weight model instead of echo text.
+# tesserad_api_test.py adds what needs the daemon itself: 64 concurrent streams equal to the
+# same requests alone, disconnect frees KV blocks, 429 / 400 / 401, SIGTERM drain, 200
+# high-temperature requests without a 5xx.
+if(TARGET tesserad AND TARGET tessera-worker AND TARGET tessera)
+  # Debian's interpreter, where python3-grpcio is installed (not a pyenv or venv one).
+  find_program(TESSERA_SYSTEM_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
+  if(TESSERA_SYSTEM_PYTHON3)
+    set(tessera_daemon_harness ${TESSERA_SYSTEM_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/tesserad_harness.py
+                --tesserad $<TARGET_FILE:tesserad> --worker $<TARGET_FILE:tessera-worker>
+                --api-key sk-tesserad-client-test)
+
+    # 77: node or the openai npm package is missing (`npm ci --prefix tests/clients`).
+    add_test(NAME tesserad_openai_sdk_test
+             COMMAND ${tessera_daemon_harness} -- bash ${CMAKE_CURRENT_LIST_DIR}/run_openai_sdk_test.sh
+                     --url {http} --api-key {api_key})
+    set_tests_properties(tesserad_openai_sdk_test PROPERTIES
+      LABELS "clients;http;daemon" TIMEOUT 180 SKIP_RETURN_CODE 77)
+
+    # 77: python3-grpcio is not installed (tools/install-deps.sh installs it).
+    add_test(NAME tesserad_grpc_reflection_client
+             COMMAND ${tessera_daemon_harness} -- ${TESSERA_SYSTEM_PYTHON3}
+                     ${CMAKE_CURRENT_LIST_DIR}/grpc_reflection_client.py
+                     --target {grpc} --api-key {api_key})
+    set_tests_properties(tesserad_grpc_reflection_client PROPERTIES
+      LABELS "clients;grpc;daemon" TIMEOUT 180 SKIP_RETURN_CODE 77)
+
+    add_test(NAME tesserad_api_test
+             COMMAND ${TESSERA_SYSTEM_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/tesserad_api_test.py
+                     --tesserad $<TARGET_FILE:tesserad> --worker $<TARGET_FILE:tessera-worker>
+                     --tessera $<TARGET_FILE:tessera>
+                     --work-dir ${CMAKE_CURRENT_BINARY_DIR}/tesserad_api_test)
+    set_tests_properties(tesserad_api_test PROPERTIES
+      LABELS "clients;integration;daemon" TIMEOUT 300)
+  endif()
+endif()

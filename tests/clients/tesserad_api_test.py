@@ -1,0 +1,584 @@
+#!/usr/bin/python3
+"""The real tesserad, driven over REST by plain HTTP clients (Python 3 standard library).
+
+Against one daemon serving a random-weight gen-model (with an API key, a prompt limit and a
+drain timeout), on ephemeral ports:
+  auth      a wrong or missing key is 401 as OpenAI words it; /health, /ready, /metrics stay open
+  limit     an oversized prompt is 400 naming the limit (max-prompt-tokens)
+  batch     64 concurrent streaming completions (prompt lengths, max_tokens and seeds differ,
+            temperature 0.8) all complete, and each equals the same request sent alone
+            afterwards (same seed, same text, same finish_reason and token count)
+  cancel    leaving a stream mid-way frees the request's KV blocks: /metrics shows
+            tessera_kv_cache_blocks{state="used"} and tessera_num_requests_running back at 0
+  fuzz      200 requests at temperature 1.5 (completions and chat, streamed or not): no 5xx,
+            every body and every SSE event parses as JSON
+  drain     SIGTERM during generation: the running streams finish in full, a new request is
+            refused (connection refused or 503), the daemon exits 0 within the drain timeout
+and against a daemon with --max-num-seqs 1 --max-waiting-requests 2:
+  queue     requests beyond the queue get 429 with Retry-After and an OpenAI error body.
+The batch check runs on its own daemon with --exact (--batch-fast-path: without): on the fast
+path the CPU kernels are chosen by batch size, so a sequence's logits depend on its batch.
+
+  tesserad_api_test.py --tesserad PATH --tessera PATH [--worker PATH] [--work-dir DIR]
+      [--only NAME,...] [--batch-fast-path] [--daemon-arg=ARG ...]
+
+Exit 0 when every check passed, 1 otherwise.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tesserad_harness import Tesserad  # noqa: E402
+
+API_KEY = "sk-tesserad-api-test"
+MAX_PROMPT_TOKENS = 256
+DRAIN_TIMEOUT_S = 30
+WORDS = ("the quick brown fox jumps over a lazy dog while seven tired engineers "
+         "measure tokens per second on two shared cores").split()
+
+PASSED = []
+FAILURES = []
+
+
+def check(condition, what):
+    print(("ok   " if condition else "FAIL ") + what, flush=True)
+    (PASSED if condition else FAILURES).append(what)
+    return condition
+
+
+class Client:
+    """HTTP/1.1 requests to one daemon (a new connection each: requests run in parallel)."""
+
+    def __init__(self, base_url, api_key=API_KEY):
+        u = urllib.parse.urlsplit(base_url)
+        self.host, self.port = u.hostname, u.port
+        self.api_key = api_key
+        self.model = None
+
+    def _headers(self, api_key):
+        h = {"Content-Type": "application/json"}
+        key = self.api_key if api_key is None else api_key
+        if key:
+            h["Authorization"] = f"Bearer {key}"
+        return h
+
+    def request(self, method, path, body=None, api_key=None, timeout=120):
+        """(status, headers, body bytes)."""
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        try:
+            data = None if body is None else json.dumps(body).encode()
+            conn.request(method, path, body=data, headers=self._headers(api_key))
+            r = conn.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+        finally:
+            conn.close()
+
+    def post(self, path, body, **kw):
+        return self.request("POST", path, self.with_model(body), **kw)
+
+    def with_model(self, body):
+        if self.model is None:
+            status, _, raw = self.request("GET", "/v1/models")
+            self.model = json.loads(raw)["data"][0]["id"]
+        return dict(body, model=self.model)
+
+    def stream(self, path, body, on_event=None, timeout=120):
+        """A streamed request read to its end. Returns a dict: status, events (parsed JSON),
+        done ([DONE] seen), text, finish, usage, bad (lines that are not JSON); for an error
+        answer, body. on_event(index, event) is called as events arrive."""
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        out = {"events": [], "done": False, "text": "", "finish": None, "usage": None,
+               "bad": [], "body": b""}
+        try:
+            conn.request("POST", path, body=json.dumps(self.with_model(body)).encode(),
+                         headers=self._headers(None))
+            r = conn.getresponse()
+            out["status"] = r.status
+            if r.status != 200:
+                out["body"] = r.read()
+                return out
+            for raw in r:
+                line = raw.decode("utf-8", "replace").rstrip("\r\n")
+                if not line.startswith("data: "):
+                    continue
+                payload = line[len("data: "):]
+                if payload == "[DONE]":
+                    out["done"] = True
+                    continue
+                try:
+                    event = json.loads(payload)
+                except ValueError:
+                    out["bad"].append(payload)
+                    continue
+                out["events"].append(event)
+                if event.get("usage"):
+                    out["usage"] = event["usage"]
+                for c in event.get("choices", []):
+                    out["text"] += c.get("text") or (c.get("delta") or {}).get("content") or ""
+                    if c.get("finish_reason"):
+                        out["finish"] = c["finish_reason"]
+                if on_event:
+                    on_event(len(out["events"]) - 1, event)
+            return out
+        finally:
+            conn.close()
+
+    def metrics(self):
+        """{name: value} of the samples without labels but model_name, and name{state} for
+        those with a state label (tessera_kv_cache_blocks{used})."""
+        _, _, raw = self.request("GET", "/metrics", api_key="")
+        values = {}
+        for line in raw.decode().splitlines():
+            m = re.match(r"(tessera_\w+)(?:\{(.*)\})? (\S+)$", line)
+            if not m:
+                continue
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
+            labels.pop("model_name", None)
+            state = labels.pop("state", None)
+            if labels:
+                continue
+            values[m.group(1) + (f"{{{state}}}" if state else "")] = float(m.group(3))
+        return values
+
+
+def error_body(raw):
+    try:
+        e = json.loads(raw)["error"]
+        return e if isinstance(e, dict) and isinstance(e.get("message"), str) else None
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def prompt_of(n_words, seed):
+    rng = random.Random(seed)
+    return " ".join(rng.choice(WORDS) for _ in range(n_words))
+
+
+def run_parallel(fn, args_list, threads):
+    """fn(*args) for each args, on `threads` threads; results in order."""
+    results = [None] * len(args_list)
+    next_index = [0]
+    lock = threading.Lock()
+
+    def worker():
+        while True:
+            with lock:
+                i = next_index[0]
+                next_index[0] += 1
+            if i >= len(args_list):
+                return
+            try:
+                results[i] = fn(*args_list[i])
+            except Exception as e:  # noqa: BLE001 - reported as this request's failure
+                results[i] = e
+
+    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def test_auth(c):
+    body = {"prompt": "hi", "max_tokens": 2}
+    status, _, raw = c.post("/v1/completions", body, api_key="sk-wrong")
+    e = error_body(raw)
+    check(status == 401 and e is not None and e.get("code") == "invalid_api_key",
+          f"auth: a wrong key is 401 invalid_api_key ({status} {raw[:120]!r})")
+    status, _, raw = c.post("/v1/completions", body, api_key="")
+    check(status == 401 and error_body(raw) is not None, f"auth: no key is 401 ({status})")
+    status, _, _ = c.request("GET", "/v1/models", api_key="")
+    check(status == 401, f"auth: /v1/models without a key is 401 ({status})")
+    for path in ("/health", "/ready", "/metrics"):
+        status, _, _ = c.request("GET", path, api_key="")
+        check(status == 200, f"auth: {path} answers without a key ({status})")
+    status, _, raw = c.post("/v1/completions", body)
+    check(status == 200, f"auth: the right key is served ({status})")
+
+
+def test_prompt_limit(c):
+    words = MAX_PROMPT_TOKENS * 2  # each word is at least one token
+    status, _, raw = c.post("/v1/completions", {"prompt": prompt_of(words, 1), "max_tokens": 2})
+    e = error_body(raw)
+    msg = e["message"] if e else ""
+    check(status == 400 and e is not None and e.get("type") == "invalid_request_error",
+          f"limit: a {words}-word prompt is 400 invalid_request_error ({status})")
+    check(str(MAX_PROMPT_TOKENS) in msg and "max-prompt-tokens" in msg,
+          f"limit: the message names the limit: {msg!r}")
+    status, _, _ = c.post("/v1/completions",
+                          {"prompt": prompt_of(MAX_PROMPT_TOKENS // 4, 2), "max_tokens": 2})
+    check(status == 200, f"limit: a prompt within the limit is served ({status})")
+
+
+def batch_request(i):
+    return {"prompt": prompt_of(1 + (i * 37) % 50, 100 + i),
+            "max_tokens": 4 + (i * 11) % 21,
+            "temperature": 0.8,
+            "seed": 1000 + i,
+            "stream": True,
+            "stream_options": {"include_usage": True}}
+
+
+def summary(r):
+    if isinstance(r, Exception):
+        return repr(r)
+    return (r.get("status"), r["text"], r["finish"],
+            (r["usage"] or {}).get("completion_tokens"), r["done"], len(r["bad"]))
+
+
+def test_batch(c):
+    bodies = [batch_request(i) for i in range(64)]
+    barrier = threading.Barrier(64)
+
+    def one(body):
+        barrier.wait()
+        return c.stream("/v1/completions", body)
+
+    t0 = time.monotonic()
+    together = run_parallel(one, [(b,) for b in bodies], 64)
+    wall = time.monotonic() - t0
+    ok = [r for r in together
+          if not isinstance(r, Exception) and r["status"] == 200 and r["done"] and r["usage"]
+          and not r["bad"] and r["finish"] in ("stop", "length")]
+    tokens = sum(r["usage"]["completion_tokens"] for r in ok)
+    check(len(ok) == 64, f"batch: 64 concurrent streams complete ({len(ok)} did; "
+                         f"{tokens} tokens in {wall:.2f} s, {tokens / wall:.0f} tok/s)")
+    for i, r in enumerate(together):
+        if r not in ok:
+            print(f"     request {i}: {summary(r)!r:.300}")
+    lengths_ok = all(r["usage"]["completion_tokens"] <= b["max_tokens"] and
+                     (r["finish"] == "stop" or r["usage"]["completion_tokens"] == b["max_tokens"])
+                     for r, b in zip(together, bodies) if r in ok)
+    check(lengths_ok, "batch: each stops at its max_tokens or with finish_reason stop")
+
+    t0 = time.monotonic()
+    alone = [c.stream("/v1/completions", b) for b in bodies]
+    wall_alone = time.monotonic() - t0
+    differ = [i for i in range(64) if summary(together[i]) != summary(alone[i])]
+    check(not differ, f"batch: each equals the same request alone (same seed) "
+                      f"({64 - len(differ)}/64; alone one after another: {wall_alone:.2f} s)")
+    for i in differ[:5]:
+        print(f"     request {i} {json.dumps({k: bodies[i][k] for k in ('max_tokens', 'seed')})}"
+              f"\n       together {summary(together[i])!r:.200}\n       alone    "
+              f"{summary(alone[i])!r:.200}")
+
+
+def wait_metrics(c, predicate, timeout):
+    deadline = time.monotonic() + timeout
+    while True:
+        m = c.metrics()
+        if predicate(m):
+            return m
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.05)
+
+
+def test_cancel(c):
+    body = c.with_model({"prompt": "a long generation to leave in the middle", "max_tokens": 3000,
+                         "ignore_eos": True, "stream": True, "temperature": 0.8})
+    data = json.dumps(body).encode()
+    sock = socket.create_connection((c.host, c.port), timeout=30)
+    sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: {c.host}:{c.port}\r\n"
+                  f"Authorization: Bearer {c.api_key}\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {len(data)}\r\n\r\n").encode() + data)
+    received = bytearray()
+    stop_reading = threading.Event()
+
+    def reader():  # keeps the stream flowing while the metrics are watched
+        while not stop_reading.is_set():
+            try:
+                chunk = sock.recv(65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            received.extend(chunk)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    deadline = time.monotonic() + 10
+    while received.count(b"data: ") < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    busy = wait_metrics(c, lambda m: m.get("tessera_num_requests_running", 0) >= 1 and
+                        m.get("tessera_kv_cache_blocks{used}", 0) >= 1, 10)
+    used = busy.get("tessera_kv_cache_blocks{used}") if busy else None
+    check(busy is not None and received.count(b"data: ") >= 2,
+          f"cancel: while streaming, /metrics shows it running ({used} KV blocks used, "
+          f"{received.count(b'data: ')} events so far)")
+    stop_reading.set()
+    sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
+    t.join()
+    t0 = time.monotonic()
+    idle = wait_metrics(c, lambda m: m.get("tessera_num_requests_running", 1) == 0 and
+                        m.get("tessera_kv_cache_blocks{used}", 1) == 0, 5)
+    freed = time.monotonic() - t0
+    check(idle is not None and freed < 2.0,
+          f"cancel: KV blocks and the running count back at 0 {freed:.2f} s after the "
+          f"disconnect (the gauges are sampled every 0.5 s)")
+    events = received.count(b"data: ")
+    check(events < 3000, f"cancel: the generation did not run to its end ({events} events read)")
+    status, _, _ = c.post("/v1/completions", {"prompt": "still there?", "max_tokens": 2})
+    check(status == 200, f"cancel: the daemon serves the next request ({status})")
+
+
+def fuzz_request(i):
+    rng = random.Random(7000 + i)
+    chat = rng.random() < 0.4
+    stream = rng.random() < 0.5
+    alphabet = WORDS + ["é", "日本", "🙂", "\n", "\t", "{}", "\"", "\\", "<|", "|>", "\u0000"]
+    text = "".join(rng.choice(alphabet) + rng.choice(["", " "])
+                   for _ in range(rng.randint(1, 40)))
+    body = {"max_tokens": rng.randint(1, 12), "temperature": 1.5, "stream": stream}
+    if rng.random() < 0.5:
+        body["seed"] = rng.randint(0, 2**31)
+    if rng.random() < 0.3:
+        body["top_p"] = rng.choice([0.1, 0.5, 0.9, 1.0])
+    if rng.random() < 0.3:
+        body["top_k"] = rng.randint(1, 50)
+    if stream and rng.random() < 0.5:
+        body["stream_options"] = {"include_usage": True}
+    if chat:
+        body["messages"] = [{"role": "user", "content": text}]
+        return "/v1/chat/completions", body
+    body["prompt"] = text
+    if rng.random() < 0.3:
+        body["logprobs"] = rng.randint(0, 3)
+    return "/v1/completions", body
+
+
+def test_fuzz(c):
+    def one(path, body):
+        if body["stream"]:
+            r = c.stream(path, body)
+            if r["status"] == 200:
+                parsed = r["done"] and not r["bad"] and bool(r["events"])
+            else:
+                parsed = error_body(r["body"]) is not None
+            return r["status"], bool(parsed), r["body"][:200] or r["bad"][:1]
+        status, _, raw = c.post(path, body)
+        try:
+            json.loads(raw)
+            parsed = True
+        except ValueError:
+            parsed = False
+        return status, parsed, raw[:200]
+
+    t0 = time.monotonic()
+    results = run_parallel(one, [fuzz_request(i) for i in range(200)], 8)
+    wall = time.monotonic() - t0
+    failed = [(i, r) for i, r in enumerate(results) if isinstance(r, Exception)]
+    statuses = {}
+    for r in results:
+        if not isinstance(r, Exception):
+            statuses[r[0]] = statuses.get(r[0], 0) + 1
+    check(not failed, f"fuzz: 200 requests answered ({len(failed)} failed in transport; "
+                      f"{wall:.2f} s; statuses {statuses})")
+    for i, r in failed[:5]:
+        print(f"     request {i}: {r!r}")
+    five = [(i, r) for i, r in enumerate(results) if not isinstance(r, Exception) and r[0] >= 500]
+    check(not five, f"fuzz: no 5xx ({len(five)})")
+    unparsed = [(i, r) for i, r in enumerate(results) if not isinstance(r, Exception) and not r[1]]
+    check(not unparsed, f"fuzz: every body and event parses as JSON ({len(unparsed)} do not)")
+    not_ok = [(i, r) for i, r in enumerate(results) if not isinstance(r, Exception) and r[0] != 200]
+    check(not not_ok, "fuzz: every (valid) request is served with 200")
+    for i, r in (five + unparsed + not_ok)[:8]:
+        print(f"     request {i} {fuzz_request(i)}: {r!r:.300}")
+
+
+def test_drain(daemon, c):
+    max_tokens = 600
+    body = {"prompt": "finish me after SIGTERM", "max_tokens": max_tokens, "ignore_eos": True,
+            "temperature": 0.8, "stream": True, "stream_options": {"include_usage": True}}
+    n = 3
+    started = threading.Semaphore(0)
+    term_sent = threading.Event()
+    after_term = [0] * n
+    last_event_at = [0.0] * n
+
+    def one(i):
+        def on_event(index, event):
+            last_event_at[i] = time.monotonic()
+            if index == 0:
+                started.release()
+            elif term_sent.is_set():
+                after_term[i] += 1
+        return c.stream("/v1/completions", dict(body, seed=i), on_event=on_event)
+
+    results = [None] * n
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, one(i)))
+               for i in range(n)]
+    for t in threads:
+        t.start()
+    for _ in range(n):
+        started.acquire(timeout=30)
+    t0 = time.monotonic()
+    daemon.proc.send_signal(signal.SIGTERM)
+    term_sent.set()
+    time.sleep(0.2)
+    try:
+        status, _, raw = c.post("/v1/completions", {"prompt": "too late", "max_tokens": 2},
+                                timeout=5)
+        refused = status == 503 and error_body(raw) is not None
+        how = f"{status} {raw[:100]!r}"
+    except ConnectionRefusedError:
+        refused, how = True, "connection refused"
+    except (ConnectionError, http.client.HTTPException, OSError) as e:
+        refused, how = False, repr(e)
+    check(refused, f"drain: a new request after SIGTERM is refused ({how})")
+    for t in threads:
+        t.join()
+    full = [r for r in results
+            if r and r["status"] == 200 and r["done"] and r["finish"] == "length" and r["usage"]
+            and r["usage"]["completion_tokens"] == max_tokens]
+    # Events already generated before SIGTERM would all be read within milliseconds; the last
+    # ones arriving later show that the generations went on during the drain.
+    later = [round(t - t0, 2) for t in last_event_at]
+    check(len(full) == n and all(a > 0 for a in after_term) and min(later) > 0.1,
+          f"drain: the {n} running streams finish in full ({len(full)} did; events after "
+          f"SIGTERM: {after_term}, the last {later} s after it)")
+    try:
+        code = daemon.proc.wait(DRAIN_TIMEOUT_S + 5)
+    except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired
+        code = None
+    took = time.monotonic() - t0
+    check(code == 0 and took < DRAIN_TIMEOUT_S,
+          f"drain: tesserad exits {code} {took:.2f} s after SIGTERM (drain timeout "
+          f"{DRAIN_TIMEOUT_S} s)")
+
+
+def test_queue(c):
+    n = 10
+    max_tokens = 96
+    barrier = threading.Barrier(n)
+
+    def one():
+        barrier.wait()
+        return c.post("/v1/completions", {"prompt": "queue", "max_tokens": max_tokens,
+                                          "ignore_eos": True})
+
+    t0 = time.monotonic()
+    results = run_parallel(one, [()] * n, n)
+    wall = time.monotonic() - t0
+    transport = [r for r in results if isinstance(r, Exception)]
+    results = [r for r in results if not isinstance(r, Exception)]
+    served = [r for r in results if r[0] == 200]
+    refused = [r for r in results if r[0] == 429]
+    check(not transport and len(served) + len(refused) == n,
+          f"queue: every answer is 200 or 429 ({[r[0] for r in results]}, {transport})")
+    check(len(refused) >= 1 and len(served) >= 1,
+          f"queue: with max-num-seqs 1 and max-waiting-requests 2, {len(served)} of {n} "
+          f"served, {len(refused)} got 429 ({wall:.2f} s)")
+    check(len(served) <= 3 + 1,
+          f"queue: no more than 1 running + 2 waiting (+1 freed meanwhile) are served "
+          f"({len(served)})")
+    bad = [(h.get("retry-after"), raw[:160]) for _, h, raw in refused
+           if not (h.get("retry-after", "").isdigit() and int(h["retry-after"]) >= 1 and
+                   (error_body(raw) or {}).get("type") == "rate_limit_error")]
+    check(refused and not bad,
+          "queue: every 429 has Retry-After (seconds) and an OpenAI rate_limit_error body: "
+          + (repr(bad[0]) if bad else repr(refused[0][2][:140]) if refused else "none"))
+    check(all(json.loads(r[2])["usage"]["completion_tokens"] == max_tokens for r in served),
+          "queue: the served requests ran in full")
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tesserad", required=True)
+    parser.add_argument("--tessera", required=True, help="the tessera CLI (gen-model)")
+    parser.add_argument("--worker", help="tessera-worker (default: the one beside tesserad)")
+    parser.add_argument("--work-dir", help="where the model is generated (default: a temp dir)")
+    parser.add_argument("--daemon-arg", action="append", default=[],
+                        help="one more tesserad argument (repeatable; --daemon-arg=--exact)")
+    parser.add_argument("--batch-fast-path", action="store_true",
+                        help="run the 64-stream equality on the default (fast) path, not --exact")
+    parser.add_argument("--only", help="comma-separated subset: "
+                        "auth,limit,batch,cancel,fuzz,drain,queue")
+    args = parser.parse_args()
+    only = set(args.only.split(",")) if args.only else None
+    want = lambda name: only is None or name in only  # noqa: E731
+
+    work = args.work_dir or tempfile.mkdtemp(prefix="tesserad_api_test.")
+    os.makedirs(work, exist_ok=True)
+    model = os.path.join(work, "llama-tiny-q8_0.gguf")
+    gen = subprocess.run([args.tessera, "gen-model", "--arch", "llama", "--preset", "tiny",
+                          "--quant", "Q8_0", "--seed", "5", "--out", model],
+                         capture_output=True, text=True)
+    if gen.returncode != 0:
+        print(f"FAIL tessera gen-model: {gen.stderr}")
+        return 1
+
+    t_start = time.monotonic()
+    main_daemon = Tesserad(args.tesserad, ["--model", model,
+                                           "--max-prompt-tokens", str(MAX_PROMPT_TOKENS),
+                                           "--drain-timeout", f"{DRAIN_TIMEOUT_S}s"]
+                           + args.daemon_arg, args.worker, API_KEY)
+    # The fast path's matrix products differ by batch size (integer dots below 8 rows, the
+    # int8 or float GEMM from 8), so a sequence's logits, and what a seed samples from them,
+    # depend on its neighbours there; --exact computes every row alike.
+    batch_daemon = Tesserad(args.tesserad, ["--model", model] + args.daemon_arg +
+                            ([] if args.batch_fast_path else ["--exact"]), args.worker, API_KEY)
+    queue_daemon = Tesserad(args.tesserad, ["--model", model, "--max-num-seqs", "1",
+                                            "--max-waiting-requests", "2"] + args.daemon_arg,
+                            args.worker, API_KEY)
+    daemons = (batch_daemon, main_daemon, queue_daemon)
+    try:
+        if want("batch"):
+            batch_daemon.start()
+            print(f"tesserad {' '.join(batch_daemon.args[2:]) or '(default path)'}: "
+                  f"REST {batch_daemon.http}")
+            t0 = time.monotonic()
+            test_batch(Client(batch_daemon.http))
+            print(f"     (batch: {time.monotonic() - t0:.2f} s)")
+            check(batch_daemon.stop() == 0, "batch: tesserad exits 0 on SIGTERM")
+        if any(want(n) for n in ("auth", "limit", "cancel", "fuzz", "drain")):
+            main_daemon.start()
+            c = Client(main_daemon.http)
+            print(f"tesserad: REST {main_daemon.http}, serving {c.with_model({})['model']}")
+            for name, fn in (("auth", test_auth), ("limit", test_prompt_limit),
+                             ("cancel", test_cancel), ("fuzz", test_fuzz)):
+                if want(name):
+                    t0 = time.monotonic()
+                    fn(c)
+                    print(f"     ({name}: {time.monotonic() - t0:.2f} s)")
+            if want("drain"):
+                test_drain(main_daemon, c)
+        if want("queue"):
+            queue_daemon.start()
+            test_queue(Client(queue_daemon.http))
+            check(queue_daemon.stop() == 0, "queue: the second tesserad exits 0 on SIGTERM")
+    except Exception as e:  # noqa: BLE001 - a crash of the test is a failure with its cause
+        check(False, f"unexpected error: {e!r}")
+    finally:
+        for d in daemons:
+            code = d.stop(timeout=DRAIN_TIMEOUT_S + 5)
+            if FAILURES and d.proc is not None:
+                print(f"tesserad log ({d.http}, exit {code}):\n{d.log_text(60)}")
+            d.kill()
+    print(f"{len(PASSED)} passed, {len(FAILURES)} failed, {time.monotonic() - t_start:.1f} s")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
