@@ -25,7 +25,8 @@ using json = nlohmann::json;
 constexpr char kUsage[] =
     "usage: tessera bench --url URL [--concurrency C] [--requests R] [--prompt-len P]\n"
     "                     [--gen-len G] [--stream] [--model NAME] [--api-key KEY]\n"
-    "                     [--temperature T] [--seed S] [--timeout SECONDS] [--json]\n"
+    "                     [--logprobs] [--temperature T] [--seed S] [--timeout SECONDS]\n"
+    "                     [--json]\n"
     "\n"
     "Sends R requests to URL's POST /v1/completions from C concurrent keep-alive clients\n"
     "(each sends its next request when the previous one is answered), every one with a\n"
@@ -45,8 +46,12 @@ constexpr char kUsage[] =
     "  --prompt-len P     prompt tokens per request (default 128)\n"
     "  --gen-len G        generated tokens per request (default 64)\n"
     "  --stream           stream (SSE): measures time to first token (TTFT) and the\n"
-    "                     inter-token latency (ITL: gaps between text events); without it\n"
-    "                     only end-to-end latency (E2E)\n"
+    "                     inter-token latency (ITL: gaps between token events); without\n"
+    "                     it only end-to-end latency (E2E)\n"
+    "  --logprobs         ask for \"logprobs\": 0, so that the server streams an event for\n"
+    "                     every token, also one whose text is empty (tesserad sends none\n"
+    "                     for those; random-weight models emit many): use it for TTFT and\n"
+    "                     ITL on such models\n"
     "  --model NAME       the \"model\" field (default: the first of GET /v1/models)\n"
     "  --api-key KEY      sent as Authorization: Bearer KEY (default $TESSERA_API_KEY)\n"
     "  --temperature T    sampling temperature (default 0: greedy)\n"
@@ -149,6 +154,7 @@ void PrintJson(const BenchFlags& flags, const Report& r) {
       {"prompt_words", o.prompt_words},
       {"gen_len", o.gen_len},
       {"stream", o.stream},
+      {"logprobs", o.logprobs},
       {"ok", r.ok},
       {"failed", o.requests - r.ok},
       {"failures", r.failures},
@@ -174,9 +180,9 @@ void PrintTable(const BenchFlags& flags, const Report& r) {
   const bench::LoadOptions& o = flags.load;
   std::string out = absl::StrFormat(
       "tessera bench: %s, model %s\n"
-      "  %d requests, concurrency %d, prompt %d tokens, gen %d tokens, %s\n\n",
+      "  %d requests, concurrency %d, prompt %d tokens, gen %d tokens, %s%s\n\n",
       o.server.ToString(), o.model, o.requests, o.concurrency, flags.prompt_len, o.gen_len,
-      o.stream ? "streaming" : "not streaming");
+      o.stream ? "streaming" : "not streaming", o.logprobs ? ", logprobs" : "");
   absl::StrAppendFormat(&out, "requests     ok %d, failed %d\n", r.ok, o.requests - r.ok);
   for (const auto& [kind, count] : r.failures) {
     absl::StrAppendFormat(&out, "  failed %-10s %5d  %s\n", kind, count,
@@ -222,6 +228,8 @@ int ParseFlags(const Args& args, BenchFlags* flags) {
       return -1;
     } else if (a == "--stream") {
       o.stream = true;
+    } else if (a == "--logprobs") {
+      o.logprobs = true;
     } else if (a == "--json") {
       flags->json = true;
     } else if (!has_value) {

@@ -118,10 +118,10 @@ class SseReader {
 // What one request's event stream said so far.
 struct StreamState {
   Clock::time_point start;
-  Clock::time_point last_text;
-  bool saw_text = false;
+  Clock::time_point last_token;
+  bool saw_token = false;
   bool usage_seen = false;
-  int64_t text_events = 0;
+  int64_t token_events = 0;
 };
 
 // Records one SSE event (its data, received at `now`) into `result`.
@@ -146,18 +146,22 @@ void OnStreamEvent(const std::string& data, Clock::time_point now, StreamState* 
   const json choices = event.value("choices", json());
   if (!choices.is_array() || choices.empty()) return;
   if (result->ttft_s < 0) result->ttft_s = Seconds(state->start, now);
-  bool has_text = false;
+  // A token event carries text or (with --logprobs) the token's log-probability; the
+  // last event of a choice carries neither, only its finish_reason.
+  bool has_token = false;
   for (const json& c : choices) {
-    if (c.is_object() && c.contains("text") && c["text"].is_string() &&
-        !c["text"].get_ref<const std::string&>().empty()) {
-      has_text = true;
+    if (!c.is_object()) continue;
+    const json text = c.value("text", json());
+    if ((text.is_string() && !text.get_ref<const std::string&>().empty()) ||
+        c.value("logprobs", json()).is_object()) {
+      has_token = true;
     }
   }
-  if (!has_text) return;
-  ++state->text_events;
-  if (state->saw_text) result->itl_s.push_back(Seconds(state->last_text, now));
-  state->last_text = now;
-  state->saw_text = true;
+  if (!has_token) return;
+  ++state->token_events;
+  if (state->saw_token) result->itl_s.push_back(Seconds(state->last_token, now));
+  state->last_token = now;
+  state->saw_token = true;
 }
 
 // One client's keep-alive connection; reconnects when the server closes it.
@@ -252,7 +256,7 @@ class Client {
       result->prompt_tokens = usage.value("prompt_tokens", int64_t{0});
       result->completion_tokens = usage.value("completion_tokens", int64_t{0});
     } else if (!state.usage_seen && result->error.empty()) {
-      result->completion_tokens = state.text_events;  // a server that ignores include_usage
+      result->completion_tokens = state.token_events;  // a server that ignores include_usage
     }
     return result->error.empty();
   }
@@ -364,6 +368,7 @@ std::string CompletionBody(const LoadOptions& options, int index) {
                {"seed", static_cast<int64_t>(seed & 0x7fffffffffffffffULL)},
                {"stream", options.stream}};
   if (options.stream) body["stream_options"] = {{"include_usage", true}};
+  if (options.logprobs) body["logprobs"] = 0;
   return body.dump();
 }
 

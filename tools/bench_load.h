@@ -32,6 +32,9 @@ struct LoadOptions {
   int prompt_words = 128;  // words in each request's prompt (see MakePrompt)
   int gen_len = 64;        // "max_tokens", with "ignore_eos": true
   bool stream = false;
+  // Sends "logprobs": 0, so that a streaming server sends an event for every token, even
+  // one whose text is empty (random-weight models emit many such tokens).
+  bool logprobs = false;
   double temperature = 0.0;
   uint64_t seed = 0;  // request i is sent with "seed": seed + i and prompt MakePrompt(seed + i)
   double timeout_s = 600.0;  // per request
@@ -44,7 +47,8 @@ struct RequestResult {
   std::string error;  // empty when the request succeeded
   double e2e_s = 0.0;
   double ttft_s = -1.0;       // streaming: until the first event carrying a choice
-  std::vector<double> itl_s;  // streaming: gaps between consecutive text events
+  std::vector<double> itl_s;  // streaming: gaps between consecutive token events (text or
+                              // logprobs)
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   bool ok() const { return error.empty(); }

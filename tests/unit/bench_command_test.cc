@@ -173,11 +173,12 @@ class BenchCommandTest : public testing::Test {
   }
 
   // 8 requests of 8 tokens from 4 clients, as JSON.
-  json RunEight(bool stream) {
+  json RunEight(bool stream, bool logprobs = false) {
     Args args = {
         "--url",        daemon_->url(), "--concurrency", "4", "--requests", "8", "--gen-len", "8",
         "--prompt-len", "32",           "--json"};
     if (stream) args.push_back("--stream");
+    if (logprobs) args.push_back("--logprobs");
     const BenchRun run = Bench(args);
     EXPECT_EQ(run.exit_code, 0) << run.err;
     json out = json::parse(run.out, nullptr, /*allow_exceptions=*/false);
@@ -207,6 +208,16 @@ TEST_F(BenchCommandTest, StreamingRunCountsEveryTokenAndTimesEachChunk) {
   EXPECT_GT(out["generated_tokens_per_s"].get<double>(), 0.0);
   EXPECT_GT(out["prompt_tokens_per_s"].get<double>(), 0.0);
   EXPECT_GT(out["requests_per_s"].get<double>(), 0.0);
+}
+
+TEST_F(BenchCommandTest, LogprobsStreamAnEventPerTokenSoEveryGapIsTimed) {
+  const json out = RunEight(/*stream=*/true, /*logprobs=*/true);
+  ASSERT_TRUE(out.is_object());
+  EXPECT_EQ(out["ok"], 8);
+  EXPECT_EQ(out["completion_tokens"], 64);
+  EXPECT_EQ(out["ttft_ms"]["count"], 8);
+  EXPECT_EQ(out["itl_ms"]["count"], 8 * (8 - 1));  // 7 gaps between 8 tokens, per request
+  ExpectOrdered(out["itl_ms"], "itl_ms");
 }
 
 TEST_F(BenchCommandTest, NonStreamingRunReportsEndToEndOnly) {
