@@ -10,8 +10,9 @@ drain timeout), on ephemeral ports:
             afterwards (same seed, same text, same finish_reason and token count)
   cancel    leaving a stream mid-way frees the request's KV blocks: /metrics shows
             tessera_kv_cache_blocks{state="used"} and tessera_num_requests_running back at 0
-  fuzz      200 requests at temperature 1.5 (completions and chat, streamed or not): no 5xx,
-            every body and every SSE event parses as JSON
+  fuzz      200 requests at temperature 1.5 (completions and chat, streamed or not, with n,
+            stop strings, penalties, top_p/top_k/min_p, logprobs): no 5xx, every body and
+            every SSE event parses as JSON
   drain     SIGTERM during generation: the running streams finish in full, a new request is
             refused (connection refused or 503), the daemon exits 0 within the drain timeout
 and against a daemon with --max-num-seqs 1 --max-waiting-requests 2:
@@ -356,6 +357,16 @@ def fuzz_request(i):
         body["top_k"] = rng.randint(1, 50)
     if stream and rng.random() < 0.5:
         body["stream_options"] = {"include_usage": True}
+    if rng.random() < 0.3:
+        body["n"] = rng.randint(1, 3)
+    if rng.random() < 0.3:
+        body["stop"] = rng.sample(alphabet, rng.randint(1, 4))
+    if rng.random() < 0.3:
+        body[rng.choice(["presence_penalty", "frequency_penalty"])] = rng.uniform(-2, 2)
+    if rng.random() < 0.2:
+        body["repetition_penalty"] = rng.uniform(0.5, 2)
+    if rng.random() < 0.2:
+        body["min_p"] = rng.uniform(0, 0.5)
     if chat:
         body["messages"] = [{"role": "user", "content": text}]
         return "/v1/chat/completions", body
@@ -365,22 +376,34 @@ def fuzz_request(i):
     return "/v1/completions", body
 
 
+def fuzz_shape_ok(body, choices, usage):
+    """n choices with indexes 0..n-1, each with a finish_reason; usage adds up."""
+    n = body.get("n", 1)
+    indexes = sorted({ch["index"] for ch in choices})
+    finished = {ch["index"] for ch in choices if ch.get("finish_reason")}
+    return (indexes == list(range(n)) and finished == set(range(n)) and
+            (usage is None or usage["total_tokens"] ==
+             usage["prompt_tokens"] + usage["completion_tokens"]))
+
+
 def test_fuzz(c):
     def one(path, body):
+        """(status, parsed as JSON, shaped as OpenAI's, excerpt)."""
         if body["stream"]:
             r = c.stream(path, body)
-            if r["status"] == 200:
-                parsed = r["done"] and not r["bad"] and bool(r["events"])
-            else:
-                parsed = error_body(r["body"]) is not None
-            return r["status"], bool(parsed), r["body"][:200] or r["bad"][:1]
+            if r["status"] != 200:
+                return r["status"], error_body(r["body"]) is not None, True, r["body"][:200]
+            parsed = r["done"] and not r["bad"] and bool(r["events"])
+            choices = [ch for e in r["events"] for ch in e.get("choices", [])]
+            shaped = fuzz_shape_ok(body, choices, r["usage"])
+            return r["status"], parsed, shaped, r["bad"][:1] or r["events"][-1:]
         status, _, raw = c.post(path, body)
         try:
-            json.loads(raw)
-            parsed = True
+            answer = json.loads(raw)
         except ValueError:
-            parsed = False
-        return status, parsed, raw[:200]
+            return status, False, False, raw[:200]
+        shaped = status != 200 or fuzz_shape_ok(body, answer["choices"], answer["usage"])
+        return status, True, shaped, raw[:200]
 
     t0 = time.monotonic()
     results = run_parallel(one, [fuzz_request(i) for i in range(200)], 8)
@@ -400,7 +423,11 @@ def test_fuzz(c):
     check(not unparsed, f"fuzz: every body and event parses as JSON ({len(unparsed)} do not)")
     not_ok = [(i, r) for i, r in enumerate(results) if not isinstance(r, Exception) and r[0] != 200]
     check(not not_ok, "fuzz: every (valid) request is served with 200")
-    for i, r in (five + unparsed + not_ok)[:8]:
+    misshapen = [(i, r) for i, r in enumerate(results)
+                 if not isinstance(r, Exception) and r[1] and not r[2]]
+    check(not misshapen, "fuzz: n choices (indexes 0..n-1), each finished; usage adds up "
+                         f"({len(misshapen)} not)")
+    for i, r in (five + unparsed + not_ok + misshapen)[:8]:
         print(f"     request {i} {fuzz_request(i)}: {r!r:.300}")
 
 
