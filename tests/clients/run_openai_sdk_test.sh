@@ -5,6 +5,11 @@
 #
 #   run_openai_sdk_test.sh --server PATH/test_http_server
 #   run_openai_sdk_test.sh --url http://127.0.0.1:8080 [--api-key KEY]
+#   run_openai_sdk_test.sh --daemon PATH/tesserad [--api-key KEY]
+#
+# --daemon starts that tesserad on ephemeral ports (with the embedded default model, and a key)
+# through tesserad_harness.py, runs the test against it in --url mode, and checks that it
+# drains and exits 0 on SIGTERM.
 #
 # With --url and no --api-key the daemon is taken to run without a key (the wrong-key test
 # is skipped).
@@ -12,19 +17,26 @@
 # (`npm ci --prefix tests/clients` installs them).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-server="" url="" api_key="" model=""
+server="" url="" api_key="" model="" daemon=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --server) server="$2"; shift 2 ;;
     --url) url="$2"; shift 2 ;;
+    --daemon) daemon="$2"; shift 2 ;;
     --api-key) api_key="$2"; shift 2 ;;
     --model) model="$2"; shift 2 ;;
-    *) echo "usage: $0 (--server PATH | --url URL) [--api-key KEY] [--model NAME]" >&2; exit 2 ;;
+    *) echo "usage: $0 (--server PATH | --url URL | --daemon PATH) [--api-key KEY] [--model NAME]" >&2
+       exit 2 ;;
   esac
 done
 command -v node >/dev/null || { echo "SKIP: node is not installed"; exit 77; }
 [ -d "$here/node_modules/openai" ] || {
   echo "SKIP: the openai npm package is missing; run: npm ci --prefix tests/clients"; exit 77; }
+
+if [ -n "$daemon" ]; then
+  exec /usr/bin/python3 "$here/tesserad_harness.py" --tesserad "$daemon" \
+    --api-key "${api_key:-sk-tessera-test}" -- bash "$0" --url {http} --api-key {api_key}
+fi
 
 pid=""
 cleanup() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi; }

@@ -13,10 +13,11 @@ if(TARGET tesserad AND TARGET tessera-worker AND TARGET tessera)
                 --tesserad $<TARGET_FILE:tesserad> --worker $<TARGET_FILE:tessera-worker>
                 --api-key sk-tesserad-client-test)
 
-    # 77: node or the openai npm package is missing (`npm ci --prefix tests/clients`).
+    # 77: node or the openai npm package is missing (`npm ci --prefix tests/clients`). The
+    # runner starts tesserad through the harness (its worker: the tessera-worker beside it).
     add_test(NAME tesserad_openai_sdk_test
-             COMMAND ${tessera_daemon_harness} -- bash ${CMAKE_CURRENT_LIST_DIR}/run_openai_sdk_test.sh
-                     --url {http} --api-key {api_key})
+             COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_openai_sdk_test.sh
+                     --daemon $<TARGET_FILE:tesserad> --api-key sk-tesserad-client-test)
     set_tests_properties(tesserad_openai_sdk_test PROPERTIES
       LABELS "clients;http;daemon" TIMEOUT 180 SKIP_RETURN_CODE 77)
 
