@@ -494,7 +494,7 @@ def test_drain(daemon, c):
 
 def test_queue(c):
     n = 10
-    max_tokens = 96
+    max_tokens = 256  # long enough that all ten arrive while the first runs
     barrier = threading.Barrier(n)
 
     def one():
