@@ -38,7 +38,7 @@ using Stream = grpc::ClientReaderWriter<v1::WorkerMessage, v1::ControllerMessage
 
 constexpr char kUsage[] =
     "usage: tessera-worker --controller HOST:PORT [--rank R] [--generation G] "
-    "[--comm-interface ADDR] [--die-with-parent]\n"
+    "[--comm-interface ADDR] [--connect-timeout S] [--die-with-parent]\n"
     "\n"
     "One rank of a Tessera model. tesserad starts its workers itself; start one by hand to\n"
     "put a rank on another machine: tesserad --external-workers ... waits for them.\n"
@@ -48,6 +48,7 @@ constexpr char kUsage[] =
     "  --comm-interface ADDR   the address this rank's Gloo connections bind to (default:\n"
     "                          what the controller says, 127.0.0.1 for local groups); on a\n"
     "                          multi-host group, this machine's address the others reach\n"
+    "  --connect-timeout S     wait up to S seconds for the controller to listen (default 60)\n"
     "  --generation G          the worker group generation it was spawned for (internal)\n"
     "  --die-with-parent       exit when the parent process exits (internal)\n";
 
@@ -57,6 +58,7 @@ struct Flags {
   uint64_t generation = 0;
   bool die_with_parent = false;
   std::string comm_interface;
+  int connect_timeout_s = 60;
 };
 
 // Writes to the stream from several threads (heartbeats, progress, results).
@@ -102,6 +104,13 @@ int Run(const Flags& flags) {
   args.SetMaxSendMessageSize(-1);
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomChannel(flags.controller, grpc::InsecureChannelCredentials(), args);
+  // The controller may not be listening yet (workers on other hosts often start first):
+  // wait for it up to --connect-timeout.
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() +
+                                 std::chrono::seconds(flags.connect_timeout_s))) {
+    Die(nullptr, absl::StrCat("cannot reach the controller at ", flags.controller, " within ",
+                              flags.connect_timeout_s, " s"));
+  }
   std::unique_ptr<v1::WorkerControl::Stub> stub = v1::WorkerControl::NewStub(channel);
   grpc::ClientContext ctx;
   std::unique_ptr<Stream> stream = stub->Connect(&ctx);
@@ -307,6 +316,12 @@ int main(int argc, char** argv) {
     } else if (a == "--generation") {
       if (!absl::SimpleAtoi(value("--generation"), &flags.generation)) {
         std::fprintf(stderr, "tessera-worker: --generation must be a number\n");
+        return 2;
+      }
+    } else if (a == "--connect-timeout") {
+      if (!absl::SimpleAtoi(value("--connect-timeout"), &flags.connect_timeout_s) ||
+          flags.connect_timeout_s < 1) {
+        std::fprintf(stderr, "tessera-worker: --connect-timeout must be a number of seconds\n");
         return 2;
       }
     } else if (a == "--comm-interface") {
