@@ -72,7 +72,8 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
   int restarts = 0;
   bool shutting_down = false;
   bool first_outcome = false;
-  bool came_up = false;  // this generation reached ready
+  bool came_up = false;    // this generation reached ready
+  bool accepting = false;  // slots of the current generation exist and take workers
   absl::Status first_status;
   WorkerGroupEvents events;
   std::map<std::string, std::string> store;  // rendezvous keys
@@ -150,7 +151,13 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
     uint64_t gen;
     v1::WorkerSetup setup;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      std::unique_lock<std::mutex> lock(mu);
+      // A worker may connect before the group (re)starts, e.g. an external one started
+      // first or during a restart's backoff: it waits for the next generation's slots.
+      cv.wait_for(lock, options.rendezvous_timeout, [&] { return accepting || shutting_down; });
+      if (!accepting) {
+        return grpc::Status(grpc::UNAVAILABLE, "the controller is not taking workers now");
+      }
       gen = generation;
       if (shutting_down) return grpc::Status(grpc::UNAVAILABLE, "the controller is stopping");
       if (!options.external_workers && hello.group_generation() != generation) {
@@ -383,6 +390,8 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
       slots.push_back(std::make_shared<Slot>());
       slots.back()->state.rank = r;
     }
+    accepting = true;
+    cv.notify_all();
     state = "loading";
     came_up = false;
     if (!options.external_workers) {
@@ -448,6 +457,7 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
     }
     std::string why = shutting_down ? "" : failure;
     up = false;
+    accepting = false;
     // Stop this generation's workers: spawned ones are killed, external ones told to exit.
     for (auto& s : slots) {
       if (s->stream != nullptr) {
