@@ -719,7 +719,7 @@ absl::StatusOr<std::string> FindWorkerBinary(const std::string& configured) {
   if (!ec) {
     fs::path dir = self.parent_path();
     for (const fs::path& p :
-         {dir / "tessera-worker", dir.parent_path() / "worker" / "process" / "tessera-worker"}) {
+         {dir / "tessera-worker", dir.parent_path() / "bin" / "tessera-worker"}) {
       if (usable(p)) return p.string();
     }
   }

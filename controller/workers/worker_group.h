@@ -110,7 +110,7 @@ class WorkerGroup : public serving::StepRunner {
 };
 
 // The tessera-worker binary to spawn: `configured` when set, else $TESSERA_WORKER_BINARY,
-// else beside the running executable, else the build tree's worker/process/ next to it,
+// else beside the running executable, else in ../bin/ from it (the build tree's bin/),
 // else "tessera-worker" from PATH. NotFound naming the places tried.
 absl::StatusOr<std::string> FindWorkerBinary(const std::string& configured);
 
