@@ -189,8 +189,9 @@ int Serve(const config::DaemonConfig& c) {
   MetricsBridge bridge(m);
 
   if (!c.gpus.empty()) {
-    LogWarning("--gpus is set but this build runs CPU workers only (the CUDA executor is not "
-               "written yet); each rank runs on CPU cores");
+    LogWarning(
+        "--gpus is set but this build runs CPU workers only (the CUDA executor is not "
+        "written yet); each rank runs on CPU cores");
   }
   workers::WorkerGroupOptions wo;
   wo.model_path = model_path;

@@ -77,17 +77,15 @@ absl::Status CheckRowBytes(GgmlType type, int64_t cols, size_t row_bytes, const 
   absl::StatusOr<QuantGeometry> g = CudaQuantGeometry(type);
   if (!g.ok()) return g.status();
   if (cols <= 0 || cols % g->block_elems != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("cuda: ", what, ": row of ", cols, " ",
-                                                   FindType(type)->name,
-                                                   " values is not a whole number of ",
-                                                   g->block_elems, "-element blocks"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda: ", what, ": row of ", cols, " ", FindType(type)->name,
+                     " values is not a whole number of ", g->block_elems, "-element blocks"));
   }
   const uint64_t expected = static_cast<uint64_t>(cols / g->block_elems) * g->block_bytes;
   if (row_bytes != expected) {
     return absl::InvalidArgumentError(absl::StrCat("cuda: ", what, ": rows of ", cols, " ",
-                                                   FindType(type)->name, " values take ",
-                                                   expected, " bytes, the matrix says ",
-                                                   row_bytes));
+                                                   FindType(type)->name, " values take ", expected,
+                                                   " bytes, the matrix says ", row_bytes));
   }
   return absl::OkStatus();
 }
