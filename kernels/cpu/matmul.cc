@@ -250,6 +250,9 @@ enum class Kernel { kIntegerDots, kInt8Gemm, kFloat };
 
 Kernel ChooseKernel(gguf::GgmlType type, int64_t batch, const MatmulOptions& options) {
   if (options.path == MatmulPath::kFloat) return Kernel::kFloat;
+  if (options.path == MatmulPath::kDots) {
+    return HasIntegerKernel(type, options.isa) ? Kernel::kIntegerDots : Kernel::kFloat;
+  }
   const bool gemm = batch >= kPrefillBatch && FindInt8GemmLayout(type) != nullptr &&
                     AtLeast(options.isa, Isa::kAvx512);
   if (gemm) return Kernel::kInt8Gemm;
@@ -320,7 +323,7 @@ absl::Status Matmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, co
       break;
     case Kernel::kFloat:
       if (w.type == gguf::GgmlType::kF32 && batch >= kPrefillBatch &&
-          AtLeast(options.isa, Isa::kAvx512)) {
+          options.path != MatmulPath::kDots && AtLeast(options.isa, Isa::kAvx512)) {
         FloatPanelMatmul(w, row_begin, row_end, x, batch, y, ldy, pool);
       } else {
         FloatMatmul(w, row_begin, row_end, x, batch, y, ldy, pool, options.isa);

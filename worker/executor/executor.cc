@@ -310,8 +310,34 @@ absl::Status Executor::Impl::LoadWeights(const model::TensorMap& map) {
 }
 
 absl::Status Executor::Impl::MatMulRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
-                                        const float* x, int64_t batch, float* y, int64_t ldy) {
-  return cpu::Matmul(w, row_begin, row_end, x, batch, y, ldy, pool.get(), matmul);
+                                        const float* x, int64_t batch, float* y, int64_t ldy,
+                                        const std::vector<int>* row_seq) {
+  if (row_seq == nullptr && step_seq_of != nullptr &&
+      static_cast<int64_t>(step_seq_of->size()) == batch) {
+    row_seq = step_seq_of;
+  }
+  // Below the prefill batch every row takes per-vector kernels anyway.
+  if (options.exact || batch < cpu::kPrefillBatch || row_seq == nullptr) {
+    return cpu::Matmul(w, row_begin, row_end, x, batch, y, ldy, pool.get(), matmul);
+  }
+  auto decode = [&](int64_t i) { return step_seq_len[(*row_seq)[i]] == 1; };
+  for (int64_t i = 0; i < batch;) {
+    int64_t j = i + 1;
+    cpu::MatmulOptions o = matmul;
+    if (decode(i)) {
+      while (j < batch && decode(j)) ++j;
+      o.path = cpu::MatmulPath::kDots;
+    } else {
+      while (j < batch && (*row_seq)[j] == (*row_seq)[i]) ++j;
+    }
+    if (auto s = cpu::Matmul(w, row_begin, row_end, x + i * w.cols, j - i, y + i * ldy, ldy,
+                             pool.get(), o);
+        !s.ok()) {
+      return s;
+    }
+    i = j;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Executor::Impl::MatMulMany(std::initializer_list<Product> products, int64_t batch) {
@@ -401,6 +427,12 @@ absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
   }
   b.seq_begin.push_back(b.size());
   const int64_t T = b.size();
+  step_seq_of = &b.seq_of;
+  step_seq_len.assign(seqs.size(), 0);
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    step_seq_len[s] = static_cast<int64_t>(seqs[s].tokens.size());
+  }
+  auto clear_step = absl::MakeCleanup([this] { step_seq_of = nullptr; });
   std::vector<float> x(T * d), h(T * d), y;
   std::optional<PhaseTimer> embed_timer(profile["embed"]);
   // Vocab-parallel embedding: each rank fills the rows of the tokens in its vocabulary
@@ -463,7 +495,17 @@ absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
   for (int64_t r = 0; r < R; ++r)
     cpu::RmsNorm(&x[rows[r] * d], output_norm.data(), d, eps, &hr[r * d]);
   Round(hr.data(), R * d);
-  if (auto s = MatMulMany({{&output, hr.data(), logits.data()}}, R); !s.ok()) return s;
+  std::vector<int> row_seq(R);
+  for (int64_t r = 0; r < R; ++r) row_seq[r] = b.seq_of[rows[r]];
+  if (R >= cpu::kPrefillBatch) {
+    if (auto s =
+            MatMulRows(output, 0, output.rows, hr.data(), R, logits.data(), output.rows, &row_seq);
+        !s.ok()) {
+      return s;
+    }
+  } else if (auto s = MatMulMany({{&output, hr.data(), logits.data()}}, R); !s.ok()) {
+    return s;
+  }
   if (!output_bias.empty()) {
     for (int64_t r = 0; r < R; ++r) {
       for (int64_t i = 0; i < Vl; ++i) logits[r * Vl + i] += output_bias[i];

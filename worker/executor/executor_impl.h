@@ -117,8 +117,18 @@ struct Executor::Impl {
   absl::Status MatMul(const QuantMatrix& w, const float* x, int64_t batch, float* y) {
     return MatMulRows(w, 0, w.rows, x, batch, y, w.rows);
   }
+  // On the fast path a product of 8+ rows is run in segments so that each row's result does
+  // not depend on what else shares the step (batch-invariant serving): the rows of a
+  // sequence with several new tokens (a prefill chunk) as one product of their own (the
+  // kernel its size picks, as when it runs alone), rows of one-token sequences (decodes)
+  // with per-vector kernels (MatmulPath::kDots). `row_seq` gives each row's sequence;
+  // null means the rows are the step's tokens in order.
   absl::Status MatMulRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
-                          int64_t batch, float* y, int64_t ldy);
+                          int64_t batch, float* y, int64_t ldy,
+                          const std::vector<int>* row_seq = nullptr);
+  // The current step's token -> sequence map and new tokens per sequence (set by Step).
+  const std::vector<int>* step_seq_of = nullptr;
+  std::vector<int64_t> step_seq_len;
   void Round(float* x, int64_t n) const;
 
   // Several products y = W x over the same batch. For decode-sized batches they share one

@@ -108,13 +108,19 @@ absl::Status Executor::Impl::MoeFfn(int layer, const Batch& b, const std::vector
     up.resize(n * F);
     down.resize(n * d);
     // Expert e's rows of the stacked 3-D tensors (spec 1: matrix e starts at row e * rows).
-    if (auto s = MatMulRows(L.gate_exps, e * F, (e + 1) * F, xe.data(), n, gate.data(), F); !s.ok())
+    std::vector<int> row_seq(n);
+    for (int64_t i = 0; i < n; ++i) row_seq[i] = b.seq_of[ts[i]];
+    if (auto s =
+            MatMulRows(L.gate_exps, e * F, (e + 1) * F, xe.data(), n, gate.data(), F, &row_seq);
+        !s.ok())
       return s;
-    if (auto s = MatMulRows(L.up_exps, e * F, (e + 1) * F, xe.data(), n, up.data(), F); !s.ok())
+    if (auto s = MatMulRows(L.up_exps, e * F, (e + 1) * F, xe.data(), n, up.data(), F, &row_seq);
+        !s.ok())
       return s;
     cpu::SiluMul(gate.data(), up.data(), n * F, gate.data());
     Round(gate.data(), n * F);
-    if (auto s = MatMulRows(L.down_exps, e * d, (e + 1) * d, gate.data(), n, down.data(), d);
+    if (auto s =
+            MatMulRows(L.down_exps, e * d, (e + 1) * d, gate.data(), n, down.data(), d, &row_seq);
         !s.ok()) {
       return s;
     }
