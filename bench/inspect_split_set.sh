@@ -13,8 +13,9 @@ echo "set: $parts parts, $tensors tensors, logical size $(du -sh --apparent-size
      "on disk $(du -sh "$dir" | cut -f1)"
 "$build/bin/tessera" inspect "$first" | head -4
 for mode in "" "--json" "--json --tensors"; do
-  for run in 1 2 3 4 5; do
+  read -r -a flags <<<"$mode"
+  for _ in 1 2 3 4 5; do
     /usr/bin/time -f "inspect $mode: %e s wall, %M KiB peak RSS" \
-      "$build/bin/tessera" inspect "$first" $mode >/dev/null
+      "$build/bin/tessera" inspect "$first" "${flags[@]}" >/dev/null
   done
 done

@@ -35,7 +35,7 @@ command -v node >/dev/null || { echo "SKIP: node is not installed"; exit 77; }
 
 if [ -n "$daemon" ]; then
   exec /usr/bin/python3 "$here/tesserad_harness.py" --tesserad "$daemon" \
-    --api-key "${api_key:-sk-tessera-test}" -- bash "$0" --url {http} --api-key {api_key}
+    --api-key "${api_key:-sk-tessera-test}" -- bash "$0" --url "{http}" --api-key "{api_key}"
 fi
 
 pid=""
