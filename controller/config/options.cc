@@ -107,6 +107,13 @@ const OptionSpec kOptions[] = {
      "Exact numeric path: float32 activations and KV cache, weights dequantized on the fly, "
      "no activation quantization. Slower; for checking results.",
      &C::exact},
+    {"batch-invariant", T::kBool, S::kParallelism, "true", "", "",
+     "A request's tokens do not depend on what else shares its steps (same seed, same tokens "
+     "alone or under load): prefill sequences are multiplied one by one and decode rows with "
+     "per-vector kernels. --no-batch-invariant lets a step's rows share one int8 GEMM: about "
+     "1.2-1.5x the throughput at 8-32 concurrent requests on CPUs, with results that may "
+     "differ in the last bits with the batch.",
+     &C::batch_invariant},
     // --- scheduling and limits ---
     {"max-model-len", T::kInt, S::kScheduling, "0", "0: the model's context length", "N",
      "Longest sequence (prompt + generated tokens) served.", &C::max_model_len,

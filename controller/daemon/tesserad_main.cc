@@ -203,6 +203,7 @@ int Serve(const config::DaemonConfig& c) {
   wo.threads_per_worker = static_cast<int>(c.threads_per_worker);
   wo.dtype = c.dtype;
   wo.exact = c.exact;
+  wo.batch_invariant = c.batch_invariant;
   wo.kv_block_size = static_cast<int>(c.kv_block_size);
   wo.kv_tokens = c.kv_cache_tokens > 0
                      ? c.kv_cache_tokens

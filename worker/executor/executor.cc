@@ -317,7 +317,8 @@ absl::Status Executor::Impl::MatMulRows(const QuantMatrix& w, int64_t row_begin,
     row_seq = step_seq_of;
   }
   // Below the prefill batch every row takes per-vector kernels anyway.
-  if (options.exact || batch < cpu::kPrefillBatch || row_seq == nullptr) {
+  if (options.exact || !options.batch_invariant || batch < cpu::kPrefillBatch ||
+      row_seq == nullptr) {
     return cpu::Matmul(w, row_begin, row_end, x, batch, y, ldy, pool.get(), matmul);
   }
   auto decode = [&](int64_t i) { return step_seq_len[(*row_seq)[i]] == 1; };

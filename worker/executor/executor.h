@@ -34,6 +34,10 @@ struct ExecutorOptions {
   ComputeDtype dtype = ComputeDtype::kAuto;  // auto: float32 activations, float16 KV cache
   int threads = 0;                           // 0: one per core
   int kv_block_size = 16;
+  // Fast path: a sequence's results do not depend on what else shares the step (products of
+  // 8+ rows run per prefill sequence, decode rows with per-vector kernels). False lets all
+  // rows share one kernel choice: faster at high concurrency, batch-dependent roundings.
+  bool batch_invariant = true;
   // Cache capacity in tokens (rounded up to whole blocks); 0: min(4096, context length).
   // More than the model's context length is an error.
   int64_t kv_tokens = 0;

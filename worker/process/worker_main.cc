@@ -192,6 +192,7 @@ int Run(const Flags& flags) {
   o.threads = setup.threads();
   o.kv_block_size = setup.kv_block_size() > 0 ? setup.kv_block_size() : 16;
   o.kv_tokens = setup.kv_tokens();
+  o.batch_invariant = !setup.allow_batch_variance();
   o.tp_rank = rank;
   o.tp_size = world;
   o.comm = communicator.get();
