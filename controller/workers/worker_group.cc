@@ -355,8 +355,11 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
       why += absl::StrCat(why.empty() ? "" : "; then ", "worker rank ", d.rank, "/",
                           options.world_size, " (pid ", d.pid, ") ", Describe(d.status));
     }
-    if (deaths.front().priority == 2) {
-      // Only workers that had reported a failure: the cause may still be on its way.
+    if (deaths.front().priority != 0) {
+      // Workers that exited (rather than being killed): often the consequence of a peer's
+      // death that is not reaped yet (a collective broke when the peer's sockets closed,
+      // before the kernel made it a zombie). Held back briefly like a reported failure, so
+      // that the peer's signal is named first when it comes.
       SoftFailLocked(why);
       return;
     }
