@@ -18,15 +18,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "common/chat/builtin_templates.h"
-#include "common/chat/template.h"
 #include "common/gguf/split.h"
 #include "common/model/arch.h"
 #include "common/model/hparams.h"
 #include "common/model/shard_plan.h"
 #include "common/model/synthetic.h"
 #include "common/model/tensor_map.h"
-#include "common/tokenizer/tokenizer.h"
 #include "controller/config/daemon_config.h"
 #include "controller/daemon/log.h"
 #include "controller/daemon/metrics_bridge.h"
@@ -35,6 +32,7 @@
 #include "controller/metrics/registry.h"
 #include "controller/metrics/serving_metrics.h"
 #include "controller/metrics/text_format.h"
+#include "controller/serving/model_text.h"
 #include "controller/serving/serving_engine.h"
 #include "controller/workers/worker_group.h"
 #include "nlohmann/json.hpp"
@@ -87,10 +85,8 @@ struct ModelFacts {
 // Reads the model's metadata only (no weights) and checks that it can be served split
 // `tp` ways: the errors `tessera validate` would report, in one message.
 absl::StatusOr<ModelFacts> InspectModel(const config::DaemonConfig& c, const std::string& path,
-                                        int tp) {
-  auto file = gguf::GgufModel::Open(path);
-  if (!file.ok()) return file.status();
-  const gguf::Metadata& md = file->metadata();
+                                        const gguf::GgufModel& file, int tp) {
+  const gguf::Metadata& md = file.metadata();
   std::string arch_name = md.GetString("general.architecture").value_or("");
   const model::ArchSpec* arch = model::FindArch(arch_name);
   if (arch == nullptr) {
@@ -103,7 +99,7 @@ absl::StatusOr<ModelFacts> InspectModel(const config::DaemonConfig& c, const std
   for (const model::KeyProblem& p : problems) {
     if (p.error) return absl::InvalidArgumentError(absl::StrCat(path, ": ", p.message));
   }
-  model::TensorMap map = model::MapTensors(*arch, hp, *file);
+  model::TensorMap map = model::MapTensors(*arch, hp, file);
   if (!map.problems.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", absl::StrJoin(map.problems, "; ")));
   }
@@ -146,33 +142,34 @@ int Serve(const config::DaemonConfig& c) {
     model_path = *p;
   }
   const int tp = static_cast<int>(c.cpu_workers > 0 ? c.cpu_workers : c.tp);
-  auto facts = InspectModel(c, model_path, tp);
+  // The header, metadata and tensor index only (no weight pages), read once.
+  auto file = gguf::GgufModel::Open(model_path);
+  if (!file.ok()) {
+    LogError(std::string(file.status().message()));
+    return 1;
+  }
+  auto facts = InspectModel(c, model_path, *file, tp);
   if (!facts.ok()) {
     LogError(std::string(facts.status().message()));
     return 1;
   }
-  auto md_file = gguf::GgufModel::Open(model_path);
-  auto tokenizer = tokenizer::Tokenizer::Open(model_path);
-  if (!tokenizer.ok()) {
-    LogError(
-        absl::StrCat("the model's tokenizer cannot be loaded: ", tokenizer.status().message()));
+  auto text = serving::LoadModelText(file->metadata(), c.chat_template);
+  if (!text.ok()) {
+    LogError(absl::StrCat("the model's tokenizer or chat template cannot be loaded: ",
+                          text.status().message()));
     return 1;
   }
-  std::optional<chat::ChatTemplate> tmpl;
-  if (auto src = chat::ResolveChatTemplate(c.chat_template, md_file->metadata()); src.ok()) {
-    auto t = chat::ChatTemplate::Parse(*src);
-    if (!t.ok()) {
-      LogError(absl::StrCat("chat template: ", t.status().message()));
+  if (!text->chat_template) {
+    // A template the model carries but the engine cannot parse is an error, as a bad
+    // override is; a model without one serves completions only.
+    if (file->metadata().Has("tokenizer.chat_template")) {
+      LogError(text->chat_template_problem);
       return 1;
     }
-    tmpl.emplace(*std::move(t));
-  } else if (!c.chat_template.empty()) {
-    LogError(std::string(src.status().message()));
-    return 1;
-  } else {
     LogWarning("the model has no chat template: /v1/chat/completions and Chat will fail",
                {{"hint", "--chat-template NAME|FILE"}});
   }
+  facts->info.eog_token_ids = text->eog_token_ids;
   if (c.check) {
     std::printf("%s: OK — %s (%s), context %lld, tp %d, config valid\n", model_path.c_str(),
                 facts->info.name.c_str(), facts->info.architecture.c_str(),
@@ -236,8 +233,9 @@ int Serve(const config::DaemonConfig& c) {
   eo.max_model_len = facts->info.max_model_len;
   eo.request_timeout = Ms(c.request_timeout);
   eo.default_max_tokens = static_cast<int32_t>(c.max_tokens_default);
-  auto engine = std::make_unique<serving::ServingEngine>(group->get(), *std::move(tokenizer),
-                                                         std::move(tmpl), facts->info, eo, &bridge);
+  auto engine = std::make_unique<serving::ServingEngine>(group->get(), std::move(text->tokenizer),
+                                                         std::move(text->chat_template),
+                                                         facts->info, eo, &bridge);
 
   http::GatewayOptions go;
   go.api_key = c.api_key;

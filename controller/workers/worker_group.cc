@@ -184,7 +184,6 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
       slot->stream = stream;
       slot->state.connected = true;
       slot->state.hostname = hello.hostname();
-      if (slot->state.pid == 0 && options.external_workers) slot->state.pid = 0;
       slot->last_seen = Clock::now();
       setup.set_rank(rank);
       setup.set_world_size(options.world_size);

@@ -251,16 +251,16 @@ int Run(const Flags& flags) {
     if (!msg.has_step()) continue;
     const auto t0 = std::chrono::steady_clock::now();
     const double comm_before = communicator ? communicator->seconds() : 0.0;
+    for (const v1::StepSequence& q : msg.step().seqs()) {
+      if (!q.request_id().empty()) request_of[q.seq_id()] = q.request_id();
+    }
     absl::StatusOr<v1::StepResult> r = engine.Run(msg.step());
     v1::WorkerMessage out;
     v1::StepResult* res = out.mutable_step_result();
     if (r.ok()) {
       *res = *std::move(r);
     } else {
-      // Name the requests the failed step carried (their ids arrive on first steps).
-      for (const v1::StepSequence& q : msg.step().seqs()) {
-        if (!q.request_id().empty()) request_of[q.seq_id()] = q.request_id();
-      }
+      // Name the requests the failed step carried.
       std::string ids;
       for (const v1::StepSequence& q : msg.step().seqs()) {
         auto it = request_of.find(q.seq_id());
@@ -269,9 +269,6 @@ int Run(const Flags& flags) {
       res->set_step_id(msg.step().step_id());
       res->set_error(absl::StrCat(r.status().message(),
                                   ids.empty() ? "" : absl::StrCat(" (requests ", ids, ")")));
-    }
-    for (const v1::StepSequence& q : msg.step().seqs()) {
-      if (!q.request_id().empty()) request_of[q.seq_id()] = q.request_id();
     }
     for (uint64_t id : msg.step().release_seq_ids()) request_of.erase(id);
     res->set_compute_seconds(
