@@ -26,6 +26,8 @@ namespace tessera::executor {
 
 enum class ComputeDtype { kAuto, kFloat32, kBFloat16, kFloat16 };
 
+enum class Device { kCpu, kCuda };
+
 struct ExecutorOptions {
   // Exact path: float32 activations and KV cache, weights dequantized on the fly, no
   // activation quantization. Otherwise the fast path: quantized activations and integer dot
@@ -51,6 +53,24 @@ struct ExecutorOptions {
   comm::Communicator* comm = nullptr;
   // Called as the shard loads: file bytes of this rank's plan done so far, and in all.
   std::function<void(uint64_t done, uint64_t total)> on_load_progress;
+
+  // Where the forward pass runs. kCuda (builds with the CUDA backend only): the shard is
+  // uploaded to device `gpu` (a CUDA ordinal) through pinned staging buffers and every
+  // step runs there; a tensor-parallel `comm` should then be NCCL (device pointers: it is
+  // called on device buffers; another communicator works through host copies, slower).
+  // Activations: float32 when exact or dtype float32, bfloat16 / float16 when asked for,
+  // float16 for auto; the KV cache has the activations' dtype.
+  Device device = Device::kCpu;
+  int gpu = 0;
+  // kCuda with kv_tokens 0: the KV cache gets what this fraction of the device's memory
+  // leaves after the weights and the step buffers (vLLM's --gpu-memory-utilization).
+  double gpu_memory_utilization = 0.9;
+  // kCuda: decode-only steps (one new token per sequence) are captured as CUDA graphs, one
+  // per padded batch size and block-table width, and replayed.
+  bool cuda_graphs = true;
+  // kCuda: the step size the buffers are planned for (0: 2048 tokens); a larger step grows
+  // them (and drops the captured graphs).
+  int max_step_tokens = 0;
 };
 
 struct SequenceInput {
@@ -84,6 +104,8 @@ class Executor {
   int block_size() const;
   int n_blocks() const;
   int threads() const;
+  // "cpu", or "cuda:N (device name)" when the forward pass runs on a GPU.
+  std::string device_name() const;
   // File bytes this rank's shard plan names (what it read or mapped to load).
   uint64_t planned_read_bytes() const;
 
