@@ -30,4 +30,18 @@ if(TARGET tessera_cuda)
     DEPS tessera_cuda
     LABELS gpu
     TIMEOUT 120)
+  tessera_test(cuda_glue_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_glue_test.cc
+    DEPS tessera_cuda tessera_nn_reference
+    LABELS gpu
+    TIMEOUT 120)
+endif()
+# The GPU executor against the CPU executor on generated models of every architecture
+# (whole-model logits, routing, DSA keys, CUDA graphs, batch invariance, errors).
+if(TARGET tessera_cuda AND TARGET tessera_executor)
+  tessera_test(cuda_executor_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_executor_test.cc
+    DEPS tessera_executor tessera_cuda tessera_model
+    LABELS gpu
+    TIMEOUT 300)
 endif()
