@@ -36,12 +36,3 @@ if(TARGET tessera_cuda)
     LABELS gpu
     TIMEOUT 120)
 endif()
-# The GPU executor against the CPU executor on generated models of every architecture
-# (whole-model logits, routing, DSA keys, CUDA graphs, batch invariance, errors).
-if(TARGET tessera_cuda AND TARGET tessera_executor)
-  tessera_test(cuda_executor_test
-    SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_executor_test.cc
-    DEPS tessera_executor tessera_cuda tessera_model
-    LABELS gpu
-    TIMEOUT 300)
-endif()
