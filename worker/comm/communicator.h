@@ -34,6 +34,19 @@ class Communicator {
   virtual absl::Status Broadcast(void* data, size_t bytes, int root) = 0;
   virtual absl::Status Barrier() = 0;
 
+  // Device communicators (NCCL): the all-reduce and all-gather queued on `stream` (a
+  // cudaStream_t) without waiting, so that the GPU executor keeps one stream busy and can
+  // capture them in CUDA graphs. Host communicators say false and return Unimplemented.
+  virtual bool on_device() const { return false; }
+  virtual absl::Status AllReduceSumOnStream(void* /*data*/, size_t /*count*/, ReduceDtype /*dtype*/,
+                                            void* /*stream*/) {
+    return absl::UnimplementedError("this communicator works on host memory only");
+  }
+  virtual absl::Status AllGatherOnStream(const float* /*in*/, size_t /*count*/, float* /*out*/,
+                                         void* /*stream*/) {
+    return absl::UnimplementedError("this communicator works on host memory only");
+  }
+
   // Seconds spent in collectives since construction (for metrics).
   double seconds() const { return seconds_; }
 

@@ -79,14 +79,26 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Connect(
   return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(std::move(state), rank, size));
 }
 
-absl::Status NcclCommunicator::AllReduceSum(void* data, size_t count, ReduceDtype dtype) {
-  const auto start = std::chrono::steady_clock::now();
+absl::Status NcclCommunicator::AllReduceSumOnStream(void* data, size_t count, ReduceDtype dtype,
+                                                    void* stream) {
   const ncclDataType_t t = dtype == ReduceDtype::kFloat32    ? ncclFloat32
                            : dtype == ReduceDtype::kBFloat16 ? ncclBfloat16
                                                              : ncclFloat16;
-  if (absl::Status s = NcclStatus(
-          ncclAllReduce(data, data, count, t, ncclSum, state_->comm, state_->stream), "all-reduce");
-      !s.ok()) {
+  return NcclStatus(
+      ncclAllReduce(data, data, count, t, ncclSum, state_->comm, static_cast<cudaStream_t>(stream)),
+      "all-reduce");
+}
+
+absl::Status NcclCommunicator::AllGatherOnStream(const float* in, size_t count, float* out,
+                                                 void* stream) {
+  return NcclStatus(
+      ncclAllGather(in, out, count, ncclFloat32, state_->comm, static_cast<cudaStream_t>(stream)),
+      "all-gather");
+}
+
+absl::Status NcclCommunicator::AllReduceSum(void* data, size_t count, ReduceDtype dtype) {
+  const auto start = std::chrono::steady_clock::now();
+  if (absl::Status s = AllReduceSumOnStream(data, count, dtype, state_->stream); !s.ok()) {
     return s;
   }
   absl::Status s = CudaStatus(cudaStreamSynchronize(state_->stream), "all-reduce sync");
@@ -95,11 +107,7 @@ absl::Status NcclCommunicator::AllReduceSum(void* data, size_t count, ReduceDtyp
 }
 
 absl::Status NcclCommunicator::AllGather(const float* in, size_t count, float* out) {
-  if (absl::Status s = NcclStatus(
-          ncclAllGather(in, out, count, ncclFloat32, state_->comm, state_->stream), "all-gather");
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = AllGatherOnStream(in, count, out, state_->stream); !s.ok()) return s;
   return CudaStatus(cudaStreamSynchronize(state_->stream), "all-gather sync");
 }
 

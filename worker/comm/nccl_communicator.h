@@ -33,6 +33,10 @@ class NcclCommunicator : public Communicator {
   absl::Status AllGather(const float* in, size_t count, float* out) override;
   absl::Status Broadcast(void* data, size_t bytes, int root) override;
   absl::Status Barrier() override;
+  bool on_device() const override { return true; }
+  absl::Status AllReduceSumOnStream(void* data, size_t count, ReduceDtype dtype,
+                                    void* stream) override;
+  absl::Status AllGatherOnStream(const float* in, size_t count, float* out, void* stream) override;
 
   struct State;
 

@@ -20,6 +20,7 @@
 #include "common/quant/dequantize.h"
 #include "common/util/half.h"
 #include "common/util/strings.h"
+#include "worker/executor/cuda_forward.h"
 #include "worker/executor/executor_impl.h"
 
 namespace tessera::executor {
@@ -145,6 +146,9 @@ void Prefault(absl::Span<const uint8_t> bytes) {
 
 }  // namespace
 
+Executor::Impl::Impl(gguf::GgufModel f) : file(std::move(f)) {}
+Executor::Impl::~Impl() = default;
+
 QuantMatrix Executor::Impl::OwnedMatrix(std::vector<float> data, int64_t rows, int64_t cols) {
   owned.push_back(std::move(data));
   return FloatMatrix(owned.back().data(), rows, cols);
@@ -189,13 +193,13 @@ absl::Status Executor::Impl::LoadWeights(const model::TensorMap& map) {
     v.end = sh->end;
     if (dim < 0 || tp == 1) {
       v.bytes = whole;
-      Prefault(v.bytes);
+      if (options.device == Device::kCpu) Prefault(v.bytes);  // a GPU reads it to upload
       return v;
     }
     v.dims[dim] = sh->end - sh->begin;
     if (sh->ranges.size() == 1 && sh->ranges[0].count == 1) {
       v.bytes = whole.subspan(sh->ranges[0].offset - t.file_offset, sh->ranges[0].length);
-      Prefault(v.bytes);
+      if (options.device == Device::kCpu) Prefault(v.bytes);  // a GPU reads it to upload
       return v;
     }
     std::vector<uint8_t>& buf = owned_bytes.emplace_back(sh->read_bytes);
@@ -396,10 +400,9 @@ absl::Status Executor::Impl::DenseFfn(int layer, const Batch& b, const std::vect
   return AllReduce(out);
 }
 
-absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
-    absl::Span<const SequenceInput> seqs, StepTrace* trace) {
-  const int64_t d = hp.n_embd, V = hp.n_vocab;
-  Batch b;
+absl::Status Executor::Impl::Flatten(absl::Span<const SequenceInput> seqs, StepTrace* trace,
+                                     Batch& b) const {
+  const int64_t V = hp.n_vocab;
   b.seqs = seqs;
   b.trace = trace;
   for (size_t s = 0; s < seqs.size(); ++s) {
@@ -414,11 +417,11 @@ absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
                                                        " is outside the vocabulary (", V, ")"));
       }
       int64_t p = in.start_pos + static_cast<int64_t>(i);
-      int64_t sl = cache->Slot(in.block_table, p);
+      int64_t sl = CacheSlot(kv_shape, in.block_table, p);
       if (sl < 0) {
         return absl::InvalidArgumentError(
             absl::StrCat("sequence ", s, ": position ", p, " has no cache slot (block table of ",
-                         in.block_table.size(), " blocks of ", cache->shape().block_size, ")"));
+                         in.block_table.size(), " blocks of ", kv_shape.block_size, ")"));
       }
       b.tok.push_back(id);
       b.pos.push_back(p);
@@ -427,6 +430,15 @@ absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
     }
   }
   b.seq_begin.push_back(b.size());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
+    absl::Span<const SequenceInput> seqs, StepTrace* trace) {
+  const int64_t d = hp.n_embd, V = hp.n_vocab;
+  Batch b;
+  if (absl::Status s = Flatten(seqs, trace, b); !s.ok()) return s;
+  if (gpu != nullptr) return gpu->Step(b);
   const int64_t T = b.size();
   step_seq_of = &b.seq_of;
   step_seq_len.assign(seqs.size(), 0);
@@ -546,8 +558,11 @@ Executor::~Executor() = default;
 
 const model::HyperParams& Executor::hparams() const { return impl_->hp; }
 const gguf::GgufModel& Executor::file() const { return impl_->file; }
-int Executor::block_size() const { return impl_->cache->shape().block_size; }
-int Executor::n_blocks() const { return impl_->cache->shape().n_blocks; }
+int Executor::block_size() const { return impl_->kv_shape.block_size; }
+int Executor::n_blocks() const { return impl_->kv_shape.n_blocks; }
+std::string Executor::device_name() const {
+  return impl_->gpu != nullptr ? impl_->gpu->device_name() : "cpu";
+}
 int Executor::threads() const { return impl_->pool->size(); }
 uint64_t Executor::planned_read_bytes() const { return impl_->planned_read_bytes; }
 std::map<std::string, double> Executor::Profile() const { return impl_->profile; }
@@ -594,7 +609,10 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& mo
     return absl::InvalidArgumentError(
         absl::StrCat(model_path, ": ", absl::StrJoin(map.problems, "; ")));
   }
+  // On a GPU the upload reads the weights and reports the progress.
+  if (options.device == Device::kCuda) impl->options.on_load_progress = nullptr;
   if (absl::Status s = impl->LoadWeights(map); !s.ok()) return s;
+  impl->options.on_load_progress = options.on_load_progress;
 
   const model::HyperParams& hp = impl->hp;
   cpu::RopeParams& rope = impl->rope;
@@ -646,17 +664,9 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& mo
         break;
     }
   }
-  int64_t kv_tokens = options.kv_tokens;
-  if (kv_tokens <= 0) kv_tokens = std::min<int64_t>(4096, std::max<uint32_t>(hp.n_ctx_train, 1));
-  if (hp.n_ctx_train > 0 && kv_tokens > hp.n_ctx_train) {
-    return absl::InvalidArgumentError(absl::StrCat("a KV cache of ", kv_tokens,
-                                                   " tokens exceeds the model's context length ",
-                                                   hp.n_ctx_train));
-  }
   KvCacheShape shape;
   shape.n_layers = static_cast<int>(hp.n_layer);
   shape.block_size = std::max(1, options.kv_block_size);
-  shape.n_blocks = static_cast<int>((kv_tokens + shape.block_size - 1) / shape.block_size);
   shape.dtype = kv_dtype;
   if (impl->config.mla) {
     // The latent and the shared rope key only: c + r values per token (spec 10.3).
@@ -668,6 +678,26 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& mo
     shape.k_width = static_cast<int>(heads_kv * hp.head_dim_k);
     shape.v_width = static_cast<int>(heads_kv * hp.head_dim_v);
   }
+  if (options.device == Device::kCuda) {
+    // The cache lives on the device, sized from its memory unless kv_tokens says.
+    impl->kv_shape = shape;
+    auto gpu = CudaForward::Create(*impl, &impl->kv_shape.n_blocks);
+    if (!gpu.ok()) return gpu.status();
+    impl->gpu = *std::move(gpu);
+    // The host copies the upload read from are no longer needed.
+    impl->owned_bytes.clear();
+    impl->owned.clear();
+    return std::unique_ptr<Executor>(new Executor(std::move(impl)));
+  }
+  int64_t kv_tokens = options.kv_tokens;
+  if (kv_tokens <= 0) kv_tokens = std::min<int64_t>(4096, std::max<uint32_t>(hp.n_ctx_train, 1));
+  if (hp.n_ctx_train > 0 && kv_tokens > hp.n_ctx_train) {
+    return absl::InvalidArgumentError(absl::StrCat("a KV cache of ", kv_tokens,
+                                                   " tokens exceeds the model's context length ",
+                                                   hp.n_ctx_train));
+  }
+  shape.n_blocks = static_cast<int>((kv_tokens + shape.block_size - 1) / shape.block_size);
+  impl->kv_shape = shape;
   impl->cache = std::make_unique<PagedKvCache>(shape);
   if (impl->config.dsa) {
     KvCacheShape ks = shape;

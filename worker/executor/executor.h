@@ -59,7 +59,7 @@ struct ExecutorOptions {
   // step runs there; a tensor-parallel `comm` should then be NCCL (device pointers: it is
   // called on device buffers; another communicator works through host copies, slower).
   // Activations: float32 when exact or dtype float32, bfloat16 / float16 when asked for,
-  // float16 for auto; the KV cache has the activations' dtype.
+  // bfloat16 for auto (every GPU from sm_80 has it); the KV cache has the activations' dtype.
   Device device = Device::kCpu;
   int gpu = 0;
   // kCuda with kv_tokens 0: the KV cache gets what this fraction of the device's memory

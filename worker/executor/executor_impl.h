@@ -26,6 +26,8 @@ namespace tessera::executor {
 
 using cpu::QuantMatrix;
 
+class CudaForward;  // cuda_forward.h
+
 // A view of `rows` x `cols` contiguous float32 values as a matrix for cpu::Matmul.
 inline QuantMatrix FloatMatrix(const float* data, int64_t rows, int64_t cols) {
   QuantMatrix q;
@@ -101,12 +103,15 @@ struct Executor::Impl {
   std::deque<std::vector<uint8_t>> owned_bytes;  // shards gathered from strided file ranges
   uint64_t planned_read_bytes = 0;
   std::unique_ptr<cpu::ThreadPool> pool;
-  std::unique_ptr<PagedKvCache> cache;          // K/V, or the MLA latent + rope key
+  KvCacheShape kv_shape;                        // of `cache`, or of the GPU's cache
+  std::unique_ptr<CudaForward> gpu;             // device kCuda: runs the steps
+  std::unique_ptr<PagedKvCache> cache;          // K/V, or the MLA latent + rope key (CPU)
   std::unique_ptr<PagedKvCache> indexer_cache;  // DSA indexer keys (float32)
   cpu::MatmulOptions matmul;
   std::map<std::string, double> profile;  // seconds per phase (Executor::Profile)
 
-  explicit Impl(gguf::GgufModel f) : file(std::move(f)) {}
+  explicit Impl(gguf::GgufModel f);
+  ~Impl();  // in executor.cc, where CudaForward is complete
 
   absl::Status LoadWeights(const model::TensorMap& map);
   // Sums `v` over the tensor-parallel group (nothing to do at tp 1).
@@ -143,6 +148,9 @@ struct Executor::Impl {
 
   absl::StatusOr<std::vector<std::vector<float>>> Step(absl::Span<const SequenceInput> seqs,
                                                        StepTrace* trace);
+  // Checks the step's sequences (tokens in the vocabulary, a cache slot for every position)
+  // and flattens them into `b` (tokens, positions, slots, sequence of each token).
+  absl::Status Flatten(absl::Span<const SequenceInput> seqs, StepTrace* trace, Batch& b) const;
   // Each appends its output (T x n_embd) to `out` (overwriting).
   absl::Status GqaAttention(int layer, const Batch& b, const std::vector<float>& h,
                             std::vector<float>& out);

@@ -38,13 +38,17 @@ uint64_t PagedKvCache::bytes() const {
   return per * static_cast<uint64_t>(slots_) * (shape_.k_width + shape_.v_width) * shape_.n_layers;
 }
 
-int64_t PagedKvCache::Slot(absl::Span<const int32_t> block_table, int64_t pos) const {
+int64_t CacheSlot(const KvCacheShape& shape, absl::Span<const int32_t> block_table, int64_t pos) {
   if (pos < 0) return -1;
-  int64_t logical = pos / shape_.block_size;
+  int64_t logical = pos / shape.block_size;
   if (logical >= static_cast<int64_t>(block_table.size())) return -1;
   int32_t block = block_table[logical];
-  if (block < 0 || block >= shape_.n_blocks) return -1;
-  return int64_t{block} * shape_.block_size + pos % shape_.block_size;
+  if (block < 0 || block >= shape.n_blocks) return -1;
+  return int64_t{block} * shape.block_size + pos % shape.block_size;
+}
+
+int64_t PagedKvCache::Slot(absl::Span<const int32_t> block_table, int64_t pos) const {
+  return CacheSlot(shape_, block_table, pos);
 }
 
 void PagedKvCache::Store(float* f, uint16_t* h, int64_t at, const float* x, int n) const {

@@ -23,6 +23,10 @@ struct KvCacheShape {
   CacheDtype dtype = CacheDtype::kF32;
 };
 
+// Slot of position `pos` through `block_table` in a cache of `shape`; -1 when the table is
+// too short or names a block outside the cache.
+int64_t CacheSlot(const KvCacheShape& shape, absl::Span<const int32_t> block_table, int64_t pos);
+
 class PagedKvCache {
  public:
   explicit PagedKvCache(const KvCacheShape& shape);

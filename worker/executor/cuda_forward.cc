@@ -1,0 +1,1251 @@
+// The GPU forward pass. The same steps as the CPU's (executor.cc, attention.cc, moe.cc) on
+// the kernels of kernels/cuda/, one stream per executor:
+//   - weights: every matrix and vector LoadWeights chose for this rank, uploaded once into
+//     one allocation through pinned staging buffers (staging_upload.h), reads overlapping
+//     copies; quantized matrices stay quantized and are decoded in the kernels;
+//   - products: GEMV (weights decoded in registers) up to kGemvRows tokens, dequantize +
+//     cuBLAS above; with batch_invariant, rows are multiplied per prefill sequence and
+//     decode rows with GEMV, as on the CPU, so a sequence's results do not depend on what
+//     shares its step;
+//   - the paged KV cache (K/V, or the MLA latent, plus DSA index keys) in device memory,
+//     sized from cudaMemGetInfo and gpu_memory_utilization (memory_planner.h);
+//   - tensor parallelism: all-reduce after the row-parallel products and all-gather of the
+//     vocab-parallel head, on the stream when the communicator is NCCL, through host
+//     copies otherwise;
+//   - decode-only steps run as CUDA graphs, one per (padded batch, padded block-table width):
+//     pad tokens have no cache slot and no visible key, so they change nothing.
+#include "worker/executor/cuda_forward.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/attention_kernels.h"
+#include "kernels/cuda/cuda_types.h"
+#include "kernels/cuda/glue_kernels.h"
+#include "kernels/cuda/matmul_kernels.h"
+#include "kernels/cuda/memory_planner.h"
+#include "kernels/cuda/nn_kernels.h"
+#include "kernels/cuda/rope_factors.h"
+#include "kernels/cuda/selection_kernels.h"
+#include "kernels/cuda/staging_upload.h"
+
+namespace tessera::executor {
+namespace {
+
+using cuda::DeviceMatrix;
+using cuda::DType;
+
+#define TESSERA_RETURN_IF_ERROR(expr)  \
+  do {                                 \
+    absl::Status status_ = (expr);     \
+    if (!status_.ok()) return status_; \
+  } while (false)
+
+// Decode-sized products (up to this many tokens) run as GEMV: the weights are read once per
+// kGemvMaxBatch tokens, still less traffic than dequantizing them for cuBLAS.
+constexpr int64_t kGemvRows = 64;
+// Decode steps up to this many sequences are captured as graphs (GEMV only inside).
+constexpr int64_t kGraphMaxBatch = 64;
+constexpr size_t kGemmScratchBytes = size_t{64} << 20;
+// Left for cuBLAS, NCCL, graphs and the logits of large steps when planning the cache.
+constexpr uint64_t kReserveBytes = uint64_t{768} << 20;
+
+// A device allocation that grows on demand.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (ptr != nullptr) cudaFree(ptr);
+  }
+  // At least `want` bytes; *grew is set when the buffer moved.
+  absl::Status Ensure(size_t want, const char* what, bool* grew) {
+    if (want <= bytes) return absl::OkStatus();
+    if (ptr != nullptr) cudaFree(ptr);
+    ptr = nullptr;
+    bytes = 0;
+    want = (want + 255) / 256 * 256;
+    if (cudaError_t e = cudaMalloc(&ptr, want); e != cudaSuccess) {
+      cudaGetLastError();
+      return absl::ResourceExhaustedError(absl::StrCat("cuda: allocating ", cuda::FormatBytes(want),
+                                                       " for ", what,
+                                                       " failed: ", cudaGetErrorString(e)));
+    }
+    bytes = want;
+    if (grew != nullptr) *grew = true;
+    return absl::OkStatus();
+  }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr);
+  }
+};
+
+void* At(void* base, int64_t elements, size_t element_bytes) {
+  return static_cast<uint8_t*>(base) + elements * static_cast<int64_t>(element_bytes);
+}
+
+struct DeviceLayer {
+  const float *attn_norm = nullptr, *ffn_norm = nullptr, *q_norm = nullptr, *k_norm = nullptr;
+  const float *q_bias = nullptr, *k_bias = nullptr, *v_bias = nullptr, *o_bias = nullptr;
+  const float *q_a_norm = nullptr, *kv_a_norm = nullptr, *exp_probs_b = nullptr;
+  const float *idx_k_norm_w = nullptr, *idx_k_norm_b = nullptr;
+  DeviceMatrix wq, wk, wv, wo, wq_a, wq_b, wkv_a, wk_b, wv_b, idx_q_b, idx_k, idx_proj;
+  DeviceMatrix w_gate, w_up, w_down, router, gate_exps, up_exps, down_exps;
+  DeviceMatrix gate_sh, up_sh, down_sh;
+};
+
+// Member `rows` × cols of a stacked matrix (experts, heads): the grouped products' view.
+DeviceMatrix Member(const DeviceMatrix& stack, int64_t rows) {
+  DeviceMatrix m = stack;
+  m.rows = rows;
+  return m;
+}
+
+comm::ReduceDtype ReduceType(DType t) {
+  return t == DType::kF32    ? comm::ReduceDtype::kFloat32
+         : t == DType::kBF16 ? comm::ReduceDtype::kBFloat16
+                             : comm::ReduceDtype::kFloat16;
+}
+
+// The step's inputs, packed into one host buffer and copied to the device at once.
+struct StepLayout {
+  int64_t tokens = 0;  // padded
+  int64_t rows = 0;    // logits rows (padded)
+  int64_t seqs = 0;    // block-table rows
+  int max_blocks = 1;
+  size_t slots = 0, ids = 0, positions = 0, query_seq = 0, kv_len = 0, row_index = 0, table = 0;
+  size_t bytes = 0;
+  void Plan() {
+    size_t at = 0;
+    auto take = [&](size_t n) {
+      const size_t here = at;
+      at = (at + n + 7) / 8 * 8;
+      return here;
+    };
+    slots = take(tokens * sizeof(int64_t));
+    ids = take(tokens * sizeof(int32_t));
+    positions = take(tokens * sizeof(int32_t));
+    query_seq = take(tokens * sizeof(int32_t));
+    kv_len = take(tokens * sizeof(int32_t));
+    row_index = take(rows * sizeof(int32_t));
+    table = take(seqs * max_blocks * sizeof(int32_t));
+    bytes = at;
+  }
+};
+
+int64_t NextPow2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+struct CudaForward::State {
+  Executor::Impl& impl;
+  const model::HyperParams& hp;
+  int device = 0;
+  std::string name;
+  DType act = DType::kBF16;
+  size_t esz = 2;  // bytes per activation
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  bool graphs_enabled = true;
+
+  DeviceBuffer weights, theta;
+  std::vector<DeviceLayer> layers;
+  DeviceMatrix embd, output;
+  const float *output_norm = nullptr, *output_bias = nullptr;
+  int64_t vocab_local = 0;
+
+  // KV cache: per layer, K then V (GQA), or the latent (MLA); DSA index keys apart.
+  DeviceBuffer kv, index_keys;
+  int block_size = 16;
+  int64_t n_blocks = 0;
+  int64_t k_width = 0, v_width = 0;  // elements per token per layer
+  int64_t layer_elems = 0;           // elements per layer (K and V together)
+  int64_t index_dim = 0;
+
+  // Step buffers, sized for `capacity` tokens and `row_capacity` logits rows.
+  int64_t capacity = 0, row_capacity = 0, scores_capacity = 0;
+  DeviceBuffer x, h, y, q, k, v, attn, qa, o, cq, gate, up, down;
+  DeviceBuffer router_logits, route_ids, route_weights, h32, cq32;
+  DeviceBuffer qi, ki, wi, scores, selected, head_ids;
+  DeviceBuffer gemm_scratch, inputs, hr, logits, logits32, gathered;
+  void* host_inputs = nullptr;  // pinned
+  size_t host_inputs_bytes = 0;
+  std::vector<float> host_logits;
+
+  // The current step (host side), for the batch-invariant products.
+  const std::vector<int>* seq_of = nullptr;
+  std::vector<int64_t> seq_len;
+  std::vector<int> head_row_seq;  // sequence of each logits row
+  StepTrace* trace = nullptr;
+  int64_t trace_tokens = 0;
+  int selected_k = 0;
+
+  std::map<std::pair<int64_t, int>, cudaGraphExec_t> graphs;
+  std::set<std::pair<int64_t, int>> graph_failures;
+
+  State(Executor::Impl& i) : impl(i), hp(i.hp) {}
+  ~State() {
+    cudaSetDevice(device);  // the buffers are freed on their own device, whatever the thread
+    for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);
+    if (host_inputs != nullptr) cudaFreeHost(host_inputs);
+    if (cublas != nullptr) cublasDestroy(cublas);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+
+  absl::Status Upload();
+  absl::Status EnsureBuffers(int64_t tokens, int64_t rows, int max_blocks, bool* grew);
+  absl::Status PlanCache(uint64_t free_before, uint64_t total, int* n_blocks_out);
+  absl::Status Forward(const StepLayout& lay, int64_t real_tokens);
+  absl::Status MatMul(const DeviceMatrix& w, const void* x, int64_t tokens, void* y, DType dt,
+                      const std::vector<int>* row_seq = nullptr);
+  absl::Status AllReduce(void* data, int64_t n);
+  absl::Status Attention(int layer, const StepLayout& lay, int64_t T);
+  absl::Status Mla(int layer, const StepLayout& lay, int64_t T);
+  absl::Status Indexer(int layer, const StepLayout& lay, int64_t T);
+  absl::Status Ffn(int layer, int64_t T);
+  absl::Status Moe(int layer, int64_t T);
+  absl::Status Head(const StepLayout& lay);
+  void DropGraphs() {
+    for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);
+    graphs.clear();
+  }
+
+  const int64_t* Slots(const StepLayout& lay) const {
+    return reinterpret_cast<const int64_t*>(inputs.as<uint8_t>() + lay.slots);
+  }
+  const int32_t* I32(size_t offset) const {
+    return reinterpret_cast<const int32_t*>(inputs.as<uint8_t>() + offset);
+  }
+  void* KBase(int layer) const { return At(kv.ptr, layer * layer_elems, esz); }
+  void* VBase(int layer) const {
+    return At(kv.ptr, layer * layer_elems + n_blocks * block_size * k_width, esz);
+  }
+};
+
+// --- loading -------------------------------------------------------------------------------
+
+absl::Status CudaForward::State::Upload() {
+  // Every host span once (tied embeddings share one), with a setter for its device address.
+  std::vector<absl::Span<const uint8_t>> spans;
+  std::map<const uint8_t*, size_t> index;
+  std::vector<std::pair<size_t, std::function<void(const uint8_t*)>>> setters;
+  auto add = [&](absl::Span<const uint8_t> bytes, std::function<void(const uint8_t*)> set) {
+    if (bytes.empty()) return;
+    auto [it, fresh] = index.emplace(bytes.data(), spans.size());
+    if (fresh) spans.push_back(bytes);
+    setters.emplace_back(it->second, std::move(set));
+  };
+  auto matrix = [&](const QuantMatrix& m, DeviceMatrix& d) {
+    if (m.data == nullptr) return;
+    d.type = m.type;
+    d.rows = m.rows;
+    d.cols = m.cols;
+    d.row_bytes = m.row_bytes;
+    add(absl::MakeConstSpan(m.data, static_cast<size_t>(m.rows) * m.row_bytes),
+        [&d](const uint8_t* p) { d.data = p; });
+  };
+  auto vec = [&](const std::vector<float>& v, const float*& d) {
+    add(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float)),
+        [&d](const uint8_t* p) { d = reinterpret_cast<const float*>(p); });
+  };
+  layers.resize(impl.layers.size());
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const LayerWeights& L = impl.layers[l];
+    DeviceLayer& D = layers[l];
+    vec(L.attn_norm, D.attn_norm);
+    vec(L.ffn_norm, D.ffn_norm);
+    vec(L.q_norm, D.q_norm);
+    vec(L.k_norm, D.k_norm);
+    vec(L.q_bias, D.q_bias);
+    vec(L.k_bias, D.k_bias);
+    vec(L.v_bias, D.v_bias);
+    vec(L.o_bias, D.o_bias);
+    vec(L.q_a_norm, D.q_a_norm);
+    vec(L.kv_a_norm, D.kv_a_norm);
+    vec(L.exp_probs_b, D.exp_probs_b);
+    vec(L.idx_k_norm_w, D.idx_k_norm_w);
+    vec(L.idx_k_norm_b, D.idx_k_norm_b);
+    const std::pair<const QuantMatrix*, DeviceMatrix*> mats[] = {
+        {&L.wq, &D.wq},
+        {&L.wk, &D.wk},
+        {&L.wv, &D.wv},
+        {&L.wo, &D.wo},
+        {&L.wq_a, &D.wq_a},
+        {&L.wq_b, &D.wq_b},
+        {&L.wkv_a, &D.wkv_a},
+        {&L.wk_b, &D.wk_b},
+        {&L.wv_b, &D.wv_b},
+        {&L.idx_q_b, &D.idx_q_b},
+        {&L.idx_k, &D.idx_k},
+        {&L.idx_proj, &D.idx_proj},
+        {&L.w_gate, &D.w_gate},
+        {&L.w_up, &D.w_up},
+        {&L.w_down, &D.w_down},
+        {&L.router, &D.router},
+        {&L.gate_exps, &D.gate_exps},
+        {&L.up_exps, &D.up_exps},
+        {&L.down_exps, &D.down_exps},
+        {&L.gate_sh, &D.gate_sh},
+        {&L.up_sh, &D.up_sh},
+        {&L.down_sh, &D.down_sh},
+    };
+    for (const auto& [host, dev] : mats) matrix(*host, *dev);
+  }
+  const gguf::GgmlTypeInfo* et = gguf::LookupGgmlType(impl.embd_type);
+  if (et == nullptr) return absl::InvalidArgumentError("token_embd.weight: unknown type");
+  embd.type = impl.embd_type;
+  embd.rows = impl.vocab_end - impl.vocab_begin;
+  embd.cols = hp.n_embd;
+  embd.row_bytes = static_cast<size_t>(hp.n_embd) / et->block_elems * et->block_bytes;
+  add(impl.embd_data, [this](const uint8_t* p) { embd.data = p; });
+  matrix(impl.output, output);
+  vec(impl.output_norm, output_norm);
+  vec(impl.output_bias, output_bias);
+  vocab_local = impl.output.rows;
+
+  // One synthetic "file part" per span: the staging planner packs them, the reader copies
+  // from the host views (page cache for in-place tensors).
+  std::vector<model::TensorShard> shards(spans.size());
+  uint64_t total = 0;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    shards[i].mapping = i;
+    model::ByteRange r;
+    r.part = static_cast<uint32_t>(i);
+    r.offset = 0;
+    r.length = spans[i].size();
+    r.count = 1;
+    shards[i].ranges.push_back(r);
+    shards[i].read_bytes = r.length;
+    total += r.length;
+  }
+  cuda::StagingOptions so;
+  absl::StatusOr<cuda::StagingPlan> plan = cuda::PlanStagingUpload(shards, so);
+  if (!plan.ok()) return plan.status();
+  TESSERA_RETURN_IF_ERROR(weights.Ensure(plan->device_bytes, "the weights", nullptr));
+  uint64_t done = 0;
+  auto last = std::chrono::steady_clock::now();
+  const auto& progress = impl.options.on_load_progress;
+  auto read = [&](uint32_t part, uint64_t offset, uint64_t length, void* dst) -> absl::Status {
+    std::memcpy(dst, spans[part].data() + offset, length);
+    done += length;
+    const auto now = std::chrono::steady_clock::now();
+    if (progress && (done == total || now - last > std::chrono::milliseconds(100))) {
+      last = now;
+      progress(done, total);
+    }
+    return absl::OkStatus();
+  };
+  TESSERA_RETURN_IF_ERROR(cuda::RunStagingUpload(*plan, so, read, weights.ptr, stream));
+  if (progress) progress(total, total);
+  for (const auto& [i, set] : setters) set(weights.as<uint8_t>() + plan->tensor_offsets[i]);
+
+  std::vector<double> scales = cuda::RopeThetaScales(impl.rope);
+  if (scales.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rope dimension ", impl.rope.n_rot, ": expected a positive even number"));
+  }
+  TESSERA_RETURN_IF_ERROR(theta.Ensure(scales.size() * sizeof(double), "rope factors", nullptr));
+  return cuda::CudaStatus(
+      cudaMemcpy(theta.ptr, scales.data(), scales.size() * sizeof(double), cudaMemcpyHostToDevice),
+      "cudaMemcpy (rope factors)");
+}
+
+absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int max_blocks,
+                                               bool* grew) {
+  const int64_t d = hp.n_embd, T = std::max(capacity, tokens);
+  const int64_t R = std::max(row_capacity, rows);
+  int64_t q_w = 0, k_w = 0, v_w = 0, attn_w = 0, qa_w = 0, o_w = 0, cq_w = 0;
+  // An upper bound of this rank's heads.
+  const int64_t H_all = *std::max_element(hp.n_head.begin(), hp.n_head.end());
+  if (impl.config.mla) {
+    const int64_t c = hp.kv_lora_rank, r = hp.n_rot, dq = hp.key_length_mla;
+    q_w = H_all * dq;
+    k_w = c + r;
+    attn_w = H_all * c;
+    qa_w = H_all * (c + r);
+    o_w = H_all * hp.value_length_mla;
+    cq_w = hp.q_lora_rank;
+  } else {
+    q_w = H_all * hp.head_dim_k;
+    k_w = static_cast<int64_t>(hp.n_head_kv[0]) * hp.head_dim_k;
+    v_w = static_cast<int64_t>(hp.n_head_kv[0]) * hp.head_dim_v;
+    attn_w = H_all * hp.head_dim_v;
+  }
+  int64_t ffn_w = 0, down_w = 0, experts = 0, used = 0;
+  for (const DeviceLayer& L : layers) {
+    ffn_w = std::max(ffn_w, L.w_gate.rows);
+    ffn_w = std::max(ffn_w, L.gate_sh.rows);
+  }
+  if (hp.is_moe()) {
+    experts = hp.n_expert;
+    used = hp.n_expert_used;
+    int64_t F = 0;
+    for (const DeviceLayer& L : layers) {
+      if (L.gate_exps.rows > 0) F = std::max(F, L.gate_exps.rows / experts);
+    }
+    ffn_w = std::max(ffn_w, used * F);
+    down_w = used * d;
+  }
+  down_w = std::max(down_w, d);
+  const bool f32_side = act != DType::kF32;  // router and indexer inputs in float32
+  const int64_t HI = hp.indexer_heads, DI = hp.indexer_head_dim;
+  const int64_t keys = static_cast<int64_t>(max_blocks) * block_size;
+  const int64_t scores_w = impl.config.dsa ? std::max(scores_capacity, keys) : 0;
+  struct Need {
+    DeviceBuffer* buf;
+    int64_t bytes;
+    const char* what;
+  };
+  const int64_t dsa_k = impl.config.dsa ? std::max<int64_t>(1, hp.indexer_top_k) : 0;
+  const Need needs[] = {
+      {&x, T * d * (int64_t)esz, "activations"},
+      {&h, T * d * (int64_t)esz, "activations"},
+      {&y, T * d * (int64_t)esz, "activations"},
+      {&q, T * q_w * (int64_t)esz, "queries"},
+      {&k, T * k_w * (int64_t)esz, "keys"},
+      {&v, T * v_w * (int64_t)esz, "values"},
+      {&attn, T * attn_w * (int64_t)esz, "attention outputs"},
+      {&qa, T * qa_w * (int64_t)esz, "absorbed queries"},
+      {&o, T * o_w * (int64_t)esz, "attention outputs"},
+      {&cq, T * cq_w * (int64_t)esz, "query latents"},
+      {&gate, T * ffn_w * (int64_t)esz, "ffn activations"},
+      {&up, T * ffn_w * (int64_t)esz, "ffn activations"},
+      {&down, T * down_w * (int64_t)esz, "expert outputs"},
+      {&router_logits, T * experts * 4, "router logits"},
+      {&route_ids, T * used * 4, "routing"},
+      {&route_weights, T * used * 4, "routing"},
+      {&h32, f32_side ? T * d * 4 : 0, "float32 activations"},
+      {&cq32, f32_side ? T * cq_w * 4 : 0, "float32 query latents"},
+      {&qi, impl.config.dsa ? T * HI * DI * 4 : 0, "indexer queries"},
+      {&ki, impl.config.dsa ? T * DI * 4 : 0, "indexer keys"},
+      {&wi, impl.config.dsa ? T * HI * 4 : 0, "indexer weights"},
+      {&scores, T * scores_w * 4, "indexer scores"},
+      {&selected, T * dsa_k * 4, "indexer selection"},
+      {&head_ids, impl.config.mla ? T * H_all * 4 : 0, "head ids"},
+      {&gemm_scratch, static_cast<int64_t>(kGemmScratchBytes), "the GEMM scratch"},
+      {&hr, R * d * (int64_t)esz, "head inputs"},
+      {&logits, R * vocab_local * (int64_t)esz, "logits"},
+      {&logits32, R * vocab_local * 4, "logits"},
+  };
+  for (const Need& n : needs) {
+    TESSERA_RETURN_IF_ERROR(
+        n.buf->Ensure(static_cast<size_t>(std::max<int64_t>(n.bytes, 256)), n.what, grew));
+  }
+  if (impl.options.tp_size > 1) {
+    const int tp = impl.options.tp_size;
+    const int64_t width = (hp.n_vocab + tp - 1) / tp;
+    TESSERA_RETURN_IF_ERROR(
+        gathered.Ensure(static_cast<size_t>(R * width * 4 * (tp + 1)), "gathered logits", grew));
+  }
+  capacity = T;
+  row_capacity = R;
+  scores_capacity = scores_w;
+  return absl::OkStatus();
+}
+
+absl::Status CudaForward::State::PlanCache(uint64_t free_before, uint64_t total,
+                                           int* n_blocks_out) {
+  const ExecutorOptions& opt = impl.options;
+  block_size = std::max(1, opt.kv_block_size);
+  const int64_t L = hp.n_layer;
+  if (impl.config.mla) {
+    k_width = hp.kv_lora_rank + hp.n_rot;
+    v_width = 0;
+  } else {
+    const int64_t heads_kv = hp.n_head_kv[0] / opt.tp_size;
+    k_width = heads_kv * hp.head_dim_k;
+    v_width = heads_kv * hp.head_dim_v;
+  }
+  index_dim = impl.config.dsa ? hp.indexer_head_dim : 0;
+  const uint64_t per_token = static_cast<uint64_t>(L) * ((k_width + v_width) * esz + index_dim * 4);
+  uint64_t workspace = kReserveBytes;
+  for (const DeviceBuffer* b : {&x,
+                                &h,
+                                &y,
+                                &q,
+                                &k,
+                                &v,
+                                &attn,
+                                &qa,
+                                &o,
+                                &cq,
+                                &gate,
+                                &up,
+                                &down,
+                                &router_logits,
+                                &route_ids,
+                                &route_weights,
+                                &h32,
+                                &cq32,
+                                &qi,
+                                &ki,
+                                &wi,
+                                &scores,
+                                &selected,
+                                &head_ids,
+                                &gemm_scratch,
+                                &hr,
+                                &logits,
+                                &logits32,
+                                &gathered}) {
+    workspace += b->bytes;
+  }
+  cuda::GpuMemoryRequest req;
+  req.free_bytes = free_before;
+  req.total_bytes = total;
+  req.gpu_memory_utilization = opt.gpu_memory_utilization;
+  req.weight_bytes = weights.bytes;
+  req.kv_bytes_per_token = per_token;
+  req.workspace_bytes = workspace;
+  req.block_tokens = block_size;
+  req.min_tokens = opt.kv_tokens;
+  absl::StatusOr<cuda::GpuMemoryPlan> plan = cuda::PlanGpuMemory(req);
+  if (!plan.ok()) return plan.status();
+  n_blocks = opt.kv_tokens > 0 ? (opt.kv_tokens + block_size - 1) / block_size : plan->kv_blocks;
+  n_blocks = std::min<int64_t>(n_blocks, std::numeric_limits<int>::max() / 2);
+  layer_elems = n_blocks * block_size * (k_width + v_width);
+  TESSERA_RETURN_IF_ERROR(
+      kv.Ensure(static_cast<size_t>(L * layer_elems) * esz, "the KV cache", nullptr));
+  if (index_dim > 0) {
+    TESSERA_RETURN_IF_ERROR(
+        index_keys.Ensure(static_cast<size_t>(L * n_blocks * block_size * index_dim) * 4,
+                          "the DSA index keys", nullptr));
+  }
+  *n_blocks_out = static_cast<int>(n_blocks);
+  return absl::OkStatus();
+}
+
+// --- products and collectives -----------------------------------------------------------
+
+absl::Status CudaForward::State::MatMul(const DeviceMatrix& w, const void* xin, int64_t tokens,
+                                        void* yout, DType dt, const std::vector<int>* row_seq) {
+  if (w.data == nullptr) return absl::InternalError("cuda executor: a weight was not uploaded");
+  auto run = [&](const void* xs, int64_t n, void* ys) -> absl::Status {
+    if (n <= kGemvRows) return cuda::Gemv(w, xs, dt, n, ys, stream);
+    return cuda::GemmDequantized(cublas, w, xs, dt, n, ys, gemm_scratch.ptr, gemm_scratch.bytes,
+                                 stream);
+  };
+  if (row_seq == nullptr && seq_of != nullptr && static_cast<int64_t>(seq_of->size()) == tokens) {
+    row_seq = seq_of;
+  }
+  if (tokens <= kGemvRows || !impl.options.batch_invariant || row_seq == nullptr) {
+    return run(xin, tokens, yout);
+  }
+  // Batch-invariant: each prefill sequence's rows as a product of their own, runs of decode
+  // rows with GEMV (per token the same arithmetic whatever the batch).
+  const size_t de = cuda::DTypeBytes(dt);
+  auto decode = [&](int64_t i) { return seq_len[(*row_seq)[i]] == 1; };
+  for (int64_t i = 0; i < tokens;) {
+    int64_t j = i + 1;
+    if (decode(i)) {
+      while (j < tokens && decode(j)) ++j;
+    } else {
+      while (j < tokens && (*row_seq)[j] == (*row_seq)[i]) ++j;
+    }
+    const void* xs = At(const_cast<void*>(xin), i * w.cols, de);
+    void* ys = At(yout, i * w.rows, de);
+    if (decode(i)) {
+      TESSERA_RETURN_IF_ERROR(cuda::Gemv(w, xs, dt, j - i, ys, stream));
+    } else {
+      TESSERA_RETURN_IF_ERROR(run(xs, j - i, ys));
+    }
+    i = j;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaForward::State::AllReduce(void* data, int64_t n) {
+  const ExecutorOptions& opt = impl.options;
+  if (opt.tp_size == 1) return absl::OkStatus();
+  if (opt.comm->on_device()) {
+    return opt.comm->AllReduceSumOnStream(data, static_cast<size_t>(n), ReduceType(act), stream);
+  }
+  // A host communicator (Gloo): through host memory.
+  std::vector<uint8_t> host(static_cast<size_t>(n) * esz);
+  TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
+      cudaMemcpyAsync(host.data(), data, host.size(), cudaMemcpyDeviceToHost, stream),
+      "cudaMemcpyAsync (all-reduce)"));
+  TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(stream), "all-reduce sync"));
+  TESSERA_RETURN_IF_ERROR(
+      opt.comm->AllReduceSum(host.data(), static_cast<size_t>(n), ReduceType(act)));
+  return cuda::CudaStatus(
+      cudaMemcpyAsync(data, host.data(), host.size(), cudaMemcpyHostToDevice, stream),
+      "cudaMemcpyAsync (all-reduce)");
+}
+
+// --- the layers --------------------------------------------------------------------------
+
+absl::Status CudaForward::State::Attention(int layer, const StepLayout& lay, int64_t T) {
+  const DeviceLayer& L = layers[layer];
+  const int64_t dk = hp.head_dim_k, dv = hp.head_dim_v;
+  const int H = static_cast<int>(L.wq.rows / dk), Hkv = static_cast<int>(L.wk.rows / dk);
+  const float eps = hp.rms_eps;
+  TESSERA_RETURN_IF_ERROR(MatMul(L.wq, h.ptr, T, q.ptr, act));
+  TESSERA_RETURN_IF_ERROR(MatMul(L.wk, h.ptr, T, k.ptr, act));
+  TESSERA_RETURN_IF_ERROR(MatMul(L.wv, h.ptr, T, v.ptr, act));
+  if (L.q_bias) TESSERA_RETURN_IF_ERROR(cuda::AddBias(q.ptr, L.q_bias, T, L.wq.rows, act, stream));
+  if (L.k_bias) TESSERA_RETURN_IF_ERROR(cuda::AddBias(k.ptr, L.k_bias, T, L.wk.rows, act, stream));
+  if (L.v_bias) TESSERA_RETURN_IF_ERROR(cuda::AddBias(v.ptr, L.v_bias, T, L.wv.rows, act, stream));
+  if (L.q_norm) {
+    TESSERA_RETURN_IF_ERROR(cuda::RmsNorm(q.ptr, L.q_norm, T * H, dk, eps, act, q.ptr, stream));
+  }
+  if (L.k_norm) {
+    TESSERA_RETURN_IF_ERROR(cuda::RmsNorm(k.ptr, L.k_norm, T * Hkv, dk, eps, act, k.ptr, stream));
+  }
+  const int32_t* positions = I32(lay.positions);
+  cuda::RopeArgs rope{.tokens = T,
+                      .heads = H,
+                      .head_dim = static_cast<int>(dk),
+                      .token_stride = H * dk,
+                      .n_rot = impl.rope.n_rot,
+                      .neox = impl.config.rope == cpu::RopeLayout::kNeox,
+                      .magnitude = impl.rope.magnitude,
+                      .positions = positions,
+                      .theta_scales = theta.as<double>()};
+  TESSERA_RETURN_IF_ERROR(cuda::Rope(rope, act, q.ptr, stream));
+  rope.heads = Hkv;
+  rope.token_stride = Hkv * dk;
+  TESSERA_RETURN_IF_ERROR(cuda::Rope(rope, act, k.ptr, stream));
+
+  cuda::KvWriteArgs w{.tokens = T,
+                      .kv_heads = Hkv,
+                      .width = static_cast<int>(dk),
+                      .block_size = block_size,
+                      .src = k.ptr,
+                      .src_token_stride = Hkv * dk,
+                      .cache = KBase(layer),
+                      .block_stride = block_size * k_width,
+                      .token_stride = k_width,
+                      .head_stride = dk,
+                      .slot_mapping = Slots(lay)};
+  TESSERA_RETURN_IF_ERROR(cuda::WriteKvCache(w, act, stream));
+  w.width = static_cast<int>(dv);
+  w.src = v.ptr;
+  w.src_token_stride = Hkv * dv;
+  w.cache = VBase(layer);
+  w.block_stride = block_size * v_width;
+  w.token_stride = v_width;
+  w.head_stride = dv;
+  TESSERA_RETURN_IF_ERROR(cuda::WriteKvCache(w, act, stream));
+
+  cuda::PagedAttentionArgs a;
+  a.queries = T;
+  a.heads = H;
+  a.kv_heads = Hkv;
+  a.d_k = static_cast<int>(dk);
+  a.d_v = static_cast<int>(dv);
+  a.block_size = block_size;
+  a.scale = impl.attn_scale;
+  a.q = q.ptr;
+  a.q_token_stride = H * dk;
+  a.out = attn.ptr;
+  a.out_token_stride = H * dv;
+  a.k = {KBase(layer), block_size * k_width, k_width, dk};
+  a.v = {VBase(layer), block_size * v_width, v_width, dv};
+  a.block_table = I32(lay.table);
+  a.max_blocks = lay.max_blocks;
+  a.query_seq = I32(lay.query_seq);
+  a.query_kv_len = I32(lay.kv_len);
+  TESSERA_RETURN_IF_ERROR(cuda::PagedAttention(a, act, stream));
+  TESSERA_RETURN_IF_ERROR(MatMul(L.wo, attn.ptr, T, y.ptr, act));
+  if (L.o_bias && impl.options.tp_rank == 0) {  // once, before the sum over ranks
+    TESSERA_RETURN_IF_ERROR(cuda::AddBias(y.ptr, L.o_bias, T, hp.n_embd, act, stream));
+  }
+  return AllReduce(y.ptr, T * hp.n_embd);
+}
+
+absl::Status CudaForward::State::Indexer(int layer, const StepLayout& lay, int64_t T) {
+  const DeviceLayer& L = layers[layer];
+  const int HI = static_cast<int>(hp.indexer_heads), DI = static_cast<int>(hp.indexer_head_dim);
+  const int64_t ql = hp.q_lora_rank, d = hp.n_embd;
+  // Float32 throughout (spec 12.4): the inputs converted once.
+  const void* cq_f = cq.ptr;
+  const void* h_f = h.ptr;
+  if (act != DType::kF32) {
+    TESSERA_RETURN_IF_ERROR(cuda::Convert(cq.ptr, act, cq32.ptr, DType::kF32, T * ql, stream));
+    TESSERA_RETURN_IF_ERROR(cuda::Convert(h.ptr, act, h32.ptr, DType::kF32, T * d, stream));
+    cq_f = cq32.ptr;
+    h_f = h32.ptr;
+  }
+  TESSERA_RETURN_IF_ERROR(MatMul(L.idx_q_b, cq_f, T, qi.ptr, DType::kF32));
+  TESSERA_RETURN_IF_ERROR(MatMul(L.idx_k, h_f, T, ki.ptr, DType::kF32));
+  TESSERA_RETURN_IF_ERROR(MatMul(L.idx_proj, h_f, T, wi.ptr, DType::kF32));
+  // LayerNorm eps 1e-6 (spec 12.4 / 17.2); RoPE on the first n_rot dims.
+  TESSERA_RETURN_IF_ERROR(cuda::LayerNormF32(ki.as<float>(), L.idx_k_norm_w, L.idx_k_norm_b, T, DI,
+                                             1e-6f, ki.as<float>(), stream));
+  cuda::RopeArgs rope{.tokens = T,
+                      .heads = 1,
+                      .head_dim = DI,
+                      .token_stride = DI,
+                      .n_rot = impl.rope.n_rot,
+                      .neox = impl.config.rope == cpu::RopeLayout::kNeox,
+                      .magnitude = impl.rope.magnitude,
+                      .positions = I32(lay.positions),
+                      .theta_scales = theta.as<double>()};
+  TESSERA_RETURN_IF_ERROR(cuda::Rope(rope, DType::kF32, ki.ptr, stream));
+  rope.heads = HI;
+  rope.token_stride = static_cast<int64_t>(HI) * DI;
+  TESSERA_RETURN_IF_ERROR(cuda::Rope(rope, DType::kF32, qi.ptr, stream));
+  TESSERA_RETURN_IF_ERROR(
+      cuda::Scale(wi.as<float>(), T * HI, 1.0f / std::sqrt(static_cast<float>(DI * HI)), stream));
+  void* keys = At(index_keys.ptr, layer * n_blocks * block_size * index_dim, 4);
+  cuda::KvWriteArgs w{.tokens = T,
+                      .kv_heads = 1,
+                      .width = DI,
+                      .block_size = block_size,
+                      .src = ki.ptr,
+                      .src_token_stride = DI,
+                      .cache = keys,
+                      .block_stride = block_size * index_dim,
+                      .token_stride = index_dim,
+                      .head_stride = index_dim,
+                      .slot_mapping = Slots(lay)};
+  TESSERA_RETURN_IF_ERROR(cuda::WriteKvCache(w, DType::kF32, stream));
+  const int64_t n_keys = static_cast<int64_t>(lay.max_blocks) * block_size;
+  cuda::IndexerScoreArgs s;
+  s.queries = T;
+  s.heads = HI;
+  s.dim = DI;
+  s.n_keys = n_keys;
+  s.block_size = block_size;
+  s.q = qi.as<float>();
+  s.weights = wi.as<float>();
+  s.keys = {keys, block_size * index_dim, index_dim, index_dim};
+  s.block_table = I32(lay.table);
+  s.max_blocks = lay.max_blocks;
+  s.query_seq = I32(lay.query_seq);
+  s.query_kv_len = I32(lay.kv_len);
+  s.scores = scores.as<float>();
+  TESSERA_RETURN_IF_ERROR(cuda::IndexerScores(s, stream));
+  return cuda::TopK(scores.as<float>(), T, n_keys, selected_k, I32(lay.kv_len),
+                    selected.as<int32_t>(), stream);
+}
+
+absl::Status CudaForward::State::Mla(int layer, const StepLayout& lay, int64_t T) {
+  const DeviceLayer& L = layers[layer];
+  const int64_t c = hp.kv_lora_rank, r = hp.n_rot, dq = hp.key_length_mla, n = dq - r;
+  const int64_t vv = hp.value_length_mla, ql = hp.q_lora_rank;
+  const int H = static_cast<int>((ql > 0 ? L.wq_b.rows : L.wq.rows) / dq);
+  const float eps = hp.rms_eps;
+  // 1. Query.
+  if (ql > 0) {
+    TESSERA_RETURN_IF_ERROR(MatMul(L.wq_a, h.ptr, T, cq.ptr, act));
+    TESSERA_RETURN_IF_ERROR(cuda::RmsNorm(cq.ptr, L.q_a_norm, T, ql, eps, act, cq.ptr, stream));
+    TESSERA_RETURN_IF_ERROR(MatMul(L.wq_b, cq.ptr, T, q.ptr, act));
+  } else {
+    TESSERA_RETURN_IF_ERROR(MatMul(L.wq, h.ptr, T, q.ptr, act));
+  }
+  // 2-4. Latent and shared rope key, normed and roped, cached as [c_KV | k_rope].
+  TESSERA_RETURN_IF_ERROR(MatMul(L.wkv_a, h.ptr, T, k.ptr, act));
+  TESSERA_RETURN_IF_ERROR(
+      cuda::RmsNormStrided(k.ptr, c + r, L.kv_a_norm, T, c, eps, act, k.ptr, c + r, stream));
+  cuda::RopeArgs rope{.tokens = T,
+                      .heads = 1,
+                      .head_dim = static_cast<int>(r),
+                      .token_stride = c + r,
+                      .n_rot = static_cast<int>(r),
+                      .neox = impl.config.rope == cpu::RopeLayout::kNeox,
+                      .magnitude = impl.rope.magnitude,
+                      .positions = I32(lay.positions),
+                      .theta_scales = theta.as<double>()};
+  TESSERA_RETURN_IF_ERROR(cuda::Rope(rope, act, At(k.ptr, c, esz), stream));
+  rope.heads = H;
+  rope.head_dim = static_cast<int>(dq);
+  rope.token_stride = H * dq;
+  TESSERA_RETURN_IF_ERROR(cuda::Rope(rope, act, At(q.ptr, n, esz), stream));
+  cuda::KvWriteArgs w{.tokens = T,
+                      .kv_heads = 1,
+                      .width = static_cast<int>(c + r),
+                      .block_size = block_size,
+                      .src = k.ptr,
+                      .src_token_stride = c + r,
+                      .cache = KBase(layer),
+                      .block_stride = block_size * k_width,
+                      .token_stride = k_width,
+                      .head_stride = k_width,
+                      .slot_mapping = Slots(lay)};
+  TESSERA_RETURN_IF_ERROR(cuda::WriteKvCache(w, act, stream));
+  // 5-6. Absorb W_UK per head: Q_h = [K_b[h] q_h^nope (c) | q_h^rope (r)].
+  TESSERA_RETURN_IF_ERROR(cuda::FillHeadIds(head_ids.as<int32_t>(), T, H, stream));
+  cuda::GroupedGemvArgs g;
+  g.w = Member(L.wk_b, c);
+  g.member_bytes = static_cast<size_t>(c) * L.wk_b.row_bytes;
+  g.members = H;
+  g.ids = head_ids.as<int32_t>();
+  g.tokens = T;
+  g.used = H;
+  g.x = q.ptr;
+  g.x_per_choice = true;
+  g.x_stride = dq;
+  g.y = qa.ptr;
+  g.y_stride = c + r;
+  TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(g, act, stream));
+  TESSERA_RETURN_IF_ERROR(
+      cuda::CopyRows(At(q.ptr, n, esz), dq, At(qa.ptr, c, esz), c + r, T * H, r, act, stream));
+
+  // DSA: the indexer's selection (full layers compute it, shared ones reuse the last).
+  const bool dsa = impl.config.dsa;
+  if (dsa && layer < static_cast<int>(hp.indexer_full.size()) && hp.indexer_full[layer]) {
+    TESSERA_RETURN_IF_ERROR(Indexer(layer, lay, T));
+  }
+  if (dsa && trace != nullptr) {
+    std::vector<int32_t> host(static_cast<size_t>(T) * selected_k);
+    TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
+        cudaMemcpyAsync(host.data(), selected.ptr, host.size() * 4, cudaMemcpyDeviceToHost, stream),
+        "cudaMemcpyAsync (trace)"));
+    TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(stream), "trace sync"));
+    auto& keys = trace->dsa_keys[layer];
+    keys.assign(trace_tokens, {});
+    for (int64_t t = 0; t < trace_tokens; ++t) {
+      for (int j = 0; j < selected_k; ++j) {
+        if (host[t * selected_k + j] >= 0) keys[t].push_back(host[t * selected_k + j]);
+      }
+    }
+  }
+  // 7. Every head against the single latent K = [c_KV | k_rope], V = c_KV.
+  cuda::PagedAttentionArgs a;
+  a.queries = T;
+  a.heads = H;
+  a.kv_heads = 1;
+  a.d_k = static_cast<int>(c + r);
+  a.d_v = static_cast<int>(c);
+  a.block_size = block_size;
+  a.scale = impl.attn_scale;
+  a.q = qa.ptr;
+  a.q_token_stride = H * (c + r);
+  a.out = attn.ptr;
+  a.out_token_stride = H * c;
+  a.k = {KBase(layer), block_size * k_width, k_width, 0};
+  a.v = a.k;
+  a.block_table = I32(lay.table);
+  a.max_blocks = lay.max_blocks;
+  a.query_seq = I32(lay.query_seq);
+  a.query_kv_len = I32(lay.kv_len);
+  if (dsa) {
+    a.selected = selected.as<int32_t>();
+    a.selected_per_query = selected_k;
+  }
+  TESSERA_RETURN_IF_ERROR(cuda::PagedAttention(a, act, stream));
+  // 8. Decompress per head with W_UV, 9. output projection.
+  g.w = Member(L.wv_b, vv);
+  g.member_bytes = static_cast<size_t>(vv) * L.wv_b.row_bytes;
+  g.x = attn.ptr;
+  g.x_stride = c;
+  g.y = o.ptr;
+  g.y_stride = vv;
+  TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(g, act, stream));
+  TESSERA_RETURN_IF_ERROR(MatMul(L.wo, o.ptr, T, y.ptr, act));
+  return AllReduce(y.ptr, T * hp.n_embd);
+}
+
+absl::Status CudaForward::State::Ffn(int layer, int64_t T) {
+  const DeviceLayer& L = layers[layer];
+  const int64_t ff = L.w_gate.rows;
+  TESSERA_RETURN_IF_ERROR(MatMul(L.w_gate, h.ptr, T, gate.ptr, act));
+  TESSERA_RETURN_IF_ERROR(MatMul(L.w_up, h.ptr, T, up.ptr, act));
+  TESSERA_RETURN_IF_ERROR(cuda::SiluMul(gate.ptr, up.ptr, T * ff, act, gate.ptr, stream));
+  TESSERA_RETURN_IF_ERROR(MatMul(L.w_down, gate.ptr, T, y.ptr, act));
+  return AllReduce(y.ptr, T * hp.n_embd);
+}
+
+absl::Status CudaForward::State::Moe(int layer, int64_t T) {
+  const DeviceLayer& L = layers[layer];
+  const int64_t d = hp.n_embd;
+  const int E = static_cast<int>(hp.n_expert), K = static_cast<int>(hp.n_expert_used);
+  const int64_t F = L.gate_exps.rows / E;
+  // Router in float32 (its weights were dequantized at load, spec 13.2).
+  const void* h_f = h.ptr;
+  if (act != DType::kF32) {
+    TESSERA_RETURN_IF_ERROR(cuda::Convert(h.ptr, act, h32.ptr, DType::kF32, T * d, stream));
+    h_f = h32.ptr;
+  }
+  TESSERA_RETURN_IF_ERROR(MatMul(L.router, h_f, T, router_logits.ptr, DType::kF32));
+  cuda::MoeRoutingArgs r;
+  r.tokens = T;
+  r.experts = E;
+  r.used = K;
+  r.groups = std::max<int>(1, static_cast<int>(hp.n_expert_groups));
+  r.topk_groups = std::max<int>(1, static_cast<int>(hp.n_group_used));
+  r.gating = hp.gating == model::GatingFunc::kSigmoid ? cuda::MoeGating::kSigmoid
+                                                      : cuda::MoeGating::kSoftmax;
+  r.norm_weights = impl.config.moe_always_norm || hp.expert_weights_norm;
+  r.weights_scale = hp.expert_weights_scale;
+  r.logits = router_logits.as<float>();
+  r.bias = L.exp_probs_b;
+  r.ids = route_ids.as<int32_t>();
+  r.weights = route_weights.as<float>();
+  TESSERA_RETURN_IF_ERROR(cuda::MoeRoute(r, stream));
+  if (trace != nullptr) {
+    std::vector<int32_t> ids(static_cast<size_t>(T) * K);
+    std::vector<float> wts(ids.size());
+    TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
+        cudaMemcpyAsync(ids.data(), route_ids.ptr, ids.size() * 4, cudaMemcpyDeviceToHost, stream),
+        "cudaMemcpyAsync (trace)"));
+    TESSERA_RETURN_IF_ERROR(
+        cuda::CudaStatus(cudaMemcpyAsync(wts.data(), route_weights.ptr, wts.size() * 4,
+                                         cudaMemcpyDeviceToHost, stream),
+                         "cudaMemcpyAsync (trace)"));
+    TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(stream), "trace sync"));
+    auto& ex = trace->experts[layer];
+    auto& wt = trace->expert_weights[layer];
+    ex.assign(trace_tokens, {});
+    wt.assign(trace_tokens, {});
+    for (int64_t t = 0; t < trace_tokens; ++t) {
+      ex[t].assign(ids.begin() + t * K, ids.begin() + (t + 1) * K);
+      wt[t].assign(wts.begin() + t * K, wts.begin() + (t + 1) * K);
+    }
+  }
+  // Routed experts: one product per (token, choice) against its expert's matrices.
+  cuda::GroupedGemvArgs g;
+  g.w = Member(L.gate_exps, F);
+  g.member_bytes = static_cast<size_t>(F) * L.gate_exps.row_bytes;
+  g.members = E;
+  g.ids = route_ids.as<int32_t>();
+  g.tokens = T;
+  g.used = K;
+  g.x = h.ptr;
+  g.x_per_choice = false;
+  g.x_stride = d;
+  g.y = gate.ptr;
+  g.y_stride = F;
+  TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(g, act, stream));
+  g.w = Member(L.up_exps, F);
+  g.member_bytes = static_cast<size_t>(F) * L.up_exps.row_bytes;
+  g.y = up.ptr;
+  TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(g, act, stream));
+  TESSERA_RETURN_IF_ERROR(cuda::SiluMul(gate.ptr, up.ptr, T * K * F, act, gate.ptr, stream));
+  g.w = Member(L.down_exps, d);
+  g.member_bytes = static_cast<size_t>(d) * L.down_exps.row_bytes;
+  g.x = gate.ptr;
+  g.x_per_choice = true;
+  g.x_stride = F;
+  g.y = down.ptr;
+  g.y_stride = d;
+  TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(g, act, stream));
+  TESSERA_RETURN_IF_ERROR(
+      cuda::MoeCombine(down.ptr, route_weights.as<float>(), T, K, d, act, y.ptr, stream));
+  if (L.gate_sh.data != nullptr) {
+    const int64_t S = L.gate_sh.rows;
+    TESSERA_RETURN_IF_ERROR(MatMul(L.gate_sh, h.ptr, T, gate.ptr, act));
+    TESSERA_RETURN_IF_ERROR(MatMul(L.up_sh, h.ptr, T, up.ptr, act));
+    TESSERA_RETURN_IF_ERROR(cuda::SiluMul(gate.ptr, up.ptr, T * S, act, gate.ptr, stream));
+    TESSERA_RETURN_IF_ERROR(MatMul(L.down_sh, gate.ptr, T, down.ptr, act));
+    TESSERA_RETURN_IF_ERROR(cuda::AddInPlace(y.ptr, down.ptr, T * d, act, stream));
+  }
+  return AllReduce(y.ptr, T * d);
+}
+
+absl::Status CudaForward::State::Head(const StepLayout& lay) {
+  const int64_t d = hp.n_embd, R = lay.rows, Vl = vocab_local;
+  TESSERA_RETURN_IF_ERROR(
+      cuda::GatherRowsByIndex(x.ptr, I32(lay.row_index), R, d, act, hr.ptr, stream));
+  TESSERA_RETURN_IF_ERROR(
+      cuda::RmsNorm(hr.ptr, output_norm, R, d, hp.rms_eps, act, hr.ptr, stream));
+  // The rows' sequences, for the batch-invariant product (empty in graphs: GEMV only).
+  const std::vector<int>* rs = head_row_seq.empty() ? nullptr : &head_row_seq;
+  if (act == DType::kF32) {
+    TESSERA_RETURN_IF_ERROR(MatMul(output, hr.ptr, R, logits32.ptr, act, rs));
+  } else {
+    TESSERA_RETURN_IF_ERROR(MatMul(output, hr.ptr, R, logits.ptr, act, rs));
+    TESSERA_RETURN_IF_ERROR(
+        cuda::Convert(logits.ptr, act, logits32.ptr, DType::kF32, R * Vl, stream));
+  }
+  if (output_bias != nullptr) {
+    TESSERA_RETURN_IF_ERROR(cuda::AddBias(logits32.ptr, output_bias, R, Vl, DType::kF32, stream));
+  }
+  const ExecutorOptions& opt = impl.options;
+  if (opt.tp_size == 1 || !opt.comm->on_device()) return absl::OkStatus();
+  // Vocab-parallel head on the device: every rank's columns padded to the widest rank's.
+  const int tp = opt.tp_size;
+  const int64_t width = (hp.n_vocab + tp - 1) / tp;
+  float* mine = gathered.as<float>() + static_cast<int64_t>(tp) * R * width;
+  TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
+      cudaMemsetAsync(mine, 0, R * width * sizeof(float), stream), "cudaMemsetAsync"));
+  TESSERA_RETURN_IF_ERROR(
+      cuda::CopyRows(logits32.ptr, Vl, mine, width, R, Vl, DType::kF32, stream));
+  return opt.comm->AllGatherOnStream(mine, static_cast<size_t>(R * width), gathered.as<float>(),
+                                     stream);
+}
+
+absl::Status CudaForward::State::Forward(const StepLayout& lay, int64_t real_tokens) {
+  const int64_t T = lay.tokens, d = hp.n_embd;
+  trace_tokens = real_tokens;
+  // Vocab-parallel embedding: rows outside this rank's range come out zero; the sum over
+  // ranks completes them.
+  TESSERA_RETURN_IF_ERROR(cuda::GatherRows(embd, I32(lay.ids), T, act, x.ptr, stream));
+  TESSERA_RETURN_IF_ERROR(AllReduce(x.ptr, T * d));
+  if (impl.config.dsa) {
+    // No selection yet: nothing attended until a full indexer layer chose (as on the CPU).
+    TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
+        cudaMemsetAsync(selected.ptr, 0xff, static_cast<size_t>(T) * selected_k * 4, stream),
+        "cudaMemsetAsync"));
+  }
+  const float eps = hp.rms_eps;
+  for (uint32_t l = 0; l < hp.n_layer; ++l) {
+    const DeviceLayer& L = layers[l];
+    const int layer = static_cast<int>(l);
+    TESSERA_RETURN_IF_ERROR(cuda::RmsNorm(x.ptr, L.attn_norm, T, d, eps, act, h.ptr, stream));
+    TESSERA_RETURN_IF_ERROR(impl.config.mla ? Mla(layer, lay, T) : Attention(layer, lay, T));
+    TESSERA_RETURN_IF_ERROR(cuda::AddInPlace(x.ptr, y.ptr, T * d, act, stream));
+    TESSERA_RETURN_IF_ERROR(cuda::RmsNorm(x.ptr, L.ffn_norm, T, d, eps, act, h.ptr, stream));
+    TESSERA_RETURN_IF_ERROR(hp.is_moe_block(l) ? Moe(layer, T) : Ffn(layer, T));
+    TESSERA_RETURN_IF_ERROR(cuda::AddInPlace(x.ptr, y.ptr, T * d, act, stream));
+  }
+  return Head(lay);
+}
+
+// --- the public side ---------------------------------------------------------------------
+
+CudaForward::CudaForward(std::unique_ptr<State> state) : state_(std::move(state)) {}
+CudaForward::~CudaForward() = default;
+
+std::string CudaForward::device_name() const { return state_->name; }
+
+absl::StatusOr<std::unique_ptr<CudaForward>> CudaForward::Create(Executor::Impl& impl,
+                                                                 int* n_blocks) {
+  const ExecutorOptions& opt = impl.options;
+  int count = 0;
+  if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no CUDA device is visible (", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices",
+        "): run on CPU, or check the driver and CUDA_VISIBLE_DEVICES"));
+  }
+  if (opt.gpu < 0 || opt.gpu >= count) {
+    return absl::InvalidArgumentError(absl::StrCat("GPU ", opt.gpu, " does not exist: ", count,
+                                                   " CUDA device(s) visible (ordinals 0..",
+                                                   count - 1, ")"));
+  }
+  auto state = std::make_unique<State>(impl);
+  State& s = *state;
+  s.device = opt.gpu;
+  TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaSetDevice(s.device), "cudaSetDevice"));
+  cudaDeviceProp prop{};
+  TESSERA_RETURN_IF_ERROR(
+      cuda::CudaStatus(cudaGetDeviceProperties(&prop, s.device), "cudaGetDeviceProperties"));
+  s.name = absl::StrCat("cuda:", s.device, " (", prop.name, ")");
+  if (opt.exact || opt.dtype == ComputeDtype::kFloat32) {
+    s.act = DType::kF32;
+  } else if (opt.dtype == ComputeDtype::kFloat16) {
+    s.act = DType::kF16;
+  } else {
+    s.act = DType::kBF16;
+  }
+  s.esz = cuda::DTypeBytes(s.act);
+  s.graphs_enabled =
+      opt.cuda_graphs && (opt.tp_size == 1 || (opt.comm != nullptr && opt.comm->on_device()));
+  absl::StatusOr<cuda::DeviceMemoryInfo> mem = cuda::QueryDeviceMemory(s.device);
+  if (!mem.ok()) return mem.status();
+  TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
+      cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate"));
+  if (cublasStatus_t st = cublasCreate(&s.cublas); st != CUBLAS_STATUS_SUCCESS) {
+    return absl::InternalError(
+        absl::StrCat("cuda: cublasCreate failed: ", cublasGetStatusString(st)));
+  }
+  cublasSetStream(s.cublas, s.stream);
+  if (impl.config.dsa)
+    s.selected_k = static_cast<int>(std::max<uint32_t>(1, impl.hp.indexer_top_k));
+  TESSERA_RETURN_IF_ERROR(s.Upload());
+  const int64_t plan_tokens = opt.max_step_tokens > 0 ? opt.max_step_tokens : 2048;
+  s.block_size = std::max(1, opt.kv_block_size);
+  // Buffers for a full step at a context of 4096 tokens (DSA scores grow with the context).
+  TESSERA_RETURN_IF_ERROR(s.EnsureBuffers(plan_tokens, std::min<int64_t>(plan_tokens, 256),
+                                          (4096 + s.block_size - 1) / s.block_size, nullptr));
+  TESSERA_RETURN_IF_ERROR(s.PlanCache(mem->free_bytes, mem->total_bytes, n_blocks));
+  TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(s.stream), "load sync"));
+  return std::unique_ptr<CudaForward>(new CudaForward(std::move(state)));
+}
+
+absl::StatusOr<std::vector<std::vector<float>>> CudaForward::Step(const Batch& b) {
+  State& s = *state_;
+  const int64_t V = s.hp.n_vocab;
+  TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaSetDevice(s.device), "cudaSetDevice"));
+  const int64_t T = b.size();
+  const size_t S = b.seqs.size();
+  if (S == 0) return std::vector<std::vector<float>>();
+  bool decode_only = true;
+  int max_blocks = 1;
+  for (const SequenceInput& in : b.seqs) {
+    decode_only = decode_only && in.tokens.size() == 1;
+    max_blocks = std::max<int>(max_blocks, static_cast<int>(in.block_table.size()));
+  }
+  // Logits rows: every new token of all_logits sequences, else the last.
+  std::vector<int32_t> rows;
+  std::vector<int> row_seq_of;
+  for (size_t q = 0; q < S; ++q) {
+    const int64_t n = static_cast<int64_t>(b.seqs[q].tokens.size());
+    for (int64_t i = b.seqs[q].all_logits ? 0 : n - 1; i < n; ++i) {
+      rows.push_back(static_cast<int32_t>(b.seq_begin[q] + i));
+      row_seq_of.push_back(static_cast<int>(q));
+    }
+  }
+  const int64_t R = static_cast<int64_t>(rows.size());
+  const bool graph =
+      s.graphs_enabled && decode_only && b.trace == nullptr && R == T && T <= kGraphMaxBatch;
+  StepLayout lay;
+  lay.tokens = graph ? NextPow2(T) : T;
+  lay.rows = graph ? lay.tokens : R;
+  lay.seqs = graph ? lay.tokens : static_cast<int64_t>(S);
+  lay.max_blocks = graph ? static_cast<int>(NextPow2(max_blocks)) : max_blocks;
+  lay.Plan();
+
+  bool grew = false;
+  TESSERA_RETURN_IF_ERROR(s.EnsureBuffers(lay.tokens, lay.rows, lay.max_blocks, &grew));
+  TESSERA_RETURN_IF_ERROR(s.inputs.Ensure(lay.bytes, "step inputs", &grew));
+  if (grew) s.DropGraphs();
+  if (lay.bytes > s.host_inputs_bytes) {
+    if (s.host_inputs != nullptr) cudaFreeHost(s.host_inputs);
+    s.host_inputs = nullptr;
+    s.host_inputs_bytes = 0;
+    TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaMallocHost(&s.host_inputs, lay.bytes * 2),
+                                             "cudaMallocHost (step inputs)"));
+    s.host_inputs_bytes = lay.bytes * 2;
+  }
+  // The step's inputs; pad tokens (graphs) have no slot, no visible key, no vocabulary row.
+  uint8_t* hin = static_cast<uint8_t*>(s.host_inputs);
+  auto* slots = reinterpret_cast<int64_t*>(hin + lay.slots);
+  auto* ids = reinterpret_cast<int32_t*>(hin + lay.ids);
+  auto* pos = reinterpret_cast<int32_t*>(hin + lay.positions);
+  auto* qseq = reinterpret_cast<int32_t*>(hin + lay.query_seq);
+  auto* kvlen = reinterpret_cast<int32_t*>(hin + lay.kv_len);
+  auto* rix = reinterpret_cast<int32_t*>(hin + lay.row_index);
+  auto* table = reinterpret_cast<int32_t*>(hin + lay.table);
+  const int64_t vb = s.impl.vocab_begin, ve = s.impl.vocab_end;
+  for (int64_t t = 0; t < lay.tokens; ++t) {
+    const bool real = t < T;
+    slots[t] = real ? b.slot[t] : -1;
+    ids[t] = real && b.tok[t] >= vb && b.tok[t] < ve ? static_cast<int32_t>(b.tok[t] - vb) : -1;
+    pos[t] = real ? static_cast<int32_t>(b.pos[t]) : 0;
+    qseq[t] = real ? b.seq_of[t] : 0;
+    kvlen[t] = real ? static_cast<int32_t>(b.pos[t] + 1) : 0;
+  }
+  for (int64_t r = 0; r < lay.rows; ++r) rix[r] = r < R ? rows[r] : 0;
+  std::fill(table, table + lay.seqs * lay.max_blocks, 0);
+  for (size_t q = 0; q < S; ++q) {
+    const auto& bt = b.seqs[q].block_table;
+    std::copy(bt.begin(), bt.end(), table + q * lay.max_blocks);
+  }
+  TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
+      cudaMemcpyAsync(s.inputs.ptr, hin, lay.bytes, cudaMemcpyHostToDevice, s.stream),
+      "cudaMemcpyAsync (step inputs)"));
+
+  s.seq_of = &b.seq_of;
+  s.seq_len.assign(S, 0);
+  for (size_t q = 0; q < S; ++q) s.seq_len[q] = static_cast<int64_t>(b.seqs[q].tokens.size());
+  s.head_row_seq = row_seq_of;
+  s.trace = b.trace;
+  struct Reset {
+    State& s;
+    ~Reset() {
+      s.seq_of = nullptr;
+      s.trace = nullptr;
+    }
+  } reset{s};
+
+  if (graph) {
+    // Graphs see no host-side step data: the row sequences are the tokens' own.
+    s.seq_of = nullptr;
+    s.head_row_seq.clear();
+    const std::pair<int64_t, int> key{lay.tokens, lay.max_blocks};
+    auto it = s.graphs.find(key);
+    if (it == s.graphs.end() && !s.graph_failures.count(key)) {
+      cudaGraph_t g = nullptr;
+      absl::Status captured = cuda::CudaStatus(
+          cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal), "begin capture");
+      if (captured.ok()) {
+        absl::Status fwd = s.Forward(lay, T);
+        captured = cuda::CudaStatus(cudaStreamEndCapture(s.stream, &g), "end capture");
+        if (!fwd.ok()) captured = fwd;
+      }
+      cudaGraphExec_t exec = nullptr;
+      if (captured.ok()) {
+        captured = cuda::CudaStatus(cudaGraphInstantiate(&exec, g, 0), "graph instantiate");
+      }
+      if (g != nullptr) cudaGraphDestroy(g);
+      if (captured.ok()) {
+        it = s.graphs.emplace(key, exec).first;
+      } else {
+        // Run this shape eagerly from now on; the error is not the step's.
+        cudaGetLastError();
+        s.graph_failures.insert(key);
+      }
+    }
+    if (it != s.graphs.end()) {
+      TESSERA_RETURN_IF_ERROR(
+          cuda::CudaStatus(cudaGraphLaunch(it->second, s.stream), "cudaGraphLaunch"));
+    } else {
+      TESSERA_RETURN_IF_ERROR(s.Forward(lay, T));
+    }
+  } else {
+    TESSERA_RETURN_IF_ERROR(s.Forward(lay, T));
+  }
+
+  // Logits back to the host: [R][V] whole rows.
+  const ExecutorOptions& opt = s.impl.options;
+  const int64_t Vl = s.vocab_local;
+  std::vector<float>& out = s.host_logits;
+  std::vector<std::vector<float>> result(S);
+  if (opt.tp_size == 1) {
+    out.resize(R * V);
+    TESSERA_RETURN_IF_ERROR(
+        cuda::CudaStatus(cudaMemcpyAsync(out.data(), s.logits32.ptr, R * V * sizeof(float),
+                                         cudaMemcpyDeviceToHost, s.stream),
+                         "cudaMemcpyAsync (logits)"));
+    TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(s.stream), "step sync"));
+  } else {
+    const int tp = opt.tp_size;
+    const int64_t width = (V + tp - 1) / tp;
+    const int64_t Rl = lay.rows;  // rows as gathered (padded in graphs)
+    std::vector<float> parts(static_cast<size_t>(tp) * Rl * width);
+    if (opt.comm->on_device()) {
+      TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
+          cudaMemcpyAsync(parts.data(), s.gathered.ptr, parts.size() * sizeof(float),
+                          cudaMemcpyDeviceToHost, s.stream),
+          "cudaMemcpyAsync (logits)"));
+      TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(s.stream), "step sync"));
+    } else {
+      std::vector<float> local(Rl * Vl), mine(Rl * width, 0.0f);
+      TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
+          cudaMemcpyAsync(local.data(), s.logits32.ptr, local.size() * sizeof(float),
+                          cudaMemcpyDeviceToHost, s.stream),
+          "cudaMemcpyAsync (logits)"));
+      TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(s.stream), "step sync"));
+      for (int64_t r = 0; r < Rl; ++r) std::copy_n(&local[r * Vl], Vl, &mine[r * width]);
+      TESSERA_RETURN_IF_ERROR(opt.comm->AllGather(mine.data(), mine.size(), parts.data()));
+    }
+    out.assign(R * V, 0.0f);
+    for (int p = 0; p < tp; ++p) {
+      const int64_t begin = V * p / tp, n = V * (p + 1) / tp - begin;
+      for (int64_t r = 0; r < R; ++r) {
+        std::copy_n(&parts[(p * Rl + r) * width], n, &out[r * V + begin]);
+      }
+    }
+  }
+  int64_t r = 0;
+  for (size_t q = 0; q < S; ++q) {
+    const int64_t n = b.seqs[q].all_logits ? static_cast<int64_t>(b.seqs[q].tokens.size()) : 1;
+    result[q].assign(out.begin() + r * V, out.begin() + (r + n) * V);
+    r += n;
+  }
+  return result;
+}
+
+}  // namespace tessera::executor
