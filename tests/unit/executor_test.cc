@@ -364,5 +364,25 @@ TEST(Executor, BadInputsAreErrors) {
               ::testing::HasSubstr("unknown architecture 'mystery'"));
 }
 
+// Asking for a GPU where there is none (or in a build without the CUDA backend) is an error
+// that says which, at Create, not a crash at the first step. On a GPU machine the request
+// succeeds and cuda_executor_test (label gpu) covers the device.
+TEST(Executor, GpuWithoutADeviceIsAClearError) {
+  std::string path = Synthetic("llama", "Q8_0");
+  ExecutorOptions o;
+  o.device = Device::kCuda;
+  o.kv_tokens = 256;
+  auto ex = Executor::Create(path, o);
+  if (ex.ok()) GTEST_SKIP() << "a GPU is present: " << (*ex)->device_name();
+  EXPECT_EQ(ex.status().code(), absl::StatusCode::kFailedPrecondition) << ex.status();
+  EXPECT_THAT(std::string(ex.status().message()),
+              ::testing::AnyOf(::testing::HasSubstr("no CUDA device is visible"),
+                               ::testing::HasSubstr("this build has no CUDA backend")));
+  // The CPU executor is unaffected and says where it runs.
+  auto cpu = Make(path, Exact());
+  ASSERT_NE(cpu, nullptr);
+  EXPECT_EQ(cpu->device_name(), "cpu");
+}
+
 }  // namespace
 }  // namespace tessera::executor
