@@ -4,3 +4,10 @@ if(TARGET tessera_cuda)
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_bench.cc
     DEPS tessera_cuda tessera_kernels_cpu tessera_quant)
 endif()
+# The GPU executor on a whole model: decode tok/s at batch 1 and 32, prefill, GB/s next to a
+# device-to-device copy (a plain main printing grep-able lines; skips without a GPU).
+if(TARGET tessera_cuda AND TARGET tessera_executor)
+  tessera_bench(gpu_executor_bench
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/gpu_executor_bench.cc
+    DEPS tessera_executor tessera_cuda tessera_model)
+endif()

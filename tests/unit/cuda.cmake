@@ -36,3 +36,20 @@ if(TARGET tessera_cuda)
     LABELS gpu
     TIMEOUT 120)
 endif()
+# The GPU executor against the CPU executor on generated models of every architecture
+# (whole-model logits, routing, DSA keys, CUDA graphs, batch invariance, errors).
+if(TARGET tessera_cuda AND TARGET tessera_executor)
+  tessera_test(cuda_executor_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_executor_test.cc
+    DEPS tessera_executor tessera_cuda tessera_model
+    LABELS gpu
+    TIMEOUT 300)
+endif()
+# TP = N on N GPUs (ranks as threads, NCCL) against TP = 1; skips with fewer than 2 GPUs.
+if(TARGET tessera_cuda AND TARGET tessera_executor AND TARGET tessera_comm)
+  tessera_test(cuda_tp_executor_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_tp_executor_test.cc
+    DEPS tessera_executor tessera_cuda tessera_comm tessera_model
+    LABELS gpu
+    TIMEOUT 300)
+endif()
