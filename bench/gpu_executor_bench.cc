@@ -241,7 +241,8 @@ int Run(int argc, char** argv) {
 
   std::unique_ptr<Executor> ex = Make(model, gpu, /*graphs=*/true);
   const double weight_bytes = WeightBytesPerStep(*ex);
-  std::printf("exec_model: %s weight_MB_per_step=%.1f\n", model.c_str(), weight_bytes / 1e6);
+  std::printf("exec_model: %s on %s weight_MB_per_step=%.1f\n", model.c_str(),
+              ex->device_name().c_str(), weight_bytes / 1e6);
   std::fflush(stdout);
   Prefill(*ex);
   Decode(*ex, 1, true, weight_bytes, copy_gbps);

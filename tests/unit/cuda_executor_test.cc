@@ -124,7 +124,12 @@ std::unique_ptr<Executor> Make(const std::string& path, const ExecutorOptions& o
                                const std::string& what) {
   auto ex = Executor::Create(path, o);
   EXPECT_TRUE(ex.ok()) << what << ": Executor::Create: " << ex.status();
-  return ex.ok() ? *std::move(ex) : nullptr;
+  if (!ex.ok()) return nullptr;
+  // A GPU comparison must not silently run on the CPU.
+  const std::string device = (*ex)->device_name();
+  const std::string expected = o.device == Device::kCuda ? absl::StrCat("cuda:", o.gpu) : "cpu";
+  EXPECT_EQ(device.substr(0, expected.size()), expected) << what << ": device_name() " << device;
+  return *std::move(ex);
 }
 
 // A sequence the scripts drive: its whole token list, and how much of it is in the cache.
@@ -231,12 +236,14 @@ Outcome RunScript(Executor& ex, const std::vector<Seq>& seqs, const std::vector<
   return out;
 }
 
-// Two sequences of different lengths in one prefill step (37 tokens over three blocks, 14
-// tokens), then four decode steps; B's decode crosses its first block boundary at 16.
+// Two sequences of different lengths in one prefill step, then four decode steps. A's 80
+// prompt tokens (five blocks) exceed the GPU's GEMV limit (64 rows), so its products take
+// the dequantize + cuBLAS GEMM path; B's 14 take GEMV, and its decode crosses its first
+// block boundary at 16. Past DSA's top-k (16), so the indexer's choice matters.
 std::vector<Seq> TwoSequences(int vocab) {
-  return {{Tokens(41, 1, vocab), 0, "A"}, {Tokens(18, 2, vocab), 3, "B"}};
+  return {{Tokens(84, 1, vocab), 0, "A"}, {Tokens(18, 2, vocab), 6, "B"}};
 }
-const std::vector<int> kTwoPrompts = {37, 14};
+const std::vector<int> kTwoPrompts = {80, 14};
 
 double MaxAbsLogit(const Outcome& o) {
   double m = 0;
@@ -428,9 +435,12 @@ bool BitwiseEqual(const Outcome& a, const Outcome& b, std::string* where) {
 //    gap is 1.1e-3), so at least half of the rows must be compared there.
 //  - argmax equal on the compared rows where the CPU's top-2 margin exceeds 2x the bound
 //    (a row within the bound cannot change its argmax then).
-//  - Choices as sets per (layer, token): ≥ 95% equal in f32, ≥ 85% (f16) / 75% (bf16)
-//    whose router inputs carry the roundings above; DSA key sets' mean overlap ≥ 0.95 /
-//    0.9 / 0.85 (a wrong indexer picks unrelated keys: overlap ~top_k / positions).
+//  - Choices as sets per (layer, token). f32: ≥ 95% equal, and DSA key sets too. f16 / bf16:
+//    one flip changes the later tokens' hidden states, so their choices drift as well (the
+//    CPU's 8-bit fast path keeps 85-99% of expert sets and a key overlap of 0.92 over these
+//    84 tokens): ≥ 60% of expert sets equal and a mean key-set overlap ≥ 0.8, where a broken
+//    router matches ~1 set in 28 (2 of 8 experts) and a broken indexer overlaps about
+//    top_k / positions (~0.3 at 50 positions).
 // ---------------------------------------------------------------------------------------
 struct Bounds {
   double rel, min_compared, choices, dsa_overlap;
@@ -440,8 +450,8 @@ Bounds BoundsFor(const GpuDtype& d) {
   if (d.exact) return {2e-3, 0.5, 0.95, 0.95};
   // The dry run's CPU fast path adds its 8-bit activation quantization: twice the bound.
   const double cpu = OnCpu() ? 2.0 : 1.0;
-  if (d.dtype == ComputeDtype::kBFloat16) return {cpu * 1.2e-1, 0.0, 0.75, 0.85};
-  return {cpu * 3e-2, 0.0, 0.85, 0.9};
+  if (d.dtype == ComputeDtype::kBFloat16) return {cpu * 1.2e-1, 0.0, 0.6, 0.8};
+  return {cpu * 3e-2, 0.0, 0.6, 0.8};
 }
 
 class GpuVsCpu : public ::testing::TestWithParam<std::string> {};
@@ -520,9 +530,11 @@ TEST_P(GpuVsCpu, LogitsRoutingAndKeysMatchTheCpu) {
           << what << ": DSA key sets equal for " << keys.equal << " of " << keys.total
           << ", mean overlap " << keys.MeanOverlap() << "; first difference: " << keys.first_miss
           << " (the GPU must fill StepTrace::dsa_keys like the CPU)";
-      EXPECT_GE(keys.Fraction(), d.exact ? b.choices : 0.5)
-          << what << ": DSA key sets equal for " << keys.equal << " of " << keys.total
-          << "; first difference: " << keys.first_miss;
+      if (d.exact) {
+        EXPECT_GE(keys.Fraction(), b.choices)
+            << what << ": DSA key sets equal for " << keys.equal << " of " << keys.total
+            << "; first difference: " << keys.first_miss;
+      }
     }
   }
 }
@@ -691,29 +703,39 @@ TEST(CudaExecutor, RefusesADeviceThatDoesNotExist) {
       << ex.status();
 }
 
-// f: kv_tokens 0 sizes the cache from the device's memory; its last block is real memory
-// (a prompt cached there gives the logits of one cached in block 0).
+// f: kv_tokens 0 sizes the cache from the device's memory, and all of it is usable: a
+// sequence cached in its first two blocks and one cached in its last two give the logits of
+// a small cache, bit for bit (same kernels and step buffers; only the addresses differ, and
+// at this size offsets pass 2^31 elements: 32-bit index arithmetic would show here).
 TEST(CudaExecutor, PlansTheCacheFromDeviceMemory) {
   TESSERA_REQUIRE_GPU();
+  const std::string path = ModelPath(FindModel("llama"));
+  auto small = Make(path, Gpu(kF16), "llama kv_tokens 512");
+  ASSERT_NE(small, nullptr);
+  const int vocab = static_cast<int>(small->hparams().n_vocab);
+  const std::vector<int> prompt = {12};  // then 6 decode steps, across a block boundary
+  const Outcome want = RunScript(*small, {{Tokens(18, 5, vocab), 0, "S"}}, prompt, false);
+  ASSERT_EQ(want.error, "");
+  small.reset();
+
   ExecutorOptions o = Gpu(kF16);
   o.kv_tokens = 0;
   o.gpu_memory_utilization = 0.5;
-  auto ex = Make(ModelPath(FindModel("llama")), o, "llama kv_tokens 0");
+  auto ex = Make(path, o, "llama kv_tokens 0");
   ASSERT_NE(ex, nullptr);
   const int n_blocks = ex->n_blocks();
-  std::printf("kv_plan n_blocks=%d block_size=%d\n", n_blocks, ex->block_size());
-  ASSERT_GT(n_blocks, 1);
-  const int vocab = static_cast<int>(ex->hparams().n_vocab);
-  Seq first{Tokens(12, 5, vocab), 0, "first"};
-  Seq last{Tokens(12, 5, vocab), n_blocks - 1, "last"};
-  Outcome a, b;
-  RunStep(*ex, {&first}, {0}, {12}, true, 0, a);
-  RunStep(*ex, {&last}, {0}, {12}, true, 0, b);
-  ASSERT_EQ(a.error, "");
-  ASSERT_EQ(b.error, "");
-  std::string where;
-  EXPECT_TRUE(BitwiseEqual(a, b, &where))
-      << "the same prompt in block 0 and block " << n_blocks - 1 << " differs at " << where;
+  std::printf("kv_plan n_blocks=%d block_size=%d tokens=%lld\n", n_blocks, ex->block_size(),
+              static_cast<long long>(n_blocks) * ex->block_size());
+  ASSERT_GT(n_blocks, 512 / kBlock) << "kv_tokens 0 planned fewer blocks than a 512-token cache";
+  for (int first : {0, n_blocks - 2}) {
+    const Outcome got = RunScript(*ex, {{Tokens(18, 5, vocab), first, "S"}}, prompt, false);
+    ASSERT_EQ(got.error, "") << "blocks from " << first;
+    std::string where;
+    EXPECT_TRUE(BitwiseEqual(got, want, &where))
+        << "a sequence in blocks " << first << ", " << first + 1 << " of " << n_blocks
+        << " differs from a small cache's at " << where << "; "
+        << Compare(got, want, INFINITY).Describe();
+  }
 }
 
 // The weights live on the device: Create takes at least the shard's size of device memory.
@@ -728,8 +750,9 @@ TEST(CudaExecutor, HoldsItsWeightsOnTheDevice) {
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
   const double used = static_cast<double>(free_before) - static_cast<double>(free_after);
-  std::printf("device_memory model_bytes=%llu used_by_create=%.0f\n",
-              static_cast<unsigned long long>(ex->planned_read_bytes()), used);
+  std::printf("device_memory model_bytes=%llu used_by_create=%.0f device=\"%s\"\n",
+              static_cast<unsigned long long>(ex->planned_read_bytes()), used,
+              ex->device_name().c_str());
   EXPECT_GE(used, 0.5 * static_cast<double>(ex->planned_read_bytes()))
       << "device memory fell by " << used << " bytes for a " << ex->planned_read_bytes()
       << "-byte shard: is the forward pass on the GPU?";
