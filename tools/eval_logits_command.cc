@@ -17,7 +17,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: tessera eval-logits --model FILE --tokens 1,2,3,... --out PATH\n"
     "                           [--exact] [--dtype auto|float32|bfloat16|float16] [--threads N]\n"
-    "                           [--tp N [--worker-binary PATH]]\n"
+    "                           [--device cpu|cuda|cuda:N] [--tp N [--worker-binary PATH]]\n"
     "\n"
     "Runs the tokens through the model in ONE batch (teacher forcing) and writes float32\n"
     "little-endian logits [n_tokens x n_vocab] to PATH: row i holds the logits after token i.\n"
@@ -27,7 +27,9 @@ constexpr char kUsage[] =
     "  --dtype D    compute dtype of the fast path's activations and KV cache (default auto)\n"
     "  --threads N  worker threads (default: one per core; per worker with --tp)\n"
     "  --tp N       run through N tessera-worker processes with tensor parallelism (Gloo),\n"
-    "               as tesserad does; compare with the default in-process run\n";
+    "               as tesserad does; compare with the default in-process run\n"
+    "  --device D   cpu (default), cuda (GPU 0) or cuda:N: the forward pass on that GPU;\n"
+    "               with --tp T, rank r on GPU N+r (NCCL between them)\n";
 
 }  // namespace
 

@@ -4,6 +4,8 @@
 #include <mutex>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "controller/workers/gpu_plan.h"
 #include "controller/workers/worker_group.h"
 #include "worker/engine/step_engine.h"
 
@@ -45,7 +47,7 @@ const char* DtypeName(executor::ComputeDtype d) {
 
 int ParseBackendFlag(const Args& args, size_t i, BackendOptions& o, const char* command) {
   const std::string& a = args[i];
-  if (a != "--tp" && a != "--worker-binary") return 0;
+  if (a != "--tp" && a != "--worker-binary" && a != "--device") return 0;
   if (i + 1 >= args.size()) {
     std::fprintf(stderr, "tessera %s: %s needs a value\n", command, a.c_str());
     return -1;
@@ -53,6 +55,16 @@ int ParseBackendFlag(const Args& args, size_t i, BackendOptions& o, const char* 
   const std::string& v = args[i + 1];
   if (a == "--worker-binary") {
     o.worker_binary = v;
+    return 2;
+  }
+  if (a == "--device") {
+    absl::StatusOr<int> gpu = workers::ParseDeviceFlag(v);
+    if (!gpu.ok()) {
+      std::fprintf(stderr, "tessera %s: --device: %s\n", command,
+                   std::string(gpu.status().message()).c_str());
+      return -1;
+    }
+    o.gpu = *gpu;
     return 2;
   }
   if (!absl::SimpleAtoi(v, &o.tp) || o.tp < 1 || o.tp > 64) {
@@ -65,8 +77,21 @@ int ParseBackendFlag(const Args& args, size_t i, BackendOptions& o, const char* 
 absl::StatusOr<std::unique_ptr<serving::StepRunner>> OpenStepRunner(
     const std::string& model, const executor::ExecutorOptions& exec, const BackendOptions& backend,
     bool verbose) {
+#ifndef TESSERA_HAVE_CUDA
+  if (backend.gpu >= 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--device cuda:", backend.gpu,
+                     ": this build has no CUDA backend (rebuild where CMake finds a CUDA "
+                     "toolkit, or use --device cpu)"));
+  }
+#endif
   if (backend.tp == 0) {
-    auto ex = executor::Executor::Create(model, exec);
+    executor::ExecutorOptions local = exec;
+    if (backend.gpu >= 0) {
+      local.device = executor::Device::kCuda;
+      local.gpu = backend.gpu;
+    }
+    auto ex = executor::Executor::Create(model, local);
     if (!ex.ok()) return ex.status();
     return std::unique_ptr<serving::StepRunner>(new LocalRunner(*std::move(ex)));
   }
@@ -80,6 +105,20 @@ absl::StatusOr<std::unique_ptr<serving::StepRunner>> OpenStepRunner(
   o.kv_block_size = exec.kv_block_size;
   o.kv_tokens = exec.kv_tokens;
   o.max_restarts = 0;  // an offline command fails instead of retrying
+  if (backend.gpu >= 0) {
+    o.gpus = workers::ConsecutiveGpus(backend.gpu, backend.tp);
+    o.gpu_memory_utilization = exec.gpu_memory_utilization;
+#ifdef TESSERA_HAVE_NCCL
+    if (backend.tp > 1) o.comm_backend = "nccl";
+#else
+    if (backend.tp > 1) {
+      std::fprintf(stderr,
+                   "warning: this build has no NCCL: the %d GPU workers all-reduce over Gloo "
+                   "through host memory (slower)\n",
+                   backend.tp);
+    }
+#endif
+  }
   if (verbose) o.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   auto group = workers::WorkerGroup::Create(o);
   if (!group.ok()) return group.status();

@@ -1,6 +1,7 @@
 // Where the offline commands (generate, eval-logits) run their steps: in this process (one
 // executor, the default) or, with --tp N, through a worker group of N tessera-worker
-// processes exactly as tesserad runs them.
+// processes exactly as tesserad runs them; on CPU cores (the default) or, with --device
+// cuda[:N], on GPUs (rank r of --tp T on GPU N + r, NCCL between them).
 #pragma once
 
 #include <memory>
@@ -17,12 +18,15 @@ namespace tessera::cli {
 struct BackendOptions {
   int tp = 0;  // 0: in this process; N >= 1: N worker processes (Gloo between them)
   std::string worker_binary;
+  int gpu = -1;  // --device: -1 CPU, else the (first) CUDA device
 };
 
-// Parses --tp N and --worker-binary PATH at args[i] (see ParseExecutorFlag).
+// Parses --tp N, --worker-binary PATH and --device cpu|cuda|cuda:N at args[i] (see
+// ParseExecutorFlag).
 int ParseBackendFlag(const Args& args, size_t i, BackendOptions& o, const char* command);
 
 // Opens the model with `exec` (its kv_tokens sizes the cache) on the chosen backend.
+// FailedPrecondition for a GPU in a build without the CUDA backend.
 absl::StatusOr<std::unique_ptr<serving::StepRunner>> OpenStepRunner(
     const std::string& model, const executor::ExecutorOptions& exec, const BackendOptions& backend,
     bool verbose);

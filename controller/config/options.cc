@@ -71,14 +71,19 @@ const OptionSpec kOptions[] = {
      "Tensor-parallel size: the number of worker processes sharing each layer (one per GPU).",
      &C::tp, Between(1, 1024)},
     {"cpu-workers", T::kInt, S::kParallelism, "0", "0: tp workers on CPU when no GPU is found", "N",
-     "Run N CPU workers (tensor parallel over Gloo) instead of GPU workers.", &C::cpu_workers,
-     Between(0, 1024)},
+     "Run N CPU workers (tensor parallel over Gloo) instead of GPU workers. Without it, a "
+     "build with the CUDA backend that sees GPUs runs tp GPU workers (one per GPU, NCCL "
+     "between them); otherwise tp CPU workers.",
+     &C::cpu_workers, Between(0, 1024)},
     {"threads-per-worker", T::kInt, S::kParallelism, "0", "0: available cores / workers", "N",
      "Compute threads of each CPU worker; workers are pinned to disjoint cores where possible.",
      &C::threads_per_worker, Between(0, 4096)},
-    {"gpus", T::kList, S::kParallelism, "", "all visible GPUs", "IDS",
-     "CUDA devices to use, as ids or UUIDs (comma-separated on the command line, a list in "
-     "YAML); the first tp of them are used.",
+    {"gpus", T::kList, S::kParallelism, "", "the first tp visible GPUs", "IDS",
+     "CUDA device numbers to use, as tesserad sees them (after CUDA_VISIBLE_DEVICES; "
+     "comma-separated on the command line, a list in YAML); rank r runs on the r-th of the "
+     "first tp. Each must exist. A build without the CUDA backend, or a host where no GPU is "
+     "visible, warns and runs CPU workers. With external-workers, the numbers are the "
+     "workers' devices on their hosts.",
      &C::gpus},
     {"external-workers", T::kBool, S::kParallelism, "false", "", "",
      "Do not spawn workers: wait for `tessera-worker --controller HOST:PORT --rank R` to join "
@@ -121,12 +126,13 @@ const OptionSpec kOptions[] = {
     {"kv-block-size", T::kInt, S::kScheduling, "16", "", "N", "Tokens per paged KV cache block.",
      &C::kv_block_size, Between(1, 4096)},
     {"kv-cache-tokens", T::kInt, S::kScheduling, "0",
-     "0: what gpu-memory-utilization leaves after the weights (CPU: max-num-seqs x "
-     "max-model-len, capped by memory)",
+     "0: GPU workers: what gpu-memory-utilization leaves after the weights (the smallest "
+     "rank's); CPU workers: max-model-len, at least 4096, at most the context length",
      "N", "KV cache capacity in tokens (each worker holds its heads' share of every token).",
      &C::kv_cache_tokens, Between(0, 1e12)},
     {"gpu-memory-utilization", T::kDouble, S::kScheduling, "0.9", "", "F",
-     "Fraction of each GPU's memory Tessera may use for weights, KV cache and buffers.",
+     "Fraction of each GPU's memory a GPU worker may use for weights, KV cache and buffers "
+     "(with kv-cache-tokens 0 the KV cache gets what is left of it).",
      &C::gpu_memory_utilization, Above(0, 1)},
     {"max-num-seqs", T::kInt, S::kScheduling, "64", "", "N", "Most requests running in one batch.",
      &C::max_num_seqs, Between(1, 65536)},

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -34,8 +35,12 @@
 #include "controller/metrics/text_format.h"
 #include "controller/serving/model_text.h"
 #include "controller/serving/serving_engine.h"
+#include "controller/workers/gpu_plan.h"
 #include "controller/workers/worker_group.h"
 #include "nlohmann/json.hpp"
+#ifdef TESSERA_HAVE_CUDA
+#include "kernels/cuda/device.h"
+#endif
 
 #ifndef TESSERA_VERSION
 #define TESSERA_VERSION "0.0.0"
@@ -126,6 +131,50 @@ absl::StatusOr<ModelFacts> InspectModel(const config::DaemonConfig& c, const std
   return f;
 }
 
+// Where the ranks run (see workers::PlaceRanks): GPU workers in a CUDA build that sees
+// GPUs, unless --cpu-workers; otherwise CPU workers as before. Logs the choice and its
+// warnings; errors name the --gpus / --tp problem.
+absl::StatusOr<workers::Placement> PlaceWorkers(const config::DaemonConfig& c, int tp) {
+  workers::PlacementInputs in;
+  in.tp = tp;
+  in.cpu_workers = c.cpu_workers > 0;
+  in.gpus = c.gpus;
+  in.external_workers = c.external_workers;
+#ifdef TESSERA_HAVE_CUDA
+  in.build_has_cuda = true;
+  std::vector<cuda::DeviceInfo> devices;
+  if (!in.cpu_workers && !in.external_workers) devices = cuda::ListDevices();
+  in.n_visible = static_cast<int>(devices.size());
+#endif
+#ifdef TESSERA_HAVE_NCCL
+  in.build_has_nccl = true;
+#endif
+  auto p = workers::PlaceRanks(in);
+  if (!p.ok()) {
+    const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
+    return absl::Status(p.status().code(),
+                        absl::StrCat(p.status().message(),
+                                     env != nullptr ? absl::StrCat(" (CUDA_VISIBLE_DEVICES=", env,
+                                                                   "; ids count from its first)")
+                                                    : ""));
+  }
+  for (const std::string& w : p->warnings) LogWarning(w);
+  if (!p->gpus.empty()) {
+    std::vector<std::string> names;
+    for (int g : p->gpus) {
+      std::string name = absl::StrCat("cuda:", g);
+#ifdef TESSERA_HAVE_CUDA
+      if (g < static_cast<int>(devices.size())) absl::StrAppend(&name, " (", devices[g].name, ")");
+#endif
+      names.push_back(name);
+    }
+    LogInfo(absl::StrCat("GPU workers: ", absl::StrJoin(names, ", ")),
+            {{"comm", p->comm_backend},
+             {"gpu_memory_utilization", absl::StrCat(c.gpu_memory_utilization)}});
+  }
+  return p;
+}
+
 std::atomic<bool> g_stop{false};
 
 int Serve(const config::DaemonConfig& c) {
@@ -177,19 +226,21 @@ int Serve(const config::DaemonConfig& c) {
     return 0;
   }
 
+  auto placement = PlaceWorkers(c, tp);
+  if (!placement.ok()) {
+    LogError(std::string(placement.status().message()));
+    return 1;
+  }
+  const bool on_gpus = !placement->gpus.empty();
+
   metrics::Registry registry(!c.disable_metrics);
   metrics::ServingMetricsOptions mo;
   mo.world_size = tp;
   mo.max_model_len = facts->info.max_model_len;
-  mo.backend = "cpu";
+  mo.backend = on_gpus ? "cuda" : "cpu";
   metrics::ServingMetrics m(registry, facts->info.name, mo);
   MetricsBridge bridge(m);
 
-  if (!c.gpus.empty()) {
-    LogWarning(
-        "--gpus is set but this build runs CPU workers only (the CUDA executor is not "
-        "written yet); each rank runs on CPU cores");
-  }
   workers::WorkerGroupOptions wo;
   wo.model_path = model_path;
   wo.world_size = tp;
@@ -202,10 +253,15 @@ int Serve(const config::DaemonConfig& c) {
   wo.exact = c.exact;
   wo.batch_invariant = c.batch_invariant;
   wo.kv_block_size = static_cast<int>(c.kv_block_size);
-  wo.kv_tokens = c.kv_cache_tokens > 0
-                     ? c.kv_cache_tokens
-                     : std::min<int64_t>(std::max<int64_t>(facts->info.max_model_len, 4096),
-                                         std::max<int64_t>(facts->n_ctx, 1));
+  wo.gpus = placement->gpus;
+  wo.comm_backend = placement->comm_backend;
+  wo.gpu_memory_utilization = c.gpu_memory_utilization;
+  // GPU workers with no --kv-cache-tokens plan their cache from free device memory and
+  // report their block counts; the group serves the smallest.
+  wo.kv_tokens = c.kv_cache_tokens > 0 ? c.kv_cache_tokens
+                 : on_gpus             ? 0
+                           : std::min<int64_t>(std::max<int64_t>(facts->info.max_model_len, 4096),
+                                               std::max<int64_t>(facts->n_ctx, 1));
   wo.heartbeat_interval = Ms(c.heartbeat_interval);
   wo.heartbeat_timeout = Ms(c.heartbeat_timeout);
   wo.rendezvous_timeout = Ms(c.rendezvous_timeout);
@@ -252,6 +308,7 @@ int Serve(const config::DaemonConfig& c) {
                        {"host", r.hostname},
                        {"bytes_done", r.bytes_done},
                        {"bytes_total", r.bytes_total}});
+      if (!r.info.device().empty()) ranks.back()["device"] = r.info.device();
     }
     j["ranks"] = ranks;
     return j;

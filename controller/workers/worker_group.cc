@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "controller/workers/gpu_plan.h"
 #include "grpcpp/grpcpp.h"
 #include "tessera/v1/worker.grpc.pb.h"
 
@@ -224,7 +226,9 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
         slot->state.loaded = true;
         slot->state.info = msg.loaded();
         slot->state.bytes_done = slot->state.bytes_total;
-        Log(absl::StrCat(who, ": loaded in ", msg.loaded().load_seconds(), " s, read ",
+        const std::string& device = msg.loaded().device();
+        Log(absl::StrCat(who, ": loaded", device.empty() ? "" : absl::StrCat(" on ", device),
+                         " in ", msg.loaded().load_seconds(), " s, read ",
                          Mib(msg.loaded().weight_bytes_read()), ", peak RSS ",
                          Mib(msg.loaded().peak_rss_bytes()), ", ", msg.loaded().n_blocks(),
                          " KV blocks of ", msg.loaded().block_size(), " tokens"));
@@ -291,7 +295,9 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
     argv.push_back(nullptr);
     std::string cuda_env;
     if (!options.gpus.empty()) {
-      cuda_env = absl::StrCat("CUDA_VISIBLE_DEVICES=", options.gpus[rank % options.gpus.size()]);
+      cuda_env = absl::StrCat("CUDA_VISIBLE_DEVICES=",
+                              ChildCudaVisibleDevices(std::getenv("CUDA_VISIBLE_DEVICES"),
+                                                      options.gpus[rank % options.gpus.size()]));
     }
     const long max_fd = sysconf(_SC_OPEN_MAX);
     pid_t pid = fork();
@@ -474,10 +480,13 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
     return why;
   }
 
+  // Ranks that planned their cache from their own free GPU memory (kv_tokens 0) may end
+  // with different block counts; the group then uses the smallest (see n_blocks()).
   std::string CheckGeometryLocked() {
     const v1::Loaded& a = slots[0]->state.info;
+    const bool planned_per_rank = options.kv_tokens == 0 && !options.gpus.empty();
     for (const auto& s : slots) {
-      if (s->state.info.n_blocks() != a.n_blocks() ||
+      if ((!planned_per_rank && s->state.info.n_blocks() != a.n_blocks()) ||
           s->state.info.block_size() != a.block_size()) {
         return absl::StrCat("ranks disagree on the KV cache: rank 0 has ", a.n_blocks(),
                             " blocks of ", a.block_size(), ", rank ", s->state.rank, " ",
@@ -670,7 +679,12 @@ int WorkerGroup::block_size() const {
 
 int WorkerGroup::n_blocks() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->slots.empty() ? 0 : impl_->slots[0]->state.info.n_blocks();
+  if (impl_->slots.empty()) return 0;
+  int n = impl_->slots[0]->state.info.n_blocks();
+  for (const auto& s : impl_->slots) {
+    if (s->state.loaded) n = std::min(n, s->state.info.n_blocks());
+  }
+  return n;
 }
 
 bool WorkerGroup::ready() const {

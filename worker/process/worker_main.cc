@@ -10,6 +10,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -25,6 +26,7 @@
 #include "worker/comm/gloo_communicator.h"
 #include "worker/engine/step_engine.h"
 #include "worker/executor/executor.h"
+#include "worker/process/cuda_ordinal.h"
 #include "worker/process/proc_stats.h"
 #ifdef TESSERA_HAVE_NCCL
 #include "worker/comm/nccl_communicator.h"
@@ -42,6 +44,8 @@ constexpr char kUsage[] =
     "\n"
     "One rank of a Tessera model. tesserad starts its workers itself; start one by hand to\n"
     "put a rank on another machine: tesserad --external-workers ... waits for them.\n"
+    "A rank runs on the GPU the controller names (tesserad --gpus; CUDA ordinal 0 when\n"
+    "CUDA_VISIBLE_DEVICES shows one device, else that number), or else on CPU cores.\n"
     "\n"
     "  --controller HOST:PORT  tesserad's control service (its --control-host/--control-port)\n"
     "  --rank R                this worker's rank (default: the controller assigns one)\n"
@@ -157,6 +161,19 @@ int Run(const Flags& flags) {
   });
   heartbeat.detach();
 
+  // A setup that names a GPU runs the forward pass there. The CUDA ordinal follows what this
+  // process sees: its one device when the controller set CUDA_VISIBLE_DEVICES.
+  const bool on_gpu = setup.gpu() >= 0;
+  const int cuda_ordinal =
+      on_gpu ? CudaOrdinal(std::getenv("CUDA_VISIBLE_DEVICES"), setup.gpu()) : -1;
+#ifndef TESSERA_HAVE_CUDA
+  if (on_gpu) {
+    Die(&sender, absl::StrCat(who, ": GPU ", setup.gpu(),
+                              " was asked for but this build has no CUDA backend (run CPU "
+                              "workers: tesserad --cpu-workers N)"));
+  }
+#endif
+
   // Join the group first (fast), then load: a rank that never arrives fails everyone's
   // rendezvous early, before minutes of loading.
   const auto timeout =
@@ -166,8 +183,9 @@ int Run(const Flags& flags) {
   if (world > 1) {
     if (setup.comm_backend() == "nccl") {
 #ifdef TESSERA_HAVE_NCCL
+      if (!on_gpu) Die(&sender, who + ": NCCL was asked for but the setup names no GPU");
       auto c = comm::NcclCommunicator::Connect(store, setup.store_prefix(), rank, world,
-                                               setup.gpu(), timeout);
+                                               cuda_ordinal, timeout);
       if (!c.ok()) Die(&sender, absl::StrCat(who, ": ", c.status().message()));
       communicator = *std::move(c);
 #else
@@ -196,6 +214,13 @@ int Run(const Flags& flags) {
   o.tp_rank = rank;
   o.tp_size = world;
   o.comm = communicator.get();
+  if (on_gpu) {
+    o.device = executor::Device::kCuda;
+    o.gpu = cuda_ordinal;
+    if (setup.gpu_memory_utilization() > 0) {
+      o.gpu_memory_utilization = setup.gpu_memory_utilization();
+    }
+  }
   auto last_progress = std::chrono::steady_clock::now();
   o.on_load_progress = [&](uint64_t done, uint64_t total) {
     auto now = std::chrono::steady_clock::now();
@@ -222,6 +247,7 @@ int Run(const Flags& flags) {
   const uint64_t mapped_bytes = MappedResidentBytes(parts);
   const uint64_t bytes_read = pread_bytes + mapped_bytes;
   const int threads = (*ex)->threads();
+  const std::string device = (*ex)->device_name();
   StepEngine engine(*std::move(ex), rank);
 
   v1::WorkerMessage loaded;
@@ -233,11 +259,13 @@ int Run(const Flags& flags) {
   loaded.mutable_loaded()->set_load_seconds(load_seconds);
   loaded.mutable_loaded()->set_peak_rss_bytes(PeakRssBytes());
   loaded.mutable_loaded()->set_threads(threads);
+  loaded.mutable_loaded()->set_device(device);
   if (!sender.Send(loaded)) Die(nullptr, who + ": the controller went away");
   std::fprintf(
       stderr,
-      "tessera-worker %s: loaded %s in %.2f s (%llu bytes read: %llu mapped, %llu by pread)\n",
-      who.c_str(), setup.model_path().c_str(), load_seconds,
+      "tessera-worker %s: loaded %s on %s in %.2f s (%llu bytes read: %llu mapped, %llu by "
+      "pread)\n",
+      who.c_str(), setup.model_path().c_str(), device.c_str(), load_seconds,
       static_cast<unsigned long long>(bytes_read), static_cast<unsigned long long>(mapped_bytes),
       static_cast<unsigned long long>(pread_bytes));
 
