@@ -104,7 +104,8 @@ const OptionSpec kOptions[] = {
      "",
      "TYPE",
      "Compute dtype of activations and KV cache, independent of the weights' quant types "
-     "(auto: bfloat16 on GPUs that support it, float32 on CPU).",
+     "(auto: float16 activations and KV cache on GPUs; float32 activations and a float16 KV "
+     "cache on CPU).",
      &C::dtype,
      {},
      "auto|float32|bfloat16|float16"},
