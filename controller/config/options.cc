@@ -104,7 +104,7 @@ const OptionSpec kOptions[] = {
      "",
      "TYPE",
      "Compute dtype of activations and KV cache, independent of the weights' quant types "
-     "(auto: float16 activations and KV cache on GPUs; float32 activations and a float16 KV "
+     "(auto: bfloat16 activations and KV cache on GPUs; float32 activations and a float16 KV "
      "cache on CPU).",
      &C::dtype,
      {},
