@@ -27,12 +27,14 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/cuda_types.h"
 #include "kernels/cuda/glue_kernels.h"
+#include "kernels/cuda/launch_config.h"
 #include "kernels/cuda/matmul_kernels.h"
 #include "kernels/cuda/memory_planner.h"
 #include "kernels/cuda/nn_kernels.h"
@@ -52,8 +54,9 @@ using cuda::DType;
     if (!status_.ok()) return status_; \
   } while (false)
 
-// Decode-sized products (up to this many tokens) run as GEMV: the weights are read once per
-// kGemvMaxBatch tokens, still less traffic than dequantizing them for cuBLAS.
+// Products of up to this many tokens run as GEMV. The GEMV reads the weights once per
+// kGemvMaxBatch (8) tokens: at 64 tokens a Q4_K matrix costs 8 × 0.56 bytes per element,
+// about what dequantizing it for cuBLAS costs (0.56 read + 2 written + 2 read again).
 constexpr int64_t kGemvRows = 64;
 // Decode steps up to this many sequences are captured as graphs (GEMV only inside).
 constexpr int64_t kGraphMaxBatch = 64;
@@ -181,11 +184,11 @@ struct CudaForward::State {
   int64_t index_dim = 0;
 
   // Step buffers, sized for `capacity` tokens and `row_capacity` logits rows.
-  int64_t capacity = 0, row_capacity = 0, scores_capacity = 0;
+  int64_t capacity = 0, row_capacity = 0;
   DeviceBuffer x, h, y, q, k, v, attn, qa, o, cq, gate, up, down;
   DeviceBuffer router_logits, route_ids, route_weights, h32, cq32;
   DeviceBuffer qi, ki, wi, scores, selected, head_ids;
-  DeviceBuffer gemm_scratch, inputs, hr, logits, logits32, gathered;
+  DeviceBuffer gemm_scratch, inputs, hr, logits32, gathered;
   void* host_inputs = nullptr;  // pinned
   size_t host_inputs_bytes = 0;
   std::vector<float> host_logits;
@@ -216,7 +219,12 @@ struct CudaForward::State {
   absl::Status Forward(const StepLayout& lay, int64_t real_tokens);
   absl::Status MatMul(const DeviceMatrix& w, const void* x, int64_t tokens, void* y, DType dt,
                       const std::vector<int>* row_seq = nullptr);
-  absl::Status AllReduce(void* data, int64_t n);
+  absl::Status AllReduce(void* data, int64_t n, DType dt);
+  absl::Status GroupedGemv(const cuda::GroupedGemvArgs& args);
+  // h = RMSNorm(x) · w rounded to the activations' dtype (x is float32).
+  absl::Status NormInto(const float* w, int64_t T);
+  // x += y (y in the activations' dtype, x float32).
+  absl::Status AddResidual(int64_t T);
   absl::Status Attention(int layer, const StepLayout& lay, int64_t T);
   absl::Status Mla(int layer, const StepLayout& lay, int64_t T);
   absl::Status Indexer(int layer, const StepLayout& lay, int64_t T);
@@ -253,8 +261,15 @@ absl::Status CudaForward::State::Upload() {
     if (fresh) spans.push_back(bytes);
     setters.emplace_back(it->second, std::move(set));
   };
-  auto matrix = [&](const QuantMatrix& m, DeviceMatrix& d) {
+  // Every matrix must be one the CUDA kernels decode: checked before any device memory is
+  // taken (an unsupported quant type fails the load, not the first step).
+  absl::Status unsupported;
+  auto matrix = [&](const QuantMatrix& m, DeviceMatrix& d, const std::string& what) {
     if (m.data == nullptr) return;
+    if (absl::Status st = cuda::CheckRowBytes(m.type, m.cols, m.row_bytes, what.c_str());
+        !st.ok() && unsupported.ok()) {
+      unsupported = st;
+    }
     d.type = m.type;
     d.rows = m.rows;
     d.cols = m.cols;
@@ -283,31 +298,33 @@ absl::Status CudaForward::State::Upload() {
     vec(L.exp_probs_b, D.exp_probs_b);
     vec(L.idx_k_norm_w, D.idx_k_norm_w);
     vec(L.idx_k_norm_b, D.idx_k_norm_b);
-    const std::pair<const QuantMatrix*, DeviceMatrix*> mats[] = {
-        {&L.wq, &D.wq},
-        {&L.wk, &D.wk},
-        {&L.wv, &D.wv},
-        {&L.wo, &D.wo},
-        {&L.wq_a, &D.wq_a},
-        {&L.wq_b, &D.wq_b},
-        {&L.wkv_a, &D.wkv_a},
-        {&L.wk_b, &D.wk_b},
-        {&L.wv_b, &D.wv_b},
-        {&L.idx_q_b, &D.idx_q_b},
-        {&L.idx_k, &D.idx_k},
-        {&L.idx_proj, &D.idx_proj},
-        {&L.w_gate, &D.w_gate},
-        {&L.w_up, &D.w_up},
-        {&L.w_down, &D.w_down},
-        {&L.router, &D.router},
-        {&L.gate_exps, &D.gate_exps},
-        {&L.up_exps, &D.up_exps},
-        {&L.down_exps, &D.down_exps},
-        {&L.gate_sh, &D.gate_sh},
-        {&L.up_sh, &D.up_sh},
-        {&L.down_sh, &D.down_sh},
+    const std::tuple<const char*, const QuantMatrix*, DeviceMatrix*> mats[] = {
+        {"wq", &L.wq, &D.wq},
+        {"wk", &L.wk, &D.wk},
+        {"wv", &L.wv, &D.wv},
+        {"wo", &L.wo, &D.wo},
+        {"wq_a", &L.wq_a, &D.wq_a},
+        {"wq_b", &L.wq_b, &D.wq_b},
+        {"wkv_a", &L.wkv_a, &D.wkv_a},
+        {"wk_b", &L.wk_b, &D.wk_b},
+        {"wv_b", &L.wv_b, &D.wv_b},
+        {"idx_q_b", &L.idx_q_b, &D.idx_q_b},
+        {"idx_k", &L.idx_k, &D.idx_k},
+        {"idx_proj", &L.idx_proj, &D.idx_proj},
+        {"w_gate", &L.w_gate, &D.w_gate},
+        {"w_up", &L.w_up, &D.w_up},
+        {"w_down", &L.w_down, &D.w_down},
+        {"router", &L.router, &D.router},
+        {"gate_exps", &L.gate_exps, &D.gate_exps},
+        {"up_exps", &L.up_exps, &D.up_exps},
+        {"down_exps", &L.down_exps, &D.down_exps},
+        {"gate_sh", &L.gate_sh, &D.gate_sh},
+        {"up_sh", &L.up_sh, &D.up_sh},
+        {"down_sh", &L.down_sh, &D.down_sh},
     };
-    for (const auto& [host, dev] : mats) matrix(*host, *dev);
+    for (const auto& [name, host, dev] : mats) {
+      matrix(*host, *dev, absl::StrCat("blk.", l, " ", name));
+    }
   }
   const gguf::GgmlTypeInfo* et = gguf::LookupGgmlType(impl.embd_type);
   if (et == nullptr) return absl::InvalidArgumentError("token_embd.weight: unknown type");
@@ -316,7 +333,12 @@ absl::Status CudaForward::State::Upload() {
   embd.cols = hp.n_embd;
   embd.row_bytes = static_cast<size_t>(hp.n_embd) / et->block_elems * et->block_bytes;
   add(impl.embd_data, [this](const uint8_t* p) { embd.data = p; });
-  matrix(impl.output, output);
+  matrix(impl.output, output, "output");
+  if (absl::Status st = cuda::CheckRowBytes(embd.type, embd.cols, embd.row_bytes, "token_embd");
+      !st.ok() && unsupported.ok()) {
+    unsupported = st;
+  }
+  if (!unsupported.ok()) return unsupported;
   vec(impl.output_norm, output_norm);
   vec(impl.output_bias, output_bias);
   vocab_local = impl.output.rows;
@@ -354,7 +376,6 @@ absl::Status CudaForward::State::Upload() {
     return absl::OkStatus();
   };
   TESSERA_RETURN_IF_ERROR(cuda::RunStagingUpload(*plan, so, read, weights.ptr, stream));
-  if (progress) progress(total, total);
   for (const auto& [i, set] : setters) set(weights.as<uint8_t>() + plan->tensor_offsets[i]);
 
   std::vector<double> scales = cuda::RopeThetaScales(impl.rope);
@@ -363,9 +384,11 @@ absl::Status CudaForward::State::Upload() {
         absl::StrCat("rope dimension ", impl.rope.n_rot, ": expected a positive even number"));
   }
   TESSERA_RETURN_IF_ERROR(theta.Ensure(scales.size() * sizeof(double), "rope factors", nullptr));
-  return cuda::CudaStatus(
-      cudaMemcpy(theta.ptr, scales.data(), scales.size() * sizeof(double), cudaMemcpyHostToDevice),
-      "cudaMemcpy (rope factors)");
+  TESSERA_RETURN_IF_ERROR(
+      cuda::CudaStatus(cudaMemcpyAsync(theta.ptr, scales.data(), scales.size() * sizeof(double),
+                                       cudaMemcpyHostToDevice, stream),
+                       "cudaMemcpyAsync (rope factors)"));
+  return cuda::CudaStatus(cudaStreamSynchronize(stream), "upload sync");
 }
 
 absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int max_blocks,
@@ -407,8 +430,7 @@ absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int
   down_w = std::max(down_w, d);
   const bool f32_side = act != DType::kF32;  // router and indexer inputs in float32
   const int64_t HI = hp.indexer_heads, DI = hp.indexer_head_dim;
-  const int64_t keys = static_cast<int64_t>(max_blocks) * block_size;
-  const int64_t scores_w = impl.config.dsa ? std::max(scores_capacity, keys) : 0;
+  const int64_t keys = impl.config.dsa ? static_cast<int64_t>(max_blocks) * block_size : 0;
   struct Need {
     DeviceBuffer* buf;
     int64_t bytes;
@@ -416,7 +438,7 @@ absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int
   };
   const int64_t dsa_k = impl.config.dsa ? std::max<int64_t>(1, hp.indexer_top_k) : 0;
   const Need needs[] = {
-      {&x, T * d * (int64_t)esz, "activations"},
+      {&x, T * d * 4, "the residual stream"},
       {&h, T * d * (int64_t)esz, "activations"},
       {&y, T * d * (int64_t)esz, "activations"},
       {&q, T * q_w * (int64_t)esz, "queries"},
@@ -437,12 +459,11 @@ absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int
       {&qi, impl.config.dsa ? T * HI * DI * 4 : 0, "indexer queries"},
       {&ki, impl.config.dsa ? T * DI * 4 : 0, "indexer keys"},
       {&wi, impl.config.dsa ? T * HI * 4 : 0, "indexer weights"},
-      {&scores, T * scores_w * 4, "indexer scores"},
+      {&scores, tokens * keys * 4, "indexer scores"},
       {&selected, T * dsa_k * 4, "indexer selection"},
       {&head_ids, impl.config.mla ? T * H_all * 4 : 0, "head ids"},
       {&gemm_scratch, static_cast<int64_t>(kGemmScratchBytes), "the GEMM scratch"},
-      {&hr, R * d * (int64_t)esz, "head inputs"},
-      {&logits, R * vocab_local * (int64_t)esz, "logits"},
+      {&hr, R * d * (4 + (int64_t)esz), "head inputs"},
       {&logits32, R * vocab_local * 4, "logits"},
   };
   for (const Need& n : needs) {
@@ -457,7 +478,6 @@ absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int
   }
   capacity = T;
   row_capacity = R;
-  scores_capacity = scores_w;
   return absl::OkStatus();
 }
 
@@ -503,7 +523,6 @@ absl::Status CudaForward::State::PlanCache(uint64_t free_before, uint64_t total,
                                 &head_ids,
                                 &gemm_scratch,
                                 &hr,
-                                &logits,
                                 &logits32,
                                 &gathered}) {
     workspace += b->bytes;
@@ -572,23 +591,54 @@ absl::Status CudaForward::State::MatMul(const DeviceMatrix& w, const void* xin, 
   return absl::OkStatus();
 }
 
-absl::Status CudaForward::State::AllReduce(void* data, int64_t n) {
+absl::Status CudaForward::State::AllReduce(void* data, int64_t n, DType dt) {
   const ExecutorOptions& opt = impl.options;
   if (opt.tp_size == 1) return absl::OkStatus();
   if (opt.comm->on_device()) {
-    return opt.comm->AllReduceSumOnStream(data, static_cast<size_t>(n), ReduceType(act), stream);
+    return opt.comm->AllReduceSumOnStream(data, static_cast<size_t>(n), ReduceType(dt), stream);
   }
   // A host communicator (Gloo): through host memory.
-  std::vector<uint8_t> host(static_cast<size_t>(n) * esz);
+  std::vector<uint8_t> host(static_cast<size_t>(n) * cuda::DTypeBytes(dt));
   TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
       cudaMemcpyAsync(host.data(), data, host.size(), cudaMemcpyDeviceToHost, stream),
       "cudaMemcpyAsync (all-reduce)"));
   TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(stream), "all-reduce sync"));
   TESSERA_RETURN_IF_ERROR(
-      opt.comm->AllReduceSum(host.data(), static_cast<size_t>(n), ReduceType(act)));
+      opt.comm->AllReduceSum(host.data(), static_cast<size_t>(n), ReduceType(dt)));
   return cuda::CudaStatus(
       cudaMemcpyAsync(data, host.data(), host.size(), cudaMemcpyHostToDevice, stream),
       "cudaMemcpyAsync (all-reduce)");
+}
+
+absl::Status CudaForward::State::GroupedGemv(const cuda::GroupedGemvArgs& args) {
+  // The kernel's grid has one row per (token, choice), at most 65535: long steps in pieces.
+  const int64_t per = std::max<int64_t>(1, 65535 / std::max(1, args.used));
+  const size_t de = esz;
+  for (int64_t t0 = 0; t0 < args.tokens; t0 += per) {
+    cuda::GroupedGemvArgs a = args;
+    a.tokens = std::min(per, args.tokens - t0);
+    a.ids = args.ids + t0 * args.used;
+    const int64_t x_stride = args.x_stride > 0 ? args.x_stride : args.w.cols;
+    const int64_t y_stride = args.y_stride > 0 ? args.y_stride : args.w.rows;
+    a.x = At(const_cast<void*>(args.x), t0 * (args.x_per_choice ? args.used : 1) * x_stride, de);
+    a.y = At(args.y, t0 * args.used * y_stride, de);
+    TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(a, act, stream));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaForward::State::NormInto(const float* w, int64_t T) {
+  const int64_t d = hp.n_embd;
+  if (act == DType::kF32) return cuda::RmsNorm(x.ptr, w, T, d, hp.rms_eps, act, h.ptr, stream);
+  TESSERA_RETURN_IF_ERROR(cuda::RmsNorm(x.ptr, w, T, d, hp.rms_eps, DType::kF32, h32.ptr, stream));
+  return cuda::Convert(h32.ptr, DType::kF32, h.ptr, act, T * d, stream);
+}
+
+absl::Status CudaForward::State::AddResidual(int64_t T) {
+  const int64_t d = hp.n_embd;
+  if (act == DType::kF32) return cuda::AddInPlace(x.ptr, y.ptr, T * d, act, stream);
+  TESSERA_RETURN_IF_ERROR(cuda::Convert(y.ptr, act, h32.ptr, DType::kF32, T * d, stream));
+  return cuda::AddInPlace(x.ptr, h32.ptr, T * d, DType::kF32, stream);
 }
 
 // --- the layers --------------------------------------------------------------------------
@@ -669,7 +719,7 @@ absl::Status CudaForward::State::Attention(int layer, const StepLayout& lay, int
   if (L.o_bias && impl.options.tp_rank == 0) {  // once, before the sum over ranks
     TESSERA_RETURN_IF_ERROR(cuda::AddBias(y.ptr, L.o_bias, T, hp.n_embd, act, stream));
   }
-  return AllReduce(y.ptr, T * hp.n_embd);
+  return AllReduce(y.ptr, T * hp.n_embd, act);
 }
 
 absl::Status CudaForward::State::Indexer(int layer, const StepLayout& lay, int64_t T) {
@@ -797,7 +847,7 @@ absl::Status CudaForward::State::Mla(int layer, const StepLayout& lay, int64_t T
   g.x_stride = dq;
   g.y = qa.ptr;
   g.y_stride = c + r;
-  TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(g, act, stream));
+  TESSERA_RETURN_IF_ERROR(GroupedGemv(g));
   TESSERA_RETURN_IF_ERROR(
       cuda::CopyRows(At(q.ptr, n, esz), dq, At(qa.ptr, c, esz), c + r, T * H, r, act, stream));
 
@@ -851,9 +901,9 @@ absl::Status CudaForward::State::Mla(int layer, const StepLayout& lay, int64_t T
   g.x_stride = c;
   g.y = o.ptr;
   g.y_stride = vv;
-  TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(g, act, stream));
+  TESSERA_RETURN_IF_ERROR(GroupedGemv(g));
   TESSERA_RETURN_IF_ERROR(MatMul(L.wo, o.ptr, T, y.ptr, act));
-  return AllReduce(y.ptr, T * hp.n_embd);
+  return AllReduce(y.ptr, T * hp.n_embd, act);
 }
 
 absl::Status CudaForward::State::Ffn(int layer, int64_t T) {
@@ -863,7 +913,7 @@ absl::Status CudaForward::State::Ffn(int layer, int64_t T) {
   TESSERA_RETURN_IF_ERROR(MatMul(L.w_up, h.ptr, T, up.ptr, act));
   TESSERA_RETURN_IF_ERROR(cuda::SiluMul(gate.ptr, up.ptr, T * ff, act, gate.ptr, stream));
   TESSERA_RETURN_IF_ERROR(MatMul(L.w_down, gate.ptr, T, y.ptr, act));
-  return AllReduce(y.ptr, T * hp.n_embd);
+  return AllReduce(y.ptr, T * hp.n_embd, act);
 }
 
 absl::Status CudaForward::State::Moe(int layer, int64_t T) {
@@ -926,11 +976,11 @@ absl::Status CudaForward::State::Moe(int layer, int64_t T) {
   g.x_stride = d;
   g.y = gate.ptr;
   g.y_stride = F;
-  TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(g, act, stream));
+  TESSERA_RETURN_IF_ERROR(GroupedGemv(g));
   g.w = Member(L.up_exps, F);
   g.member_bytes = static_cast<size_t>(F) * L.up_exps.row_bytes;
   g.y = up.ptr;
-  TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(g, act, stream));
+  TESSERA_RETURN_IF_ERROR(GroupedGemv(g));
   TESSERA_RETURN_IF_ERROR(cuda::SiluMul(gate.ptr, up.ptr, T * K * F, act, gate.ptr, stream));
   g.w = Member(L.down_exps, d);
   g.member_bytes = static_cast<size_t>(d) * L.down_exps.row_bytes;
@@ -939,7 +989,7 @@ absl::Status CudaForward::State::Moe(int layer, int64_t T) {
   g.x_stride = F;
   g.y = down.ptr;
   g.y_stride = d;
-  TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(g, act, stream));
+  TESSERA_RETURN_IF_ERROR(GroupedGemv(g));
   TESSERA_RETURN_IF_ERROR(
       cuda::MoeCombine(down.ptr, route_weights.as<float>(), T, K, d, act, y.ptr, stream));
   if (L.gate_sh.data != nullptr) {
@@ -950,24 +1000,26 @@ absl::Status CudaForward::State::Moe(int layer, int64_t T) {
     TESSERA_RETURN_IF_ERROR(MatMul(L.down_sh, gate.ptr, T, down.ptr, act));
     TESSERA_RETURN_IF_ERROR(cuda::AddInPlace(y.ptr, down.ptr, T * d, act, stream));
   }
-  return AllReduce(y.ptr, T * d);
+  return AllReduce(y.ptr, T * d, act);
 }
 
 absl::Status CudaForward::State::Head(const StepLayout& lay) {
   const int64_t d = hp.n_embd, R = lay.rows, Vl = vocab_local;
+  // Final norm in float32, rounded to the activations' dtype as the CPU does, then the head
+  // product in float32 so that the logits carry no 16-bit rounding.
+  float* hr32 = hr.as<float>();
   TESSERA_RETURN_IF_ERROR(
-      cuda::GatherRowsByIndex(x.ptr, I32(lay.row_index), R, d, act, hr.ptr, stream));
+      cuda::GatherRowsByIndex(x.ptr, I32(lay.row_index), R, d, DType::kF32, hr32, stream));
   TESSERA_RETURN_IF_ERROR(
-      cuda::RmsNorm(hr.ptr, output_norm, R, d, hp.rms_eps, act, hr.ptr, stream));
+      cuda::RmsNorm(hr32, output_norm, R, d, hp.rms_eps, DType::kF32, hr32, stream));
+  if (act != DType::kF32) {
+    void* rounded = At(hr.ptr, R * d, 4);
+    TESSERA_RETURN_IF_ERROR(cuda::Convert(hr32, DType::kF32, rounded, act, R * d, stream));
+    TESSERA_RETURN_IF_ERROR(cuda::Convert(rounded, act, hr32, DType::kF32, R * d, stream));
+  }
   // The rows' sequences, for the batch-invariant product (empty in graphs: GEMV only).
   const std::vector<int>* rs = head_row_seq.empty() ? nullptr : &head_row_seq;
-  if (act == DType::kF32) {
-    TESSERA_RETURN_IF_ERROR(MatMul(output, hr.ptr, R, logits32.ptr, act, rs));
-  } else {
-    TESSERA_RETURN_IF_ERROR(MatMul(output, hr.ptr, R, logits.ptr, act, rs));
-    TESSERA_RETURN_IF_ERROR(
-        cuda::Convert(logits.ptr, act, logits32.ptr, DType::kF32, R * Vl, stream));
-  }
+  TESSERA_RETURN_IF_ERROR(MatMul(output, hr32, R, logits32.ptr, DType::kF32, rs));
   if (output_bias != nullptr) {
     TESSERA_RETURN_IF_ERROR(cuda::AddBias(logits32.ptr, output_bias, R, Vl, DType::kF32, stream));
   }
@@ -990,24 +1042,24 @@ absl::Status CudaForward::State::Forward(const StepLayout& lay, int64_t real_tok
   trace_tokens = real_tokens;
   // Vocab-parallel embedding: rows outside this rank's range come out zero; the sum over
   // ranks completes them.
-  TESSERA_RETURN_IF_ERROR(cuda::GatherRows(embd, I32(lay.ids), T, act, x.ptr, stream));
-  TESSERA_RETURN_IF_ERROR(AllReduce(x.ptr, T * d));
+  // The residual stream stays float32 (as on the CPU); sublayers read it rounded.
+  TESSERA_RETURN_IF_ERROR(cuda::GatherRows(embd, I32(lay.ids), T, DType::kF32, x.ptr, stream));
+  TESSERA_RETURN_IF_ERROR(AllReduce(x.ptr, T * d, DType::kF32));
   if (impl.config.dsa) {
     // No selection yet: nothing attended until a full indexer layer chose (as on the CPU).
     TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
         cudaMemsetAsync(selected.ptr, 0xff, static_cast<size_t>(T) * selected_k * 4, stream),
         "cudaMemsetAsync"));
   }
-  const float eps = hp.rms_eps;
   for (uint32_t l = 0; l < hp.n_layer; ++l) {
     const DeviceLayer& L = layers[l];
     const int layer = static_cast<int>(l);
-    TESSERA_RETURN_IF_ERROR(cuda::RmsNorm(x.ptr, L.attn_norm, T, d, eps, act, h.ptr, stream));
+    TESSERA_RETURN_IF_ERROR(NormInto(L.attn_norm, T));
     TESSERA_RETURN_IF_ERROR(impl.config.mla ? Mla(layer, lay, T) : Attention(layer, lay, T));
-    TESSERA_RETURN_IF_ERROR(cuda::AddInPlace(x.ptr, y.ptr, T * d, act, stream));
-    TESSERA_RETURN_IF_ERROR(cuda::RmsNorm(x.ptr, L.ffn_norm, T, d, eps, act, h.ptr, stream));
+    TESSERA_RETURN_IF_ERROR(AddResidual(T));
+    TESSERA_RETURN_IF_ERROR(NormInto(L.ffn_norm, T));
     TESSERA_RETURN_IF_ERROR(hp.is_moe_block(l) ? Moe(layer, T) : Ffn(layer, T));
-    TESSERA_RETURN_IF_ERROR(cuda::AddInPlace(x.ptr, y.ptr, T * d, act, stream));
+    TESSERA_RETURN_IF_ERROR(AddResidual(T));
   }
   return Head(lay);
 }
@@ -1107,10 +1159,12 @@ absl::StatusOr<std::vector<std::vector<float>>> CudaForward::Step(const Batch& b
   lay.max_blocks = graph ? static_cast<int>(NextPow2(max_blocks)) : max_blocks;
   lay.Plan();
 
+  // Growing moves buffers that captured graphs point to (a failed growth may have freed some).
   bool grew = false;
-  TESSERA_RETURN_IF_ERROR(s.EnsureBuffers(lay.tokens, lay.rows, lay.max_blocks, &grew));
-  TESSERA_RETURN_IF_ERROR(s.inputs.Ensure(lay.bytes, "step inputs", &grew));
-  if (grew) s.DropGraphs();
+  absl::Status sized = s.EnsureBuffers(lay.tokens, lay.rows, lay.max_blocks, &grew);
+  if (sized.ok()) sized = s.inputs.Ensure(lay.bytes, "step inputs", &grew);
+  if (grew || !sized.ok()) s.DropGraphs();
+  if (!sized.ok()) return sized;
   if (lay.bytes > s.host_inputs_bytes) {
     if (s.host_inputs != nullptr) cudaFreeHost(s.host_inputs);
     s.host_inputs = nullptr;
@@ -1152,9 +1206,13 @@ absl::StatusOr<std::vector<std::vector<float>>> CudaForward::Step(const Batch& b
   for (size_t q = 0; q < S; ++q) s.seq_len[q] = static_cast<int64_t>(b.seqs[q].tokens.size());
   s.head_row_seq = row_seq_of;
   s.trace = b.trace;
+  // On every way out, including errors half-way: nothing of this step may still be queued
+  // when the next one rewrites the pinned inputs.
   struct Reset {
     State& s;
     ~Reset() {
+      cudaStreamSynchronize(s.stream);
+      cudaGetLastError();
       s.seq_of = nullptr;
       s.trace = nullptr;
     }
