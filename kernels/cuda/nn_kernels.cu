@@ -1,27 +1,10 @@
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/glue_kernels.h"
 #include "kernels/cuda/launch_config.h"
 #include "kernels/cuda/nn_kernels.h"
 
 namespace tessera::cuda {
 namespace {
-
-template <typename T>
-__global__ void RmsNormKernel(const T* x, const float* w, int64_t n, float eps, T* y) {
-  extern __shared__ float scratch[];
-  const T* row = x + blockIdx.x * n;
-  T* out = y + blockIdx.x * n;
-  float sum = 0.0f;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = device::ToFloat(row[i]);
-    sum += v * v;
-  }
-  sum = device::BlockSum(sum, scratch);
-  const float scale = rsqrtf(sum / static_cast<float>(n) + eps);
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = device::ToFloat(row[i]) * scale;
-    out[i] = device::FromFloat<T>(w ? v * w[i] : v);
-  }
-}
 
 template <typename T>
 __global__ void RopeKernel(T* x, int64_t token_stride, int head_dim, int n_rot, bool neox,
@@ -70,12 +53,10 @@ __global__ void SiluMulKernel(const T* gate, const T* up, int64_t n, T* out) {
 
 absl::Status RmsNorm(const void* x, const float* w, int64_t rows, int64_t n, float eps, DType dtype,
                      void* y, cudaStream_t stream) {
+  // Contiguous rows are the strided kernel's stride == n case (one kernel for both).
   absl::StatusOr<LaunchConfig> c = RowLaunch("rmsnorm", rows, n);
   if (!c.ok()) return c.status();
-  TESSERA_DISPATCH_DTYPE(dtype, T,
-                         RmsNormKernel<T><<<c->grid_x, c->block, c->shared_bytes, stream>>>(
-                             static_cast<const T*>(x), w, n, eps, static_cast<T*>(y)));
-  return LaunchStatus("rmsnorm");
+  return RmsNormStrided(x, n, w, rows, n, eps, dtype, y, n, stream);
 }
 
 absl::Status Rope(const RopeArgs& a, DType dtype, void* x, cudaStream_t stream) {

@@ -39,15 +39,7 @@ std::vector<uint8_t> DownloadBytes(const DeviceBuffer& b, size_t elements, DType
 // |got − want| ≤ (rounding of the output + float32 work) · scale, as in cuda_nn_test.cc.
 void ExpectClose(const float* got, const std::vector<double>& want, DType dtype,
                  double scale_floor) {
-  int failures = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double bound =
-        Epsilon(dtype) * std::fabs(want[i]) + 2e-6 * std::max(scale_floor, std::fabs(want[i]));
-    if (!(std::fabs(got[i] - want[i]) <= bound) && failures++ < 5) {
-      ADD_FAILURE() << "element " << i << ": gpu " << got[i] << ", float64 " << want[i];
-    }
-  }
-  EXPECT_EQ(failures, 0);
+  testing::ExpectCloseToFloat64(got, want, dtype, scale_floor);
 }
 
 class CudaGlue : public testing::GpuTest {};

@@ -27,15 +27,7 @@ std::vector<double> Widen(const float* p, size_t n) { return std::vector<double>
 void ExpectClose(const std::vector<float>& got, const std::vector<double>& want, DType dtype,
                  double scale_floor = 1.0) {
   ASSERT_EQ(got.size(), want.size());
-  int failures = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double bound =
-        Epsilon(dtype) * std::fabs(want[i]) + 2e-6 * std::max(scale_floor, std::fabs(want[i]));
-    if (!(std::fabs(got[i] - want[i]) <= bound) && failures++ < 5) {
-      ADD_FAILURE() << "element " << i << ": gpu " << got[i] << ", float64 " << want[i];
-    }
-  }
-  EXPECT_EQ(failures, 0);
+  testing::ExpectCloseToFloat64(got.data(), want, dtype, scale_floor);
 }
 
 class CudaNn : public testing::GpuTest {};

@@ -118,6 +118,26 @@ DeviceMatrix Member(const DeviceMatrix& stack, int64_t rows) {
   return m;
 }
 
+// A grouped product over `members` stacked matrices of `rows` rows each (grouped GEMV's
+// arguments, matmul_kernels.h).
+cuda::GroupedGemvArgs Grouped(const DeviceMatrix& stack, int64_t rows, int members,
+                              const int32_t* ids, int64_t tokens, int used, const void* x,
+                              bool x_per_choice, int64_t x_stride, void* y, int64_t y_stride) {
+  cuda::GroupedGemvArgs g;
+  g.w = Member(stack, rows);
+  g.member_bytes = static_cast<size_t>(rows) * stack.row_bytes;
+  g.members = members;
+  g.ids = ids;
+  g.tokens = tokens;
+  g.used = used;
+  g.x = x;
+  g.x_per_choice = x_per_choice;
+  g.x_stride = x_stride;
+  g.y = y;
+  g.y_stride = y_stride;
+  return g;
+}
+
 comm::ReduceDtype ReduceType(DType t) {
   return t == DType::kF32    ? comm::ReduceDtype::kFloat32
          : t == DType::kBF16 ? comm::ReduceDtype::kBFloat16
@@ -835,19 +855,9 @@ absl::Status CudaForward::State::Mla(int layer, const StepLayout& lay, int64_t T
   TESSERA_RETURN_IF_ERROR(cuda::WriteKvCache(w, act, stream));
   // 5-6. Absorb W_UK per head: Q_h = [K_b[h] q_h^nope (c) | q_h^rope (r)].
   TESSERA_RETURN_IF_ERROR(cuda::FillHeadIds(head_ids.as<int32_t>(), T, H, stream));
-  cuda::GroupedGemvArgs g;
-  g.w = Member(L.wk_b, c);
-  g.member_bytes = static_cast<size_t>(c) * L.wk_b.row_bytes;
-  g.members = H;
-  g.ids = head_ids.as<int32_t>();
-  g.tokens = T;
-  g.used = H;
-  g.x = q.ptr;
-  g.x_per_choice = true;
-  g.x_stride = dq;
-  g.y = qa.ptr;
-  g.y_stride = c + r;
-  TESSERA_RETURN_IF_ERROR(GroupedGemv(g));
+  const int32_t* heads = head_ids.as<int32_t>();
+  TESSERA_RETURN_IF_ERROR(
+      GroupedGemv(Grouped(L.wk_b, c, H, heads, T, H, q.ptr, true, dq, qa.ptr, c + r)));
   TESSERA_RETURN_IF_ERROR(
       cuda::CopyRows(At(q.ptr, n, esz), dq, At(qa.ptr, c, esz), c + r, T * H, r, act, stream));
 
@@ -895,13 +905,8 @@ absl::Status CudaForward::State::Mla(int layer, const StepLayout& lay, int64_t T
   }
   TESSERA_RETURN_IF_ERROR(cuda::PagedAttention(a, act, stream));
   // 8. Decompress per head with W_UV, 9. output projection.
-  g.w = Member(L.wv_b, vv);
-  g.member_bytes = static_cast<size_t>(vv) * L.wv_b.row_bytes;
-  g.x = attn.ptr;
-  g.x_stride = c;
-  g.y = o.ptr;
-  g.y_stride = vv;
-  TESSERA_RETURN_IF_ERROR(GroupedGemv(g));
+  TESSERA_RETURN_IF_ERROR(
+      GroupedGemv(Grouped(L.wv_b, vv, H, heads, T, H, attn.ptr, true, c, o.ptr, vv)));
   TESSERA_RETURN_IF_ERROR(MatMul(L.wo, o.ptr, T, y.ptr, act));
   return AllReduce(y.ptr, T * hp.n_embd, act);
 }
@@ -964,32 +969,14 @@ absl::Status CudaForward::State::Moe(int layer, int64_t T) {
     }
   }
   // Routed experts: one product per (token, choice) against its expert's matrices.
-  cuda::GroupedGemvArgs g;
-  g.w = Member(L.gate_exps, F);
-  g.member_bytes = static_cast<size_t>(F) * L.gate_exps.row_bytes;
-  g.members = E;
-  g.ids = route_ids.as<int32_t>();
-  g.tokens = T;
-  g.used = K;
-  g.x = h.ptr;
-  g.x_per_choice = false;
-  g.x_stride = d;
-  g.y = gate.ptr;
-  g.y_stride = F;
-  TESSERA_RETURN_IF_ERROR(GroupedGemv(g));
-  g.w = Member(L.up_exps, F);
-  g.member_bytes = static_cast<size_t>(F) * L.up_exps.row_bytes;
-  g.y = up.ptr;
-  TESSERA_RETURN_IF_ERROR(GroupedGemv(g));
+  const int32_t* ids = route_ids.as<int32_t>();
+  TESSERA_RETURN_IF_ERROR(
+      GroupedGemv(Grouped(L.gate_exps, F, E, ids, T, K, h.ptr, false, d, gate.ptr, F)));
+  TESSERA_RETURN_IF_ERROR(
+      GroupedGemv(Grouped(L.up_exps, F, E, ids, T, K, h.ptr, false, d, up.ptr, F)));
   TESSERA_RETURN_IF_ERROR(cuda::SiluMul(gate.ptr, up.ptr, T * K * F, act, gate.ptr, stream));
-  g.w = Member(L.down_exps, d);
-  g.member_bytes = static_cast<size_t>(d) * L.down_exps.row_bytes;
-  g.x = gate.ptr;
-  g.x_per_choice = true;
-  g.x_stride = F;
-  g.y = down.ptr;
-  g.y_stride = d;
-  TESSERA_RETURN_IF_ERROR(GroupedGemv(g));
+  TESSERA_RETURN_IF_ERROR(
+      GroupedGemv(Grouped(L.down_exps, d, E, ids, T, K, gate.ptr, true, F, down.ptr, d)));
   TESSERA_RETURN_IF_ERROR(
       cuda::MoeCombine(down.ptr, route_weights.as<float>(), T, K, d, act, y.ptr, stream));
   if (L.gate_sh.data != nullptr) {
