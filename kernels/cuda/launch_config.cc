@@ -147,6 +147,38 @@ absl::StatusOr<int64_t> GemmScratchRows(int64_t rows, int64_t cols, size_t eleme
   return std::min<int64_t>(rows, static_cast<int64_t>(scratch_bytes / row_bytes));
 }
 
+absl::StatusOr<LaunchConfig> GemmTilesLaunch(GgmlType type, int64_t rows, int64_t cols,
+                                             int64_t batch, const DeviceLimits& limits) {
+  absl::StatusOr<QuantGeometry> g = CudaQuantGeometry(type);
+  if (!g.ok()) return g.status();
+  if (rows <= 0 || cols <= 0 || batch <= 0) {
+    return Invalid("gemm tiles", absl::StrCat("shape ", rows, " x ", cols, " batch ", batch,
+                                              ": expected positive sizes"));
+  }
+  if (cols % g->block_elems != 0) {
+    return Invalid("gemm tiles",
+                   absl::StrCat("row length ", cols, " of ", FindType(type)->name,
+                                " is not a multiple of its block (", g->block_elems, ")"));
+  }
+  LaunchConfig c;
+  c.block = kGemmTileWarps * kWarpSize;
+  c.grid_x = CeilDiv(batch, kGemmTileTokens);
+  c.grid_y = CeilDiv(rows, kGemmTileRows);
+  if (auto s = CheckGridX("gemm tiles", c.grid_x, limits); !s.ok()) return s;
+  if (c.grid_y > limits.max_grid_y) {
+    return Invalid("gemm tiles",
+                   absl::StrCat(rows, " rows need ", c.grid_y, " row tiles of ", kGemmTileRows,
+                                ", the device allows ", limits.max_grid_y));
+  }
+  if (c.block > limits.max_threads_per_block || GemmTilesSharedBytes() > limits.max_shared_bytes) {
+    return Invalid("gemm tiles",
+                   absl::StrCat("blocks of ", c.block, " threads and ", GemmTilesSharedBytes(),
+                                " bytes of shared memory exceed the device's ",
+                                limits.max_threads_per_block, " and ", limits.max_shared_bytes));
+  }
+  return c;
+}
+
 absl::StatusOr<LaunchConfig> RowLaunch(const char* kernel, int64_t rows, int64_t n,
                                        const DeviceLimits& limits) {
   if (rows <= 0 || n <= 0) {

@@ -64,6 +64,27 @@ absl::StatusOr<LaunchConfig> GemvLaunch(gguf::GgmlType type, int64_t rows, int64
 absl::StatusOr<int64_t> GemmScratchRows(int64_t rows, int64_t cols, size_t element_bytes,
                                         size_t scratch_bytes);
 
+// Prefill GEMM on tensor cores (gemm_tiles.cu): a block of kGemmTileWarps warps computes
+// kGemmTileRows weight rows × kGemmTileTokens tokens, stepping K by kGemmTileK. Each step the
+// block decodes its weight tile and copies its activation tile into shared memory as 16-bit
+// values (rows padded by kGemmTilePad elements against bank conflicts), then each warp runs
+// 16×16×16 WMMA products on its 32 × 32 part with float accumulators, staged through a
+// per-warp 16 × 16 float tile on the way out. grid_x covers the tokens and grid_y the weight
+// rows, so that neighbouring blocks share a weight tile in L2. The shared memory is static
+// (the kernel's arrays, GemmTilesSharedBytes), so shared_bytes is 0.
+inline constexpr int kGemmTileRows = 64;
+inline constexpr int kGemmTileTokens = 128;
+inline constexpr int kGemmTileK = 32;
+inline constexpr int kGemmTilePad = 8;
+inline constexpr int kGemmTileWarps = (kGemmTileRows / 32) * (kGemmTileTokens / 32);
+inline constexpr size_t GemmTilesSharedBytes() {
+  return static_cast<size_t>(kGemmTileRows + kGemmTileTokens) * (kGemmTileK + kGemmTilePad) * 2 +
+         static_cast<size_t>(kGemmTileWarps) * 16 * 16 * sizeof(float);
+}
+static_assert(GemmTilesSharedBytes() <= 48 * 1024, "static shared memory is limited to 48 KiB");
+absl::StatusOr<LaunchConfig> GemmTilesLaunch(gguf::GgmlType type, int64_t rows, int64_t cols,
+                                             int64_t batch, const DeviceLimits& limits = {});
+
 // Per-row kernels (RMSNorm, softmax): one block per row, threads a power of two covering the
 // row up to the device limit, one float per warp of shared memory for the reductions.
 absl::StatusOr<LaunchConfig> RowLaunch(const char* kernel, int64_t rows, int64_t n,

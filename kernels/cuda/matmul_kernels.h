@@ -56,4 +56,11 @@ absl::Status GemmDequantized(cublasHandle_t cublas, const DeviceMatrix& w, const
                              int64_t batch, void* y, void* scratch, size_t scratch_bytes,
                              cudaStream_t stream);
 
+// Prefill GEMM on tensor cores, same result layout as Gemv and GemmDequantized: weight tiles
+// are decoded into shared memory as `act` and multiplied with WMMA fragments, float32
+// accumulation, no scratch buffer and no cuBLAS (geometry: GemmTilesLaunch). `act` must be
+// float16 or bfloat16 (InvalidArgument for float32: callers keep GemmDequantized there).
+absl::Status GemmTiles(const DeviceMatrix& w, const void* x, DType act, int64_t batch, void* y,
+                       cudaStream_t stream);
+
 }  // namespace tessera::cuda

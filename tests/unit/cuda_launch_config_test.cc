@@ -88,6 +88,36 @@ TEST(CudaLaunch, GemmScratchRows) {
   EXPECT_THAT(Message(small.status()), HasSubstr("one weight row of 4096 values needs 16384"));
 }
 
+TEST(CudaLaunch, GemmTilesCoverRowsAndTokens) {
+  // 100 rows x 37 tokens: 2 row tiles of 64 (the second partial), 1 token tile of 128.
+  absl::StatusOr<LaunchConfig> c = GemmTilesLaunch(GgmlType::kQ4_K, 100, 4096, 37);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->grid_x, 1);
+  EXPECT_EQ(c->grid_y, 2);
+  EXPECT_EQ(c->block, 8 * 32);  // 2 x 4 warps of 32 x 32 outputs: 64 rows x 128 tokens
+  EXPECT_EQ(kGemmTileWarps * 32 * 32, kGemmTileRows * kGemmTileTokens);
+  EXPECT_EQ(c->shared_bytes, 0u);  // static shared memory only
+  // (64 + 128) rows of (32 + 8) 16-bit values, and a 16 x 16 float stage per warp.
+  EXPECT_EQ(GemmTilesSharedBytes(), 192u * 40 * 2 + 8 * 256 * 4);
+  absl::StatusOr<LaunchConfig> big = GemmTilesLaunch(GgmlType::kF16, 152064, 8192, 4097);
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(big->grid_x, 33);    // ceil(4097 / 128)
+  EXPECT_EQ(big->grid_y, 2376);  // 152064 / 64
+  EXPECT_THAT(Message(GemmTilesLaunch(GgmlType::kQ6_K, 8, 4000, 1).status()),
+              HasSubstr("row length 4000 of q6_K is not a multiple of its block (256)"));
+  EXPECT_FALSE(GemmTilesLaunch(GgmlType::kQ8_0, 0, 32, 1).ok());
+  EXPECT_FALSE(GemmTilesLaunch(GgmlType::kQ8_0, 8, 32, 0).ok());
+  EXPECT_THAT(Message(GemmTilesLaunch(GgmlType::kIQ2_XXS, 8, 256, 1).status()),
+              HasSubstr("type id 16"));
+  // More rows than 65535 row tiles; a device without 48 KiB of shared memory.
+  EXPECT_THAT(Message(GemmTilesLaunch(GgmlType::kF16, int64_t{65536} * 64, 32, 1).status()),
+              HasSubstr("need 65536 row tiles of 64, the device allows 65535"));
+  DeviceLimits small;
+  small.max_shared_bytes = 16 * 1024;
+  EXPECT_THAT(Message(GemmTilesLaunch(GgmlType::kF16, 64, 32, 1, small).status()),
+              HasSubstr("exceed the device's 1024 and 16384"));
+}
+
 TEST(CudaLaunch, RowKernelsUseAPowerOfTwoUpToTheLimit) {
   absl::StatusOr<LaunchConfig> c = RowLaunch("rmsnorm", 7, 4096);
   ASSERT_TRUE(c.ok());

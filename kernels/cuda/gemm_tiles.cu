@@ -1,0 +1,162 @@
+// Prefill GEMM on tensor cores: weight tiles are decoded (RowElem, bit-exact with the CPU)
+// into shared memory as the 16-bit activation type and multiplied with WMMA 16×16×16
+// fragments, float32 accumulation. The alternative to GemmDequantized's scratch buffer and
+// cuBLAS; bench/cuda_bench.cc measures both. Geometry: launch_config.h, GemmTilesLaunch.
+//
+// The code favours plain, checkable indexing over speed: every shared-memory element is
+// written by exactly one thread per K step, and edges (rows, tokens, K) are zero-padded in
+// shared memory so that the MMA loop has no branches.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <mma.h>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/launch_config.h"
+#include "kernels/cuda/matmul_kernels.h"
+#include "kernels/cuda/quant_decode.cuh"
+
+namespace tessera::cuda {
+namespace {
+
+namespace wmma = nvcuda::wmma;
+
+constexpr int kLds = kGemmTileK + kGemmTilePad;  // elements per shared row (a multiple of 8)
+constexpr int kThreads = kGemmTileWarps * kWarpSize;
+constexpr int kRun = 8;                        // consecutive K elements one thread loads per pass
+constexpr int kWarpRows = kGemmTileRows / 32;  // warps along the weight rows
+
+static_assert(kLds % 8 == 0, "WMMA needs a leading dimension that is a multiple of 8");
+static_assert(kGemmTileK % 16 == 0 && kGemmTileK % kRun == 0, "K step: whole fragments and runs");
+static_assert(kGemmTileRows * kGemmTileK == kThreads * kRun, "one weight run per thread per step");
+static_assert((kGemmTileTokens * kGemmTileK) % (kThreads * kRun) == 0, "whole activation passes");
+
+// Shared memory of one block. Every fragment starts at a multiple of 32 bytes, as WMMA
+// requires: rows are kLds·2 = 80 bytes and fragments start every 16 rows (1280 bytes) and at
+// K offsets 0 and 16 (32 bytes); the arrays are multiples of 32 bytes.
+template <typename T>
+struct alignas(32) TileShared {
+  T w[kGemmTileRows][kLds];    // w[r][k] = W[row0 + r][k0 + k]
+  T x[kGemmTileTokens][kLds];  // x[t][k] = x[tok0 + t][k0 + k]
+  float stage[kGemmTileWarps][16 * 16];
+};
+static_assert(sizeof(TileShared<__half>) == GemmTilesSharedBytes(), "launch_config.h's figure");
+static_assert(sizeof(TileShared<__nv_bfloat16>) == GemmTilesSharedBytes(),
+              "launch_config.h's figure");
+
+template <gguf::GgmlType kType, typename T>
+__global__ void __launch_bounds__(kThreads)
+    GemmTilesKernel(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols, const T* x,
+                    int64_t batch, T* y) {
+  __shared__ TileShared<T> s;
+  const int tid = threadIdx.x;
+  const int warp = tid / kWarpSize, lane = tid % kWarpSize;
+  const int64_t tok0 = static_cast<int64_t>(blockIdx.x) * kGemmTileTokens;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kGemmTileRows;
+  // This warp's 32 × 32 part of the block tile.
+  const int warp_r = (warp % kWarpRows) * 32;
+  const int warp_t = (warp / kWarpRows) * 32;
+
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+  }
+
+  // The weight run this thread decodes each step: row wr, K offset wk .. wk + kRun.
+  const int wr = tid / (kGemmTileK / kRun);
+  const int wk = (tid % (kGemmTileK / kRun)) * kRun;
+  const int64_t w_row = row0 + wr;
+  const uint8_t* w_data = w + (w_row < rows ? w_row : 0) * static_cast<int64_t>(row_bytes);
+
+  for (int64_t k0 = 0; k0 < cols; k0 += kGemmTileK) {
+    // Weights: decoded to float (bit-exact), rounded once to T; zeros past the edges.
+#pragma unroll
+    for (int u = 0; u < kRun; ++u) {
+      const int64_t k = k0 + wk + u;
+      const float v = (w_row < rows && k < cols) ? device::RowElem<kType>(w_data, k) : 0.0f;
+      s.w[wr][wk + u] = device::FromFloat<T>(v);
+    }
+    // Activations: copied as they are; zeros past the edges.
+    for (int idx = tid * kRun; idx < kGemmTileTokens * kGemmTileK; idx += kThreads * kRun) {
+      const int t = idx / kGemmTileK, kk = idx % kGemmTileK;
+      const int64_t tok = tok0 + t;
+#pragma unroll
+      for (int u = 0; u < kRun; ++u) {
+        const int64_t k = k0 + kk + u;
+        s.x[t][kk + u] = (tok < batch && k < cols) ? x[tok * cols + k] : device::FromFloat<T>(0.0f);
+      }
+    }
+    __syncthreads();
+    // C[r][t] += Σ_k W[r][k]·X[t][k]: A = the weight tile (row-major), B = the activation
+    // tile read column-major (B[k][t] = x[t][k]).
+#pragma unroll
+    for (int kf = 0; kf < kGemmTileK; kf += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[2];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(a[i], &s.w[warp_r + 16 * i][kf], kLds);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], &s.x[warp_t + 16 * j][kf], kLds);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+      }
+    }
+    __syncthreads();  // every warp is done with the tiles before the next step overwrites them
+  }
+
+  // Out: each fragment through this warp's float stage, column-major (stage[r + 16·t]), so
+  // that lanes write 16 consecutive rows of one token's output.
+  float* stage = s.stage[warp];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      wmma::store_matrix_sync(stage, acc[i][j], 16, wmma::mem_col_major);
+      __syncwarp();
+      for (int e = lane; e < 16 * 16; e += kWarpSize) {
+        const int64_t row = row0 + warp_r + 16 * i + e % 16;
+        const int64_t tok = tok0 + warp_t + 16 * j + e / 16;
+        if (row < rows && tok < batch) y[tok * rows + row] = device::FromFloat<T>(stage[e]);
+      }
+      __syncwarp();  // the stage is read before the next fragment overwrites it
+    }
+  }
+}
+
+template <typename T>
+absl::Status Launch(const DeviceMatrix& w, const void* x, int64_t batch, void* y,
+                    const LaunchConfig& c, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(c.grid_x), static_cast<unsigned>(c.grid_y));
+  const auto* wd = static_cast<const uint8_t*>(w.data);
+  TESSERA_DISPATCH_QUANT(
+      w.type, kT,
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cuda gemm tiles: ggml type id ", static_cast<int>(w.type), " has no CUDA decoder")),
+      GemmTilesKernel<kT, T><<<grid, c.block, 0, stream>>>(
+          wd, w.row_bytes, w.rows, w.cols, static_cast<const T*>(x), batch, static_cast<T*>(y)));
+  return LaunchStatus("gemm tiles");
+}
+
+}  // namespace
+
+absl::Status GemmTiles(const DeviceMatrix& w, const void* x, DType act, int64_t batch, void* y,
+                       cudaStream_t stream) {
+  if (act == DType::kF32) {
+    return absl::InvalidArgumentError(
+        "cuda gemm tiles: float32 activations: expected float16 or bfloat16 (tensor-core "
+        "fragments are 16-bit; use GemmDequantized for float32)");
+  }
+  absl::StatusOr<LaunchConfig> c = GemmTilesLaunch(w.type, w.rows, w.cols, batch);
+  if (!c.ok()) return c.status();
+  if (absl::Status s = CheckRowBytes(w.type, w.cols, w.row_bytes, "gemm tiles"); !s.ok()) {
+    return s;
+  }
+  if (act == DType::kF16) return Launch<__half>(w, x, batch, y, *c, stream);
+  return Launch<__nv_bfloat16>(w, x, batch, y, *c, stream);
+}
+
+}  // namespace tessera::cuda
