@@ -27,6 +27,7 @@
 #include "common/model/synthetic.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
+#include "tests/support/synthetic_model.h"
 #include "worker/executor/executor.h"
 
 namespace tessera::executor {
@@ -78,12 +79,7 @@ std::string ModelPath(const Model& m) {
   o.preset = "small";
   o.quant = m.quant;
   o.seed = 23;
-  auto w = model::BuildSyntheticModel(o);
-  EXPECT_TRUE(w.ok()) << key << ": " << w.status();
-  std::string path = absl::StrCat(::testing::TempDir(), "/cuda-exec-", key, ".gguf");
-  if (w.ok()) {
-    EXPECT_TRUE(w->WriteFile(path).ok()) << path;
-  }
+  const std::string path = testing::WriteSyntheticModel(o, "cuda-exec");
   (*paths)[key] = path;
   return path;
 }

@@ -24,6 +24,7 @@
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
+#include "tests/support/synthetic_model.h"
 #include "worker/executor/executor.h"
 #if TESSERA_HAVE_NCCL
 #include "worker/comm/nccl_communicator.h"
@@ -38,13 +39,7 @@ std::string Synthetic(const std::string& arch, const std::string& quant) {
   o.preset = "small";
   o.quant = quant;
   o.seed = 29;
-  auto w = model::BuildSyntheticModel(o);
-  EXPECT_TRUE(w.ok()) << w.status();
-  std::string path = absl::StrCat(::testing::TempDir(), "/cuda-tp-", arch, "-", quant, ".gguf");
-  if (w.ok()) {
-    EXPECT_TRUE(w->WriteFile(path).ok()) << path;
-  }
-  return path;
+  return testing::WriteSyntheticModel(o, "cuda-tp");
 }
 
 // A prefill of two sequences of different lengths (all logits), then three decode steps.

@@ -15,6 +15,7 @@
 #include "common/model/tensor_map.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
+#include "tests/support/synthetic_model.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/executor/executor.h"
 
@@ -27,11 +28,7 @@ std::string Synthetic(const std::string& arch, const std::string& quant) {
   o.preset = "small";
   o.quant = quant;
   o.seed = 5;
-  auto w = model::BuildSyntheticModel(o);
-  EXPECT_TRUE(w.ok()) << w.status();
-  std::string path = absl::StrCat(::testing::TempDir(), "/tp-", arch, "-", quant, ".gguf");
-  EXPECT_TRUE(w->WriteFile(path).ok());
-  return path;
+  return testing::WriteSyntheticModel(o, "tp");
 }
 
 std::vector<SequenceInput> Batch() {

@@ -1,0 +1,28 @@
+// Generated models for tests: model::BuildSyntheticModel written into the test's temporary
+// directory. A failure to build or write is a test failure; the path is returned anyway
+// (opening it then fails with a clear error).
+#pragma once
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/model/synthetic.h"
+#include "gtest/gtest.h"
+
+namespace tessera::testing {
+
+// <TempDir>/<prefix>-<arch>-<quant>.gguf holding the model `o` describes.
+inline std::string WriteSyntheticModel(const model::SyntheticOptions& o,
+                                       const std::string& prefix) {
+  const std::string path =
+      absl::StrCat(::testing::TempDir(), "/", prefix, "-", o.arch, "-", o.quant, ".gguf");
+  auto w = model::BuildSyntheticModel(o);
+  EXPECT_TRUE(w.ok()) << o.arch << " " << o.quant << ": " << w.status();
+  if (w.ok()) {
+    absl::Status s = w->WriteFile(path);
+    EXPECT_TRUE(s.ok()) << path << ": " << s;
+  }
+  return path;
+}
+
+}  // namespace tessera::testing
