@@ -2,8 +2,11 @@
 // the float64 matrix product (kernels/reference/matmul_ref.h). Label `gpu`.
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/quant/dequantize.h"
@@ -265,6 +268,21 @@ TEST_F(CudaMatmul, GroupedGemvAbsorbsPerHeadWithStrides) {
   }
 }
 
+// The weights a GEMM multiplies: with 16-bit activations both paths round the decoded
+// weights to the activation dtype (as float32 rows here); with float32 they are exact.
+struct SeenWeights {
+  GgmlType type;
+  std::vector<uint8_t> bytes;
+};
+SeenWeights WeightsAsSeen(GgmlType type, const std::vector<uint8_t>& w, int64_t rows, int64_t cols,
+                          DType act) {
+  if (act == DType::kF32) return {type, w};
+  const std::vector<float> wf = Round(CpuDequantize(type, w, rows * cols), act);
+  SeenWeights seen{GgmlType::kF32, std::vector<uint8_t>(wf.size() * 4)};
+  std::memcpy(seen.bytes.data(), wf.data(), seen.bytes.size());
+  return seen;
+}
+
 TEST_F(CudaMatmul, GemmThroughCublasInChunks) {
   std::mt19937_64 rng(4);
   const int64_t rows = 96, cols = 512, batch = 17;
@@ -285,20 +303,109 @@ TEST_F(CudaMatmul, GemmThroughCublasInChunks) {
                                   scratch_bytes, nullptr)
                       .ok());
       Sync();
-      // Half activations: the weights were rounded to the activation dtype too.
-      std::vector<uint8_t> w_seen = w;
-      GgmlType seen_type = type;
-      if (act != DType::kF32) {
-        const std::vector<float> wf = Round(CpuDequantize(type, w, rows * cols), act);
-        w_seen.resize(wf.size() * 4);
-        std::memcpy(w_seen.data(), wf.data(), w_seen.size());
-        seen_type = GgmlType::kF32;
-      }
-      ExpectProduct(seen_type, w_seen, rows, cols, Round(x, act), batch, act,
+      const SeenWeights seen = WeightsAsSeen(type, w, rows, cols, act);
+      ExpectProduct(seen.type, seen.bytes, rows, cols, Round(x, act), batch, act,
                     Decode(dy.Download<uint8_t>(rows * batch * DTypeBytes(act)), act));
     }
   }
   cublasDestroy(handle);
+}
+
+// The tensor-core GEMM against the float64 product, with edges in every dimension: rows and
+// tokens that are not multiples of the 64 x 128 block tile, several token tiles, long rows,
+// and (for f16/bf16 weights, whose blocks are one element) K not a multiple of the 32-step.
+TEST_F(CudaMatmul, GemmTilesAgainstFloat64) {
+  std::mt19937_64 rng(8);
+  struct Shape {
+    int64_t rows, cols, batch;
+  };
+  const GgmlType types[] = {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K,  GgmlType::kQ6_K,
+                            GgmlType::kF16,  GgmlType::kBF16, GgmlType::kIQ4_XS};
+  for (GgmlType type : types) {
+    std::vector<Shape> shapes = {{100, 256, 37}, {64, 512, 128}, {130, 4096, 3}, {70, 512, 300}};
+    if (type == GgmlType::kF16 || type == GgmlType::kBF16) {
+      shapes.push_back({33, 200, 5});  // K tail of 8 past six whole steps
+      shapes.push_back({5, 40, 1});    // one partial tile in every dimension
+    }
+    for (const Shape& sh : shapes) {
+      const std::vector<uint8_t> w = quant::testing::RandomBlocks(type, sh.rows * sh.cols, rng);
+      DeviceBuffer dw(w);
+      const DeviceMatrix m{type, sh.rows, sh.cols, w.size() / sh.rows, dw.get()};
+      for (DType act : {DType::kF16, DType::kBF16}) {
+        SCOPED_TRACE(::testing::Message() << Name(type) << " " << DTypeName(act) << " " << sh.rows
+                                          << " x " << sh.cols << " batch " << sh.batch);
+        const std::vector<float> x = RandomVector(sh.cols * sh.batch, rng);
+        const size_t y_bytes = sh.rows * sh.batch * DTypeBytes(act);
+        DeviceBuffer dx(Encode(x, act)), dy(y_bytes);
+        ASSERT_TRUE(GemmTiles(m, dx.get(), act, sh.batch, dy.get(), nullptr).ok());
+        Sync();
+        const SeenWeights seen = WeightsAsSeen(type, w, sh.rows, sh.cols, act);
+        ExpectProduct(seen.type, seen.bytes, sh.rows, sh.cols, Round(x, act), sh.batch, act,
+                      Decode(dy.Download<uint8_t>(y_bytes), act));
+      }
+    }
+  }
+}
+
+// Both prefill paths multiply the same 16-bit weights and activations in float32; their
+// outputs differ by accumulation order and at most one rounding step of the output dtype.
+TEST_F(CudaMatmul, GemmTilesAgreesWithGemmDequantized) {
+  std::mt19937_64 rng(9);
+  const int64_t rows = 100, cols = 512, batch = 37;
+  cublasHandle_t handle;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ8_0}) {
+    const std::vector<uint8_t> w = quant::testing::RandomBlocks(type, rows * cols, rng);
+    DeviceBuffer dw(w);
+    const DeviceMatrix m{type, rows, cols, w.size() / rows, dw.get()};
+    for (DType act : {DType::kF16, DType::kBF16}) {
+      SCOPED_TRACE(std::string(Name(type)) + " " + DTypeName(act));
+      const std::vector<float> x = RandomVector(cols * batch, rng);
+      const size_t y_bytes = rows * batch * DTypeBytes(act);
+      const size_t scratch_bytes = rows * cols * DTypeBytes(act);
+      DeviceBuffer dx(Encode(x, act)), dy_tiles(y_bytes), dy_cublas(y_bytes),
+          scratch(scratch_bytes);
+      ASSERT_TRUE(GemmTiles(m, dx.get(), act, batch, dy_tiles.get(), nullptr).ok());
+      ASSERT_TRUE(GemmDequantized(handle, m, dx.get(), act, batch, dy_cublas.get(), scratch.get(),
+                                  scratch_bytes, nullptr)
+                      .ok());
+      Sync();
+      const std::vector<float> tiles = Decode(dy_tiles.Download<uint8_t>(y_bytes), act);
+      const std::vector<float> blas = Decode(dy_cublas.Download<uint8_t>(y_bytes), act);
+      const std::vector<float> wf = Round(CpuDequantize(type, w, rows * cols), act);
+      const std::vector<float> xs = Round(x, act);
+      int failures = 0;
+      for (int64_t b = 0; b < batch; ++b) {
+        for (int64_t r = 0; r < rows; ++r) {
+          double mag = 0;
+          for (int64_t k = 0; k < cols; ++k) mag += std::fabs(wf[r * cols + k] * xs[b * cols + k]);
+          const float a = tiles[b * rows + r], c = blas[b * rows + r];
+          const double bound =
+              2 * Epsilon(act) * std::max(std::fabs(a), std::fabs(c)) + 4e-6 * mag + 1e-30;
+          if (!(std::fabs(a - c) <= bound) && failures++ < 5) {
+            ADD_FAILURE() << "y[" << b << "][" << r << "]: tiles " << a << ", cublas " << c
+                          << ", bound " << bound;
+          }
+        }
+      }
+      EXPECT_EQ(failures, 0);
+    }
+  }
+  cublasDestroy(handle);
+}
+
+TEST_F(CudaMatmul, GemmTilesRejectsFloat32AndUnknownTypes) {
+  std::mt19937_64 rng(10);
+  const std::vector<uint8_t> w = quant::testing::RandomBlocks(GgmlType::kQ8_0, 64 * 256, rng);
+  DeviceBuffer dw(w), dx(256 * 4 * 4), dy(64 * 4 * 4);
+  const DeviceMatrix m{GgmlType::kQ8_0, 64, 256, w.size() / 64, dw.get()};
+  const absl::Status f32 = GemmTiles(m, dx.get(), DType::kF32, 4, dy.get(), nullptr);
+  EXPECT_EQ(f32.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(f32.message()).find("float32"), std::string::npos) << f32;
+  const DeviceMatrix iq2{GgmlType::kIQ2_XXS, 64, 256, 66, dw.get()};
+  const absl::Status unknown = GemmTiles(iq2, dx.get(), DType::kF16, 4, dy.get(), nullptr);
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(unknown.message()).find("no CUDA decoder"), std::string::npos) << unknown;
 }
 
 }  // namespace
