@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/quant/type_traits.h"
+#include "common/util/half.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/matmul_kernels.h"
@@ -167,24 +168,63 @@ int Run() {
       "* 8B-parameter model of that type, decode bound by the GEMV bandwidth; %%copy "
       "compares the GEMV's weight reads with the copy's read rate (half of d2d_copy)\n");
 
-  // Prefill GEMM: dequantize + cublasGemmEx in f16, 512 tokens.
+  // Prefill GEMM, 512 tokens of random activations: dequantize + cublasGemmEx in f16, then
+  // both paths in f16 and bf16 — GemmDequantized against GemmTiles (weight tiles decoded into
+  // shared memory, tensor-core WMMA) with the largest difference of their outputs.
   {
+    const int64_t tokens = 512;
     const std::vector<uint8_t> w = RandomWeights(GgmlType::kQ4_K, rows, cols, rng);
     DeviceMemory dw(w.size());
     CHECK_CUDA(cudaMemcpy(dw.p, w.data(), w.size(), cudaMemcpyHostToDevice));
     const DeviceMatrix m{GgmlType::kQ4_K, rows, cols, w.size() / rows, dw.p};
+    std::vector<uint16_t> xf16(cols * tokens), xbf16(cols * tokens);
+    for (size_t i = 0; i < xf16.size(); ++i) {
+      const float v = xd(rng);
+      xf16[i] = FloatToFp16(v);
+      xbf16[i] = FloatToBf16(v);
+    }
+    CHECK_CUDA(cudaMemcpy(dxh.p, xf16.data(), xf16.size() * 2, cudaMemcpyHostToDevice));
+    const double flop = 2.0 * rows * cols * tokens;
     const double ms = MedianMs(5, [&] {
-      CheckOk(GemmDequantized(cublas, m, dxh.p, DType::kF16, 512, dyh.p, scratch.p, scratch_bytes,
-                              nullptr),
+      CheckOk(GemmDequantized(cublas, m, dxh.p, DType::kF16, tokens, dyh.p, scratch.p,
+                              scratch_bytes, nullptr),
               "gemm");
     });
-    const double tflops = 2.0 * rows * cols * 512 / (ms * 1e9);
+    const double tflops = flop / (ms * 1e9);
     const double deq_ms = MedianMs(5, [&] {
       CheckOk(Dequantize(GgmlType::kQ4_K, dw.p, rows * cols, DType::kF16, scratch.p, nullptr),
               "deq");
     });
     std::printf("prefill_q4_K_b512_ms %.3f (dequantize %.3f) TFLOPs %.1f tokens_per_s_8B %.0f\n",
-                ms, deq_ms, tflops, 512.0 / (ms * 1e-3 * (8.0e9 / (rows * cols))));
+                ms, deq_ms, tflops, tokens / (ms * 1e-3 * (8.0e9 / (rows * cols))));
+    DeviceMemory dx16(cols * tokens * 2), dy_tiles(rows * tokens * 2);
+    for (DType act : {DType::kF16, DType::kBF16}) {
+      const std::vector<uint16_t>& xs = act == DType::kF16 ? xf16 : xbf16;
+      CHECK_CUDA(cudaMemcpy(dx16.p, xs.data(), xs.size() * 2, cudaMemcpyHostToDevice));
+      const double blas_ms = MedianMs(5, [&] {
+        CheckOk(GemmDequantized(cublas, m, dx16.p, act, tokens, dyh.p, scratch.p, scratch_bytes,
+                                nullptr),
+                "gemm");
+      });
+      const double tiles_ms = MedianMs(5, [&] {
+        CheckOk(GemmTiles(m, dx16.p, act, tokens, dy_tiles.p, nullptr), "gemm tiles");
+      });
+      std::vector<uint16_t> blas(rows * tokens), tiles(rows * tokens);
+      CHECK_CUDA(cudaMemcpy(blas.data(), dyh.p, blas.size() * 2, cudaMemcpyDeviceToHost));
+      CHECK_CUDA(cudaMemcpy(tiles.data(), dy_tiles.p, tiles.size() * 2, cudaMemcpyDeviceToHost));
+      double diff = 0, mag = 0;
+      for (size_t i = 0; i < blas.size(); ++i) {
+        const float b = act == DType::kF16 ? Fp16ToFloat(blas[i]) : Bf16ToFloat(blas[i]);
+        const float t = act == DType::kF16 ? Fp16ToFloat(tiles[i]) : Bf16ToFloat(tiles[i]);
+        diff = std::max(diff, static_cast<double>(std::fabs(t - b)));
+        mag = std::max(mag, static_cast<double>(std::fabs(b)));
+      }
+      std::printf(
+          "prefill_gemm_q4_K_b512_%s cublas_ms %.3f cublas_TFLOPs %.1f tiles_ms %.3f "
+          "tiles_TFLOPs %.1f tiles_speedup %.2fx max_rel_diff %.1e\n",
+          DTypeName(act), blas_ms, flop / (blas_ms * 1e9), tiles_ms, flop / (tiles_ms * 1e9),
+          blas_ms / tiles_ms, diff / mag);
+    }
   }
   cublasDestroy(cublas);
   return 0;

@@ -123,7 +123,7 @@ else
 fi
 grep -h -E '^(cuda_graphs|batch_invariance|kv_plan|device_memory) ' "$test_log" || true
 echo
-echo "kernels vs CPU (max_rel_err) and GEMV ceilings:"
+echo "kernels vs CPU (max_rel_err), GEMV ceilings, prefill GEMM (cuBLAS vs tensor-core tiles):"
 grep -E "^(device|d2d_copy_GBps|type|q[0-9]|iq|f16|prefill)" "$log_dir/bench.log" || echo "(no benchmark figures)"
 echo
 echo "executor (decode: GBps = weight bytes per step / step time; frac_of_d2d = GBps / d2d copy):"
