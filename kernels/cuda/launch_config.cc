@@ -60,6 +60,24 @@ absl::Status CheckGridX(const char* kernel, int64_t blocks, const DeviceLimits& 
   return absl::OkStatus();
 }
 
+// A weight type the decoders handle, positive sizes and whole blocks per row: what every
+// matrix-product kernel relies on.
+absl::Status CheckMatmulShape(const char* kernel, GgmlType type, int64_t rows, int64_t cols,
+                              int64_t batch) {
+  const CudaType* t = FindType(type);
+  if (t == nullptr) return CudaQuantGeometry(type).status();
+  if (rows <= 0 || cols <= 0 || batch <= 0) {
+    return Invalid(kernel, absl::StrCat("shape ", rows, " x ", cols, " batch ", batch,
+                                        ": expected positive sizes"));
+  }
+  if (cols % t->geometry.block_elems != 0) {
+    return Invalid(kernel,
+                   absl::StrCat("row length ", cols, " of ", t->name,
+                                " is not a multiple of its block (", t->geometry.block_elems, ")"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<QuantGeometry> CudaQuantGeometry(GgmlType type) {
@@ -115,16 +133,7 @@ absl::StatusOr<LaunchConfig> DequantizeLaunch(GgmlType type, int64_t n_elements,
 
 absl::StatusOr<LaunchConfig> GemvLaunch(GgmlType type, int64_t rows, int64_t cols, int64_t batch,
                                         const DeviceLimits& limits) {
-  absl::StatusOr<QuantGeometry> g = CudaQuantGeometry(type);
-  if (!g.ok()) return g.status();
-  if (rows <= 0 || cols <= 0 || batch <= 0) {
-    return Invalid("gemv", absl::StrCat("shape ", rows, " x ", cols, " batch ", batch,
-                                        ": expected positive sizes"));
-  }
-  if (cols % g->block_elems != 0) {
-    return Invalid("gemv", absl::StrCat("row length ", cols, " of ", FindType(type)->name,
-                                        " is not a multiple of its block (", g->block_elems, ")"));
-  }
+  if (auto s = CheckMatmulShape("gemv", type, rows, cols, batch); !s.ok()) return s;
   LaunchConfig c;
   c.block = kGemvWarps * kWarpSize;
   c.grid_x = CeilDiv(rows, kGemvWarps);
@@ -149,17 +158,7 @@ absl::StatusOr<int64_t> GemmScratchRows(int64_t rows, int64_t cols, size_t eleme
 
 absl::StatusOr<LaunchConfig> GemmTilesLaunch(GgmlType type, int64_t rows, int64_t cols,
                                              int64_t batch, const DeviceLimits& limits) {
-  absl::StatusOr<QuantGeometry> g = CudaQuantGeometry(type);
-  if (!g.ok()) return g.status();
-  if (rows <= 0 || cols <= 0 || batch <= 0) {
-    return Invalid("gemm tiles", absl::StrCat("shape ", rows, " x ", cols, " batch ", batch,
-                                              ": expected positive sizes"));
-  }
-  if (cols % g->block_elems != 0) {
-    return Invalid("gemm tiles",
-                   absl::StrCat("row length ", cols, " of ", FindType(type)->name,
-                                " is not a multiple of its block (", g->block_elems, ")"));
-  }
+  if (auto s = CheckMatmulShape("gemm tiles", type, rows, cols, batch); !s.ok()) return s;
   LaunchConfig c;
   c.block = kGemmTileWarps * kWarpSize;
   c.grid_x = CeilDiv(batch, kGemmTileTokens);
