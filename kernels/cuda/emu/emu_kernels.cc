@@ -1,0 +1,1036 @@
+// The CUDA kernels of kernels/cuda/*.h computed in plain C++ on the host, for the CUDA emulator
+// (emu_runtime.h): every launcher runs the same argument checks as its .cu twin (the
+// launch_config.h functions, so that shape errors read the same) and returns them at call
+// time; the work itself goes through emu::Launch as a closure holding its arguments by value,
+// so that a stream under capture records it and a graph replay recomputes it from whatever the
+// buffers then hold, as a real kernel launch would. Arithmetic is the kernels' in float32
+// (accumulation order may differ), with the same dtype rounding (round to nearest even), the
+// same edge cases and the CPU reference decoder for weights (bit-exact with quant_decode.cuh).
+#include <algorithm>
+#include <array>
+#include <cfloat>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "common/quant/dequantize.h"
+#include "common/util/half.h"
+#include "kernels/cuda/attention_kernels.h"
+#include "kernels/cuda/cuda_types.h"
+#include "kernels/cuda/device.h"
+#include "kernels/cuda/emu/emu_runtime.h"
+#include "kernels/cuda/glue_kernels.h"
+#include "kernels/cuda/launch_config.h"
+#include "kernels/cuda/matmul_kernels.h"
+#include "kernels/cuda/nn_kernels.h"
+#include "kernels/cuda/selection_kernels.h"
+
+namespace tessera::cuda {
+namespace {
+
+constexpr float kInf = INFINITY;
+
+// ---- Activations and weights ------------------------------------------------------------------
+
+// Element i of an activation buffer of `dtype`, as float (exact).
+float Load(const void* p, DType dtype, int64_t i) {
+  switch (dtype) {
+    case DType::kF32:
+      return static_cast<const float*>(p)[i];
+    case DType::kF16:
+      return Fp16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    case DType::kBF16:
+      return Bf16ToFloat(static_cast<const uint16_t*>(p)[i]);
+  }
+  return 0.0f;
+}
+
+// Stores v as element i, rounded to nearest even (device::FromFloat).
+void Store(void* p, DType dtype, int64_t i, float v) {
+  switch (dtype) {
+    case DType::kF32:
+      static_cast<float*>(p)[i] = v;
+      return;
+    case DType::kF16:
+      static_cast<uint16_t*>(p)[i] = FloatToFp16(v);
+      return;
+    case DType::kBF16:
+      static_cast<uint16_t*>(p)[i] = FloatToBf16(v);
+      return;
+  }
+}
+
+// v as storing it in `dtype` would leave it (the 16-bit tiles of the GEMMs).
+float RoundTo(DType dtype, float v) {
+  switch (dtype) {
+    case DType::kF32:
+      return v;
+    case DType::kF16:
+      return Fp16ToFloat(FloatToFp16(v));
+    case DType::kBF16:
+      return Bf16ToFloat(FloatToBf16(v));
+  }
+  return v;
+}
+
+// Decodes the first `n` elements of `type` at `src` (whole blocks) with the CPU reference. The
+// launchers checked the type and sizes, so a failure here means the CPU lacks a decoder the GPU
+// has: the values become NaN, loudly wrong rather than silently plausible.
+void Decode(gguf::GgmlType type, const void* src, int64_t n, float* out) {
+  const absl::StatusOr<QuantGeometry> g = CudaQuantGeometry(type);
+  const size_t bytes =
+      g.ok() ? static_cast<size_t>(n / g->block_elems) * static_cast<size_t>(g->block_bytes) : 0;
+  const absl::Status s = quant::DequantizeToFloat(
+      type, absl::MakeConstSpan(static_cast<const uint8_t*>(src), bytes), n, out);
+  if (!s.ok()) std::fill(out, out + n, NAN);
+}
+
+// Row r of a weight matrix, decoded into out[0, cols).
+void DecodeRow(const DeviceMatrix& w, const void* base, int64_t r, float* out) {
+  Decode(w.type, static_cast<const uint8_t*>(base) + static_cast<size_t>(r) * w.row_bytes, w.cols,
+         out);
+}
+
+float Dot(const float* w, const void* x, DType dtype, int64_t x0, int64_t n) {
+  float s = 0.0f;
+  for (int64_t k = 0; k < n; ++k) s += w[k] * Load(x, dtype, x0 + k);
+  return s;
+}
+
+// y[b·rows + r] = W[r] · x[b·cols ...] for b < batch. `round_weights`: the weights are rounded
+// to `act` first, as the GEMMs' dequantized scratch and shared-memory tiles hold them.
+void Product(const DeviceMatrix& w, const void* x, DType act, int64_t batch, void* y,
+             bool round_weights) {
+  std::vector<float> row(static_cast<size_t>(w.cols));
+  for (int64_t r = 0; r < w.rows; ++r) {
+    DecodeRow(w, w.data, r, row.data());
+    if (round_weights) {
+      for (float& v : row) v = RoundTo(act, v);
+    }
+    for (int64_t b = 0; b < batch; ++b) {
+      Store(y, act, b * w.rows + r, Dot(row.data(), x, act, b * w.cols, w.cols));
+    }
+  }
+}
+
+// ---- Selection helpers (radix_select.cuh, one thread) -----------------------------------------
+
+// Floats as unsigned keys that order like them, NaN lowest, −0 equal to +0.
+uint32_t OrderKey(float f) {
+  if (std::isnan(f)) return 0;
+  const uint32_t u = Float2Bits(f + 0.0f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// RadixSelect: the key T with W(key > T) < target ≤ W(key ≥ T) over the valid elements, found
+// digit by digit as the kernel does (so that its fallback when rounding leaves the target
+// unreached, and its skipping of zero-weight digits, are the same).
+template <typename Valid, typename Weight>
+void RadixSelect(int n, const float* x, Valid valid, Weight weight, double target,
+                 uint32_t* threshold, double* above) {
+  uint32_t prefix = 0, mask = 0;
+  double acc = 0.0;
+  std::array<double, 256> hist;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    hist.fill(0.0);
+    for (int i = 0; i < n; ++i) {
+      if (!valid(i)) continue;
+      const uint32_t key = OrderKey(x[i]);
+      if ((key & mask) == prefix) hist[(key >> shift) & 0xFF] += weight(i);
+    }
+    int chosen = -1, lowest = -1;
+    double cum = acc;
+    for (int d = 255; d >= 0; --d) {
+      if (hist[d] > 0.0) lowest = d;
+      if (hist[d] > 0.0 && cum + hist[d] >= target) {
+        chosen = d;
+        break;
+      }
+      cum += hist[d];
+    }
+    if (chosen < 0) {
+      chosen = lowest < 0 ? 0 : lowest;
+      cum = acc;
+      for (int d = 255; d > chosen; --d) cum += hist[d];
+    }
+    prefix |= static_cast<uint32_t>(chosen) << shift;
+    acc = cum;
+    mask |= 0xFFu << shift;
+  }
+  *threshold = prefix;
+  *above = acc;
+}
+
+// TieCut: the tie (key == T) at which the running weight of ties in index order first reaches
+// `need`; the last tie when it never does; −1 without ties.
+template <typename Valid, typename Weight>
+int TieCut(int n, const float* x, Valid valid, Weight weight, uint32_t threshold, double need) {
+  double carry = 0.0;
+  int last = -1;
+  for (int i = 0; i < n; ++i) {
+    if (!valid(i) || OrderKey(x[i]) != threshold) continue;
+    carry += weight(i);
+    if (carry >= need) return i;
+    last = i;
+  }
+  return last;
+}
+
+// The survivors of a top-k or top-p cut (sampling.cu's Cut).
+struct Cut {
+  uint32_t threshold = 0;
+  int tie_cut = INT_MAX;
+  bool Pass(const float* x, int i) const {
+    const uint32_t key = OrderKey(x[i]);
+    return key > threshold || (key == threshold && i <= tie_cut);
+  }
+};
+
+// ---- Glue argument checks (glue_kernels.cu) ---------------------------------------------------
+
+absl::Status Invalid(const char* kernel, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("cuda ", kernel, ": ", what));
+}
+
+absl::Status CheckCounts(const char* kernel, int64_t rows, const char* rows_name, int64_t n,
+                         const char* n_name) {
+  if (rows < 0 || n < 0) {
+    return Invalid(kernel, absl::StrCat(rows, " ", rows_name, " of ", n, " ", n_name,
+                                        ": expected counts ≥ 0"));
+  }
+  if (n > 0 && rows > INT64_MAX / n) {
+    return Invalid(kernel,
+                   absl::StrCat(rows, " ", rows_name, " of ", n, " ", n_name, " overflow int64"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckStride(const char* kernel, const char* what, int64_t stride, int64_t rows,
+                         int64_t width) {
+  if (stride < width) {
+    return Invalid(kernel, absl::StrCat(what, " stride ", stride, " is shorter than the row of ",
+                                        width, " elements"));
+  }
+  if (rows - 1 > (INT64_MAX - width) / stride) {
+    return Invalid(kernel, absl::StrCat(rows, " rows ", stride, " elements apart overflow int64"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPointer(const char* kernel, const char* what, const void* ptr) {
+  if (ptr == nullptr) return Invalid(kernel, absl::StrCat(what, " is null"));
+  return absl::OkStatus();
+}
+
+absl::Status CheckCount(const char* kernel, int64_t n, const char* what) {
+  if (n < 0) return Invalid(kernel, absl::StrCat(n, " ", what, ": expected a count ≥ 0"));
+  return absl::OkStatus();
+}
+
+#define TESSERA_EMU_RETURN_IF_ERROR(expr)     \
+  do {                                        \
+    if (absl::Status s_ = (expr); !s_.ok()) { \
+      return s_;                              \
+    }                                         \
+  } while (false)
+
+}  // namespace
+
+// ---- cuda_types.h -----------------------------------------------------------------------------
+
+const char* DTypeName(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
+  }
+  return "?";
+}
+
+absl::Status CudaStatus(cudaError_t error, const char* what) {
+  if (error == cudaSuccess) return absl::OkStatus();
+  cudaGetLastError();
+  return absl::InternalError(absl::StrCat("cuda ", what, ": ", cudaGetErrorString(error)));
+}
+
+// Emulated launches cannot fail once their checks pass (those return at call time).
+absl::Status LaunchStatus(const char*) { return absl::OkStatus(); }
+
+// ---- device.h ---------------------------------------------------------------------------------
+
+std::vector<DeviceInfo> ListDevices() {
+  return {DeviceInfo{.index = 0,
+                     .name = "CUDA emulator (CPU)",
+                     .compute_major = 9,
+                     .compute_minor = 0,
+                     .total_memory = emu::kEmulatedDeviceBytes}};
+}
+
+absl::Status Saxpy(int device, float a, const std::vector<float>& x, std::vector<float>& y) {
+  if (x.size() != y.size()) return absl::InvalidArgumentError("saxpy: x and y differ in size");
+  if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
+    return absl::InternalError(absl::StrCat("cudaSetDevice: ", cudaGetErrorString(e)));
+  }
+  // Synchronous and on host vectors: nothing to queue.
+  for (size_t i = 0; i < x.size(); ++i) y[i] = a * x[i] + y[i];
+  return absl::OkStatus();
+}
+
+// ---- matmul_kernels.h -------------------------------------------------------------------------
+
+absl::Status Dequantize(gguf::GgmlType type, const void* src, int64_t n, DType out, void* dst,
+                        cudaStream_t stream) {
+  absl::StatusOr<LaunchConfig> c = DequantizeLaunch(type, n);
+  if (!c.ok()) return c.status();
+  emu::Launch(stream, [=] {
+    std::vector<float> v(static_cast<size_t>(n));
+    Decode(type, src, n, v.data());
+    for (int64_t i = 0; i < n; ++i) Store(dst, out, i, v[i]);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Gemv(const DeviceMatrix& w, const void* x, DType act, int64_t batch, void* y,
+                  cudaStream_t stream) {
+  absl::StatusOr<LaunchConfig> c = GemvLaunch(w.type, w.rows, w.cols, batch);
+  if (!c.ok()) return c.status();
+  if (absl::Status s = CheckRowBytes(w.type, w.cols, w.row_bytes, "gemv"); !s.ok()) return s;
+  emu::Launch(stream, [=] { Product(w, x, act, batch, y, /*round_weights=*/false); });
+  return absl::OkStatus();
+}
+
+absl::Status GroupedGemv(const GroupedGemvArgs& a, DType act, cudaStream_t stream) {
+  const DeviceMatrix& w = a.w;
+  absl::StatusOr<LaunchConfig> c = GemvLaunch(w.type, w.rows, w.cols, 1);
+  if (!c.ok()) return c.status();
+  if (absl::Status s = CheckRowBytes(w.type, w.cols, w.row_bytes, "grouped gemv"); !s.ok()) {
+    return s;
+  }
+  const int64_t x_stride = a.x_stride ? a.x_stride : w.cols;
+  const int64_t y_stride = a.y_stride ? a.y_stride : w.rows;
+  if (a.members <= 0 || a.tokens <= 0 || a.used <= 0 || a.tokens * a.used > 65535 ||
+      a.member_bytes < static_cast<size_t>(w.rows) * w.row_bytes || x_stride < w.cols ||
+      y_stride < w.rows || !a.ids || !a.x || !a.y) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda grouped gemv: ", a.members, " members of ", a.member_bytes, " bytes (one needs ",
+        static_cast<size_t>(w.rows) * w.row_bytes, "), ", a.tokens, " tokens x ", a.used,
+        " choices (at most 65535 in all), x stride ", x_stride, " (≥ ", w.cols, "), y stride ",
+        y_stride, " (≥ ", w.rows, "), ids/x/y given: expected all to hold"));
+  }
+  emu::Launch(stream, [=] {
+    std::vector<float> row(static_cast<size_t>(w.cols));
+    for (int64_t choice = 0; choice < a.tokens * a.used; ++choice) {
+      const int m = a.ids[choice];
+      const bool valid = m >= 0 && m < a.members;
+      const int64_t x0 = (a.x_per_choice ? choice : choice / a.used) * x_stride;
+      const void* member =
+          valid ? static_cast<const uint8_t*>(w.data) + static_cast<size_t>(m) * a.member_bytes
+                : nullptr;
+      for (int64_t r = 0; r < w.rows; ++r) {
+        float acc = 0.0f;  // an id outside [0, members) yields zeros
+        if (valid) {
+          DecodeRow(w, member, r, row.data());
+          acc = Dot(row.data(), a.x, act, x0, w.cols);
+        }
+        Store(a.y, act, choice * y_stride + r, acc);
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status MoeCombine(const void* y, const float* weights, int64_t tokens, int used, int64_t n,
+                        DType act, void* out, cudaStream_t stream) {
+  absl::StatusOr<LaunchConfig> c = ElementwiseLaunch("moe combine", tokens * n);
+  if (!c.ok()) return c.status();
+  if (used <= 0) return absl::InvalidArgumentError("cuda moe combine: used must be positive");
+  emu::Launch(stream, [=] {
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t i = 0; i < n; ++i) {
+        float sum = 0.0f;
+        for (int j = 0; j < used; ++j) {
+          sum += weights[t * used + j] * Load(y, act, (t * used + j) * n + i);
+        }
+        Store(out, act, t * n + i, sum);
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+// The scratch and the cuBLAS handle are not touched: the product is computed directly, with
+// the weights rounded to `act` as the dequantized scratch would hold them.
+absl::Status GemmDequantized(cublasHandle_t, const DeviceMatrix& w, const void* x, DType act,
+                             int64_t batch, void* y, void*, size_t scratch_bytes,
+                             cudaStream_t stream) {
+  if (batch <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda gemm: batch ", batch, ": expected a positive count"));
+  }
+  absl::StatusOr<int64_t> chunk = GemmScratchRows(w.rows, w.cols, DTypeBytes(act), scratch_bytes);
+  if (!chunk.ok()) return chunk.status();
+  if (absl::Status s = CheckRowBytes(w.type, w.cols, w.row_bytes, "gemm"); !s.ok()) return s;
+  emu::Launch(stream, [=] { Product(w, x, act, batch, y, /*round_weights=*/true); });
+  return absl::OkStatus();
+}
+
+absl::Status GemmTiles(const DeviceMatrix& w, const void* x, DType act, int64_t batch, void* y,
+                       cudaStream_t stream) {
+  if (act == DType::kF32) {
+    return absl::InvalidArgumentError(
+        "cuda gemm tiles: float32 activations: expected float16 or bfloat16 (tensor-core "
+        "fragments are 16-bit; use GemmDequantized for float32)");
+  }
+  absl::StatusOr<LaunchConfig> c = GemmTilesLaunch(w.type, w.rows, w.cols, batch);
+  if (!c.ok()) return c.status();
+  if (absl::Status s = CheckRowBytes(w.type, w.cols, w.row_bytes, "gemm tiles"); !s.ok()) {
+    return s;
+  }
+  emu::Launch(stream, [=] { Product(w, x, act, batch, y, /*round_weights=*/true); });
+  return absl::OkStatus();
+}
+
+// ---- nn_kernels.h -----------------------------------------------------------------------------
+
+absl::Status RmsNorm(const void* x, const float* w, int64_t rows, int64_t n, float eps, DType dtype,
+                     void* y, cudaStream_t stream) {
+  absl::StatusOr<LaunchConfig> c = RowLaunch("rmsnorm", rows, n);
+  if (!c.ok()) return c.status();
+  return RmsNormStrided(x, n, w, rows, n, eps, dtype, y, n, stream);
+}
+
+absl::Status Rope(const RopeArgs& a, DType dtype, void* x, cudaStream_t stream) {
+  absl::StatusOr<LaunchConfig> c = RopeLaunch(a.tokens, a.heads, a.head_dim, a.n_rot);
+  if (!c.ok()) return c.status();
+  if (a.positions == nullptr || a.theta_scales == nullptr) {
+    return absl::InvalidArgumentError("cuda rope: positions and theta scales are required");
+  }
+  emu::Launch(stream, [=] {
+    const int half = a.n_rot / 2;
+    for (int64_t t = 0; t < a.tokens; ++t) {
+      for (int h = 0; h < a.heads; ++h) {
+        const int64_t head = t * a.token_stride + static_cast<int64_t>(h) * a.head_dim;
+        for (int i = 0; i < half; ++i) {
+          // Angles in double (positions reach 1e5+), as RopeKernel computes them.
+          const double theta = static_cast<double>(a.positions[t]) * a.theta_scales[i];
+          const float cs = static_cast<float>(std::cos(theta) * a.magnitude);
+          const float sn = static_cast<float>(std::sin(theta) * a.magnitude);
+          const int64_t ia = a.neox ? head + i : head + 2 * i;
+          const int64_t ib = a.neox ? head + i + half : head + 2 * i + 1;
+          const float x0 = Load(x, dtype, ia), x1 = Load(x, dtype, ib);
+          Store(x, dtype, ia, x0 * cs - x1 * sn);
+          Store(x, dtype, ib, x0 * sn + x1 * cs);
+        }
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Softmax(void* x, int64_t rows, int64_t n, DType dtype, cudaStream_t stream) {
+  absl::StatusOr<LaunchConfig> c = RowLaunch("softmax", rows, n);
+  if (!c.ok()) return c.status();
+  emu::Launch(stream, [=] {
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t row = r * n;
+      float m = -kInf;
+      for (int64_t i = 0; i < n; ++i) m = std::fmax(m, Load(x, dtype, row + i));
+      float sum = 0.0f;
+      for (int64_t i = 0; i < n; ++i) sum += std::exp(Load(x, dtype, row + i) - m);
+      const float inv = 1.0f / sum;
+      for (int64_t i = 0; i < n; ++i) {
+        Store(x, dtype, row + i, std::exp(Load(x, dtype, row + i) - m) * inv);
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status SiluMul(const void* gate, const void* up, int64_t n, DType dtype, void* out,
+                     cudaStream_t stream) {
+  absl::StatusOr<LaunchConfig> c = ElementwiseLaunch("silu_mul", n);
+  if (!c.ok()) return c.status();
+  emu::Launch(stream, [=] {
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = Load(gate, dtype, i);
+      Store(out, dtype, i, g / (1.0f + std::exp(-g)) * Load(up, dtype, i));
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status AddInPlace(void* y, const void* x, int64_t n, DType dtype, cudaStream_t stream) {
+  absl::StatusOr<LaunchConfig> c = ElementwiseLaunch("add", n);
+  if (!c.ok()) return c.status();
+  emu::Launch(stream, [=] {
+    for (int64_t i = 0; i < n; ++i) Store(y, dtype, i, Load(y, dtype, i) + Load(x, dtype, i));
+  });
+  return absl::OkStatus();
+}
+
+absl::Status GatherRows(const DeviceMatrix& table, const int32_t* ids, int64_t n, DType dtype,
+                        void* out, cudaStream_t stream) {
+  if (absl::Status s = CheckRowBytes(table.type, table.cols, table.row_bytes, "gather rows");
+      !s.ok()) {
+    return s;
+  }
+  if (n <= 0 || n > INT32_MAX || table.rows <= 0 || !ids || !out) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda gather rows: ", n, " ids from ",
+                                                   table.rows,
+                                                   " rows: expected positive counts, ids, out"));
+  }
+  emu::Launch(stream, [=] {
+    std::vector<float> row(static_cast<size_t>(table.cols));
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t id = ids[i];
+      if (id >= 0 && id < table.rows) {
+        DecodeRow(table, table.data, id, row.data());
+      } else {
+        std::fill(row.begin(), row.end(), 0.0f);
+      }
+      for (int64_t k = 0; k < table.cols; ++k) Store(out, dtype, i * table.cols + k, row[k]);
+    }
+  });
+  return absl::OkStatus();
+}
+
+// ---- attention_kernels.h ----------------------------------------------------------------------
+
+absl::Status PagedAttention(const PagedAttentionArgs& a, DType dtype, cudaStream_t stream) {
+  int per_lane = 0;
+  absl::StatusOr<LaunchConfig> c = AttentionLaunch({.queries = a.queries,
+                                                    .heads = a.heads,
+                                                    .kv_heads = a.kv_heads,
+                                                    .d_k = a.d_k,
+                                                    .d_v = a.d_v,
+                                                    .block_size = a.block_size},
+                                                   &per_lane);
+  if (!c.ok()) return c.status();
+  if (!a.q || !a.out || !a.k.base || !a.v.base || !a.block_table || !a.query_seq ||
+      !a.query_kv_len || a.max_blocks <= 0) {
+    return absl::InvalidArgumentError(
+        "cuda attention: q, out, caches, block table, query_seq and query_kv_len are required");
+  }
+  if (a.selected && a.selected_per_query <= 0) {
+    return absl::InvalidArgumentError("cuda attention: a selection needs selected_per_query > 0");
+  }
+  emu::Launch(stream, [=] {
+    std::vector<float> qv(static_cast<size_t>(a.d_k)), acc(static_cast<size_t>(a.d_v));
+    for (int64_t qi = 0; qi < a.queries; ++qi) {
+      const int seq = a.query_seq[qi];
+      const int kv_len = a.query_kv_len[qi];
+      const int32_t* table = a.block_table + static_cast<int64_t>(seq) * a.max_blocks;
+      const int count = a.selected ? a.selected_per_query : kv_len;
+      for (int h = 0; h < a.heads; ++h) {
+        const int kv_head = h / (a.heads / a.kv_heads);
+        const int64_t q0 = qi * a.q_token_stride + static_cast<int64_t>(h) * a.d_k;
+        for (int d = 0; d < a.d_k; ++d) qv[d] = Load(a.q, dtype, q0 + d);
+        // The kernel's online softmax (running max m, sum l, output acc), in one sequence.
+        float m = -kInf, l = 0.0f;
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int n = 0; n < count; ++n) {
+          const int pos = a.selected ? a.selected[qi * a.selected_per_query + n] : n;
+          if (pos < 0 || pos >= kv_len) continue;
+          const int64_t block = table[pos / a.block_size];
+          const int slot = pos % a.block_size;
+          const int64_t k0 = block * a.k.block_stride + slot * a.k.token_stride +
+                             static_cast<int64_t>(kv_head) * a.k.head_stride;
+          const float s = Dot(qv.data(), a.k.base, dtype, k0, a.d_k) * a.scale;
+          const float m_new = std::fmax(m, s);
+          const float correction = std::exp(m - m_new);
+          const float p = std::exp(s - m_new);
+          l = l * correction + p;
+          const int64_t v0 = block * a.v.block_stride + slot * a.v.token_stride +
+                             static_cast<int64_t>(kv_head) * a.v.head_stride;
+          for (int d = 0; d < a.d_v; ++d) {
+            acc[d] = acc[d] * correction + p * Load(a.v.base, dtype, v0 + d);
+          }
+          m = m_new;
+        }
+        // The merge: a query that saw no key (m = −inf) gets zeros.
+        const float total = m != -kInf ? l : 0.0f;
+        const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+        const int64_t o0 = qi * a.out_token_stride + static_cast<int64_t>(h) * a.d_v;
+        for (int d = 0; d < a.d_v; ++d) {
+          Store(a.out, dtype, o0 + d, m != -kInf ? acc[d] * inv : 0.0f);
+        }
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status WriteKvCache(const KvWriteArgs& a, DType dtype, cudaStream_t stream) {
+  if (a.tokens <= 0 || a.kv_heads <= 0 || a.width <= 0 || a.block_size <= 0 || !a.src || !a.cache ||
+      !a.slot_mapping || a.kv_heads > 65535 || a.tokens > INT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda kv write: ", a.tokens, " tokens x ", a.kv_heads, " heads of ", a.width,
+        ", block size ", a.block_size, ": expected positive sizes and src, cache, slots"));
+  }
+  emu::Launch(stream, [=] {
+    const size_t elem = DTypeBytes(dtype);
+    for (int64_t t = 0; t < a.tokens; ++t) {
+      const int64_t slot = a.slot_mapping[t];
+      if (slot < 0) continue;  // padding
+      for (int g = 0; g < a.kv_heads; ++g) {
+        const int64_t src = t * a.src_token_stride + static_cast<int64_t>(g) * a.width;
+        const int64_t dst = (slot / a.block_size) * a.block_stride +
+                            (slot % a.block_size) * a.token_stride +
+                            static_cast<int64_t>(g) * a.head_stride;
+        std::memmove(static_cast<uint8_t*>(a.cache) + dst * elem,
+                     static_cast<const uint8_t*>(a.src) + src * elem, a.width * elem);
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status IndexerScores(const IndexerScoreArgs& a, cudaStream_t stream) {
+  if (a.queries <= 0 || a.heads <= 0 || a.dim <= 0 || a.n_keys <= 0 || a.block_size <= 0 ||
+      a.max_blocks <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda indexer scores: queries ", a.queries, ", heads ", a.heads, ", dim ", a.dim, ", keys ",
+        a.n_keys, ", block size ", a.block_size, ": expected positive values"));
+  }
+  const size_t shared = static_cast<size_t>(a.heads) * (a.dim + 1) * sizeof(float);
+  if (shared > 48 * 1024) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda indexer scores: ", a.heads, " heads of ",
+                                                   a.dim, " need ", shared,
+                                                   " bytes of shared memory, more than 48 KiB"));
+  }
+  emu::Launch(stream, [=] {
+    const auto* kbase = static_cast<const float*>(a.keys.base);
+    for (int64_t qi = 0; qi < a.queries; ++qi) {
+      const int kv_len = a.query_kv_len[qi];
+      const int32_t* table = a.block_table + static_cast<int64_t>(a.query_seq[qi]) * a.max_blocks;
+      const float* q = a.q + qi * a.heads * a.dim;
+      for (int64_t j = 0; j < a.n_keys; ++j) {
+        float score = -kInf;
+        if (j < kv_len) {
+          const float* k = kbase + table[j / a.block_size] * a.keys.block_stride +
+                           (j % a.block_size) * a.keys.token_stride;
+          score = 0.0f;
+          for (int h = 0; h < a.heads; ++h) {
+            float dot = 0.0f;
+            for (int d = 0; d < a.dim; ++d) dot += q[h * a.dim + d] * k[d];
+            score += a.weights[qi * a.heads + h] * std::fmax(dot, 0.0f);
+          }
+        }
+        a.scores[qi * a.n_keys + j] = score;
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+// ---- selection_kernels.h ----------------------------------------------------------------------
+
+absl::Status TopK(const float* scores, int64_t rows, int64_t n, int64_t k, const int32_t* lengths,
+                  int32_t* out, cudaStream_t stream) {
+  absl::StatusOr<LaunchConfig> c = TopKLaunch(rows, n, k);
+  if (!c.ok()) return c.status();
+  if (c->block != kTopKThreads) {
+    return absl::FailedPreconditionError("cuda top-k: the device allows fewer than 512 threads");
+  }
+  const int kk_max = static_cast<int>(std::min<int64_t>(k, INT32_MAX));
+  emu::Launch(stream, [=] {
+    auto all = [](int) { return true; };
+    auto unit = [](int) { return 1.0; };
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* x = scores + r * n;
+      int32_t* o = out + r * kk_max;
+      const int len = static_cast<int>(
+          lengths ? std::min(static_cast<int64_t>(std::max(lengths[r], 0)), n) : n);
+      const int kk = std::min(kk_max, len);
+      for (int i = kk; i < kk_max; ++i) o[i] = -1;
+      if (kk == 0) continue;
+      uint32_t threshold = 0;
+      double above = 0.0;
+      int cut = INT_MAX;  // every element is kept when kk == len
+      if (kk < len) {
+        RadixSelect(len, x, all, unit, static_cast<double>(kk), &threshold, &above);
+        cut = TieCut(len, x, all, unit, threshold, kk - above);
+      }
+      int written = 0;
+      for (int i = 0; i < len && written < kk; ++i) {
+        const uint32_t key = OrderKey(x[i]);
+        if (kk == len || key > threshold || (key == threshold && i <= cut)) o[written++] = i;
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+namespace {
+
+// moe_routing.cu's ArgMax: the highest value, the lowest index among equals; NaN never
+// chosen. INT_MAX when every value is NaN.
+int ArgMax(const float* values, int n) {
+  float best = -kInf;
+  int at = INT_MAX;
+  for (int i = 0; i < n; ++i) {
+    if (values[i] > best || (values[i] == best && i < at)) {
+      best = values[i];
+      at = i;
+    }
+  }
+  return at;
+}
+
+// One token of MoeRouteKernel (spec 5.6 steps 2-8).
+void RouteToken(const MoeRoutingArgs& a, int64_t t) {
+  const int E = a.experts;
+  const float* z = a.logits + t * E;
+  std::vector<float> p(static_cast<size_t>(E)), q(static_cast<size_t>(E));
+  if (a.gating == MoeGating::kSoftmax) {
+    float m = -kInf;
+    for (int e = 0; e < E; ++e) m = std::fmax(m, z[e]);
+    float sum = 0.0f;
+    for (int e = 0; e < E; ++e) sum += std::exp(z[e] - m);
+    for (int e = 0; e < E; ++e) p[e] = std::exp(z[e] - m) / sum;
+  } else {
+    for (int e = 0; e < E; ++e) p[e] = 1.0f / (1.0f + std::exp(-z[e]));
+  }
+  for (int e = 0; e < E; ++e) q[e] = p[e] + (a.bias ? a.bias[e] : 0.0f);
+  if (a.groups > 1) {
+    const int size = E / a.groups;
+    std::vector<float> g(static_cast<size_t>(a.groups));
+    for (int gi = 0; gi < a.groups; ++gi) {
+      float best = -kInf, second = -kInf;
+      for (int e = gi * size; e < (gi + 1) * size; ++e) {
+        if (q[e] > best) {
+          second = best;
+          best = q[e];
+        } else if (q[e] > second) {
+          second = q[e];
+        }
+      }
+      g[gi] = best + second;
+    }
+    // Chosen groups become NaN; what is NaN at the end was kept.
+    for (int r = 0; r < a.topk_groups; ++r) {
+      const int gi = ArgMax(g.data(), a.groups);
+      if (gi == INT_MAX) break;
+      g[gi] = NAN;
+    }
+    for (int e = 0; e < E; ++e) {
+      if (!std::isnan(g[e / size])) q[e] = -kInf;
+    }
+  }
+  std::vector<float> w(static_cast<size_t>(a.used));
+  float sum = 0.0f;
+  for (int j = 0; j < a.used; ++j) {
+    const int e = ArgMax(q.data(), E);
+    // Only NaN scores are left (NaN logits): no expert. The GPU kernel reads out of bounds
+    // here; the emulator says "none" (−1, which GroupedGemv turns into zeros) with weight 0.
+    if (e == INT_MAX) {
+      a.ids[t * a.used + j] = -1;
+      w[j] = 0.0f;
+      continue;
+    }
+    a.ids[t * a.used + j] = e;
+    w[j] = p[e];
+    q[e] = NAN;
+    sum += w[j];
+  }
+  for (int j = 0; j < a.used; ++j) {
+    float v = w[j];
+    if (a.norm_weights) v /= std::fmax(sum, 6.103515625e-5f);
+    if (a.weights_scale != 0.0f && a.weights_scale != 1.0f) v *= a.weights_scale;
+    a.weights[t * a.used + j] = v;
+  }
+}
+
+// NaN counts as −inf and +inf as the largest float (sampling.cu's Clean).
+float Clean(float v) {
+  if (std::isnan(v)) return -kInf;
+  return v == kInf ? FLT_MAX : v;
+}
+
+// One sequence of SampleKernel.
+int32_t SampleOne(const float* x, int vocab, const GpuSamplingParams& p) {
+  float max = -kInf;
+  int best = INT_MAX;
+  for (int i = 0; i < vocab; ++i) {
+    const float v = Clean(x[i]);
+    if (v > max || (v == max && i < best)) {
+      max = v;
+      best = i;
+    }
+  }
+  if (p.temperature < 1e-5f || max == -kInf) return best == INT_MAX ? 0 : best;
+  auto all = [](int) { return true; };
+  auto unit = [](int) { return 1.0; };
+  Cut top_k;
+  if (p.top_k > 0 && p.top_k < vocab) {
+    double above = 0.0;
+    RadixSelect(vocab, x, all, unit, p.top_k, &top_k.threshold, &above);
+    top_k.tie_cut = TieCut(vocab, x, all, unit, top_k.threshold, p.top_k - above);
+  }
+  Cut top_p;
+  if (p.top_p < 1.0f) {
+    auto in_k = [&](int i) { return top_k.Pass(x, i); };
+    auto w1 = [&](int i) { return static_cast<double>(std::exp(Clean(x[i]) - max)); };
+    double z = 0.0;
+    for (int i = 0; i < vocab; ++i) z += in_k(i) ? w1(i) : 0.0;
+    const double target = static_cast<double>(p.top_p) * z;
+    double above = 0.0;
+    RadixSelect(vocab, x, in_k, w1, target, &top_p.threshold, &above);
+    top_p.tie_cut = TieCut(vocab, x, in_k, w1, top_p.threshold, target - above);
+  }
+  const float inv_t = 1.0f / p.temperature;
+  auto weight = [&](int i) {
+    const bool survives = top_k.Pass(x, i) && top_p.Pass(x, i) &&
+                          (p.min_p <= 0.0f || std::exp(Clean(x[i]) - max) >= p.min_p);
+    return survives ? static_cast<double>(std::exp((Clean(x[i]) - max) * inv_t)) : 0.0;
+  };
+  double total = 0.0;
+  for (int i = 0; i < vocab; ++i) total += weight(i);
+  const double target = p.uniform * total;
+  double running = 0.0;
+  int last = best;
+  for (int i = 0; i < vocab; ++i) {
+    const double w = weight(i);
+    if (w <= 0.0) continue;
+    running += w;
+    if (running > target) return i;
+    last = std::max(last, i);
+  }
+  return last;  // rounding left u·total unreached: the last survivor
+}
+
+}  // namespace
+
+absl::Status MoeRoute(const MoeRoutingArgs& a, cudaStream_t stream) {
+  absl::StatusOr<LaunchConfig> c = MoeRoutingLaunch({.tokens = a.tokens,
+                                                     .experts = a.experts,
+                                                     .used = a.used,
+                                                     .groups = a.groups,
+                                                     .topk_groups = a.topk_groups});
+  if (!c.ok()) return c.status();
+  if (!a.logits || !a.ids || !a.weights) {
+    return absl::InvalidArgumentError("cuda moe routing: logits, ids and weights are required");
+  }
+  if (a.gating != MoeGating::kSoftmax && a.gating != MoeGating::kSigmoid) {
+    return absl::InvalidArgumentError(
+        "cuda moe routing: gating must be softmax (1) or sigmoid (2)");
+  }
+  emu::Launch(stream, [=] {
+    for (int64_t t = 0; t < a.tokens; ++t) RouteToken(a, t);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Sample(const float* logits, int64_t sequences, int64_t vocab,
+                    const GpuSamplingParams* params, int32_t* tokens, cudaStream_t stream) {
+  absl::StatusOr<LaunchConfig> c = SamplingLaunch(sequences, vocab);
+  if (!c.ok()) return c.status();
+  if (c->block != kSamplingThreads) {
+    return absl::FailedPreconditionError(
+        "cuda sampling: the device allows fewer than 1024 threads");
+  }
+  if (!logits || !params || !tokens) {
+    return absl::InvalidArgumentError("cuda sampling: logits, params and tokens are required");
+  }
+  emu::Launch(stream, [=] {
+    for (int64_t s = 0; s < sequences; ++s) {
+      tokens[s] = SampleOne(logits + s * vocab, static_cast<int>(vocab), params[s]);
+    }
+  });
+  return absl::OkStatus();
+}
+
+// ---- glue_kernels.h ---------------------------------------------------------------------------
+
+absl::Status AddBias(void* y, const float* bias, int64_t rows, int64_t n, DType dtype,
+                     cudaStream_t stream) {
+  constexpr const char* kKernel = "add bias";
+  TESSERA_EMU_RETURN_IF_ERROR(CheckCounts(kKernel, rows, "rows", n, "values"));
+  if (rows == 0 || n == 0) return absl::OkStatus();
+  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "y", y));
+  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "bias", bias));
+  const int64_t total = rows * n;
+  absl::StatusOr<LaunchConfig> c = ElementwiseLaunch(kKernel, total);
+  if (!c.ok()) return c.status();
+  emu::Launch(stream, [=] {
+    for (int64_t i = 0; i < total; ++i) Store(y, dtype, i, Load(y, dtype, i) + bias[i % n]);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status RmsNormStrided(const void* x, int64_t x_stride, const float* w, int64_t rows,
+                            int64_t n, float eps, DType dtype, void* y, int64_t y_stride,
+                            cudaStream_t stream) {
+  constexpr const char* kKernel = "rmsnorm strided";
+  TESSERA_EMU_RETURN_IF_ERROR(CheckCounts(kKernel, rows, "rows", n, "values"));
+  if (rows == 0 || n == 0) return absl::OkStatus();
+  TESSERA_EMU_RETURN_IF_ERROR(CheckStride(kKernel, "x", x_stride, rows, n));
+  TESSERA_EMU_RETURN_IF_ERROR(CheckStride(kKernel, "y", y_stride, rows, n));
+  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "x", x));
+  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "y", y));
+  if (x == y && x_stride != y_stride) {
+    return Invalid(kKernel, absl::StrCat("in place with x stride ", x_stride, " and y stride ",
+                                         y_stride, ": expected equal strides"));
+  }
+  absl::StatusOr<LaunchConfig> c = RowLaunch(kKernel, rows, n);
+  if (!c.ok()) return c.status();
+  emu::Launch(stream, [=] {
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t in = r * x_stride, out = r * y_stride;
+      float sum = 0.0f;
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = Load(x, dtype, in + i);
+        sum += v * v;
+      }
+      const float scale = 1.0f / std::sqrt(sum / static_cast<float>(n) + eps);
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = Load(x, dtype, in + i) * scale;
+        Store(y, dtype, out + i, w ? v * w[i] : v);
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status LayerNormF32(const float* x, const float* w, const float* b, int64_t rows, int64_t n,
+                          float eps, float* y, cudaStream_t stream) {
+  constexpr const char* kKernel = "layernorm";
+  TESSERA_EMU_RETURN_IF_ERROR(CheckCounts(kKernel, rows, "rows", n, "values"));
+  if (rows == 0 || n == 0) return absl::OkStatus();
+  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "x", x));
+  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "y", y));
+  absl::StatusOr<LaunchConfig> c = RowLaunch(kKernel, rows, n);
+  if (!c.ok()) return c.status();
+  emu::Launch(stream, [=] {
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = x + r * n;
+      float* out = y + r * n;
+      float sum = 0.0f;
+      for (int64_t i = 0; i < n; ++i) sum += row[i];
+      const float mean = sum / static_cast<float>(n);
+      float squares = 0.0f;
+      for (int64_t i = 0; i < n; ++i) {
+        const float d = row[i] - mean;
+        squares += d * d;
+      }
+      const float inv = 1.0f / std::sqrt(squares / static_cast<float>(n) + eps);
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = (row[i] - mean) * inv;
+        out[i] = (w ? v * w[i] : v) + (b ? b[i] : 0.0f);
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Convert(const void* src, DType from, void* dst, DType to, int64_t n,
+                     cudaStream_t stream) {
+  constexpr const char* kKernel = "convert";
+  TESSERA_EMU_RETURN_IF_ERROR(CheckCount(kKernel, n, "values"));
+  if (n == 0) return absl::OkStatus();
+  if (n > INT64_MAX / 4) return Invalid(kKernel, absl::StrCat(n, " values overflow int64 bytes"));
+  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "src", src));
+  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "dst", dst));
+  if (from == to && src == dst) return absl::OkStatus();
+  const auto src_begin = reinterpret_cast<uintptr_t>(src);
+  const auto dst_begin = reinterpret_cast<uintptr_t>(dst);
+  const uintptr_t src_end = src_begin + static_cast<uintptr_t>(n) * DTypeBytes(from);
+  const uintptr_t dst_end = dst_begin + static_cast<uintptr_t>(n) * DTypeBytes(to);
+  if (src_begin < dst_end && dst_begin < src_end) {
+    return Invalid(kKernel, absl::StrCat(n, " values from ", DTypeName(from), " to ", DTypeName(to),
+                                         ": src and dst overlap (only from == to in place)"));
+  }
+  emu::Launch(stream, [=] {
+    if (from == to) {  // the real launcher's cudaMemcpyAsync: every bit kept
+      std::memcpy(dst, src, static_cast<size_t>(n) * DTypeBytes(from));
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) Store(dst, to, i, Load(src, from, i));
+  });
+  return absl::OkStatus();
+}
+
+absl::Status CopyRows(const void* src, int64_t src_stride, void* dst, int64_t dst_stride,
+                      int64_t rows, int64_t width, DType dtype, cudaStream_t stream) {
+  constexpr const char* kKernel = "copy rows";
+  TESSERA_EMU_RETURN_IF_ERROR(CheckCounts(kKernel, rows, "rows", width, "values"));
+  if (rows == 0 || width == 0) return absl::OkStatus();
+  TESSERA_EMU_RETURN_IF_ERROR(CheckStride(kKernel, "src", src_stride, rows, width));
+  TESSERA_EMU_RETURN_IF_ERROR(CheckStride(kKernel, "dst", dst_stride, rows, width));
+  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "src", src));
+  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "dst", dst));
+  absl::StatusOr<LaunchConfig> c = RowLaunch(kKernel, rows, width);
+  if (!c.ok()) return c.status();
+  emu::Launch(stream, [=] {
+    const size_t elem = DTypeBytes(dtype);
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memmove(static_cast<uint8_t*>(dst) + r * dst_stride * elem,
+                   static_cast<const uint8_t*>(src) + r * src_stride * elem, width * elem);
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status GatherRowsByIndex(const void* src, const int32_t* index, int64_t count, int64_t n,
+                               DType dtype, void* dst, cudaStream_t stream) {
+  constexpr const char* kKernel = "gather rows by index";
+  TESSERA_EMU_RETURN_IF_ERROR(CheckCounts(kKernel, count, "rows", n, "values"));
+  if (count == 0 || n == 0) return absl::OkStatus();
+  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "src", src));
+  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "index", index));
+  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "dst", dst));
+  absl::StatusOr<LaunchConfig> c = RowLaunch(kKernel, count, n);
+  if (!c.ok()) return c.status();
+  emu::Launch(stream, [=] {
+    const size_t elem = DTypeBytes(dtype);
+    for (int64_t i = 0; i < count; ++i) {
+      const int32_t id = index[i];
+      uint8_t* out = static_cast<uint8_t*>(dst) + i * n * elem;
+      if (id < 0) {
+        std::memset(out, 0, n * elem);  // +0 in every dtype
+      } else {
+        std::memmove(out, static_cast<const uint8_t*>(src) + id * n * elem, n * elem);
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Scale(float* x, int64_t n, float s, cudaStream_t stream) {
+  constexpr const char* kKernel = "scale";
+  TESSERA_EMU_RETURN_IF_ERROR(CheckCount(kKernel, n, "values"));
+  if (n == 0) return absl::OkStatus();
+  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "x", x));
+  absl::StatusOr<LaunchConfig> c = ElementwiseLaunch(kKernel, n);
+  if (!c.ok()) return c.status();
+  emu::Launch(stream, [=] {
+    for (int64_t i = 0; i < n; ++i) x[i] *= s;
+  });
+  return absl::OkStatus();
+}
+
+absl::Status FillHeadIds(int32_t* ids, int64_t tokens, int used, cudaStream_t stream) {
+  constexpr const char* kKernel = "fill head ids";
+  TESSERA_EMU_RETURN_IF_ERROR(CheckCounts(kKernel, tokens, "tokens", used, "heads"));
+  if (tokens == 0 || used == 0) return absl::OkStatus();
+  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "ids", ids));
+  const int64_t total = tokens * used;
+  absl::StatusOr<LaunchConfig> c = ElementwiseLaunch(kKernel, total);
+  if (!c.ok()) return c.status();
+  emu::Launch(stream, [=] {
+    for (int64_t i = 0; i < total; ++i) ids[i] = static_cast<int32_t>(i % used);
+  });
+  return absl::OkStatus();
+}
+
+#undef TESSERA_EMU_RETURN_IF_ERROR
+
+}  // namespace tessera::cuda
