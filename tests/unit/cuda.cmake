@@ -53,3 +53,14 @@ if(TARGET tessera_cuda AND TARGET tessera_executor AND TARGET tessera_comm)
     LABELS gpu
     TIMEOUT 300)
 endif()
+# The GPU executor test again, on the CUDA emulator (kernels/cuda/emu/): the GPU path's host
+# code — buffers, strides, offsets, the kernel sequence, graph capture and replay — against the
+# CPU executor on every machine, under ASan/UBSan in the sanitize build.
+if(TARGET tessera_executor_emu)
+  tessera_test(cuda_executor_emu_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_executor_test.cc
+    DEPS tessera_executor_emu tessera_cuda_emu tessera_model
+    LABELS sanitize
+    TIMEOUT 900)
+  target_compile_definitions(cuda_executor_emu_test PRIVATE TESSERA_CUDA_EMULATOR=1)
+endif()

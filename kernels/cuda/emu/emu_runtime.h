@@ -1,0 +1,22 @@
+// The CUDA emulator's launch mechanism, for tests that run the GPU executor's host code on a
+// machine without a GPU: "device" memory is host memory (cudaMalloc is malloc), streams run
+// their work at once and in order, and the emulated kernels (emu_kernels.cc, the contracts of
+// kernels/cuda/*.h computed in plain C++) go through Launch, so that a stream being captured
+// (cudaStreamBeginCapture) records them into a graph that cudaGraphLaunch replays. Linked
+// instead of the CUDA runtime, cuBLAS and the real kernels (target tessera_cuda_emu); never
+// part of a program users run.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+
+namespace tessera::cuda::emu {
+
+// Runs `work` now, or appends it to the graph `stream` is capturing.
+void Launch(cudaStream_t stream, std::function<void()> work);
+
+// Device memory the emulator reports as total (cudaMemGetInfo); allocations count against it.
+inline constexpr size_t kEmulatedDeviceBytes = size_t{8} << 30;
+
+}  // namespace tessera::cuda::emu
