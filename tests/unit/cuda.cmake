@@ -64,3 +64,12 @@ if(TARGET tessera_executor_emu)
     TIMEOUT 900)
   target_compile_definitions(cuda_executor_emu_test PRIVATE TESSERA_CUDA_EMULATOR=1)
 endif()
+# TP = 2 vs TP = 1 of the GPU executor on the emulator, with a device communicator (queued on
+# the stream and captured into graphs, as NCCL) and a host one (Gloo through host copies).
+if(TARGET tessera_executor_emu AND TARGET tessera_comm)
+  tessera_test(cuda_tp_emu_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_tp_emu_test.cc
+    DEPS tessera_executor_emu tessera_cuda_emu tessera_comm tessera_model
+    LABELS sanitize
+    TIMEOUT 900)
+endif()
