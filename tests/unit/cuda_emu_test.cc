@@ -5,6 +5,7 @@
 // launch computes nothing until replayed, and then reads the buffers as they are at replay.
 #include <cuda_runtime.h>
 
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -381,6 +382,60 @@ TEST(CudaEmuTest, Sampling) {
   p[0].min_p = 0.5f;
   ASSERT_TRUE(Sample(logits.data(), 2, 5, p.data(), tokens.data(), kStream).ok());
   EXPECT_EQ(tokens[0], 3);
+}
+
+TEST(CudaEmuTest, SelectionEdgeCases) {
+  // Top-k: NaN ranks below −inf.
+  const std::vector<float> scores = {-INFINITY, NAN, -1};
+  std::vector<int32_t> top(2);
+  ASSERT_TRUE(TopK(scores.data(), 1, 3, 2, nullptr, top.data(), kStream).ok());
+  EXPECT_THAT(top, ElementsAre(0, 2));
+  // Sampling: +inf counts as the largest float, so it ties with FLT_MAX (greedy: lower id;
+  // at temperature 1 both weigh 1 and the draw 0.99 of a total of 2 lands on the second).
+  const std::vector<float> logits = {INFINITY, FLT_MAX, 0};
+  GpuSamplingParams p;
+  p.temperature = 0.0f;
+  int32_t token = -1;
+  ASSERT_TRUE(Sample(logits.data(), 1, 3, &p, &token, kStream).ok());
+  EXPECT_EQ(token, 0);
+  p.temperature = 1.0f;
+  p.uniform = 0.99;
+  ASSERT_TRUE(Sample(logits.data(), 1, 3, &p, &token, kStream).ok());
+  EXPECT_EQ(token, 1);
+  // MoE routing of a NaN logit under softmax: every probability is NaN, no expert can be
+  // chosen (the GPU kernel reads out of bounds there); the emulator answers −1 with weight 0.
+  const std::vector<float> nan_logits = {NAN, 0, 0, 0};
+  std::vector<int32_t> ids(2, 7);
+  std::vector<float> weights(2, 7.0f);
+  MoeRoutingArgs a{.tokens = 1,
+                   .experts = 4,
+                   .used = 2,
+                   .logits = nan_logits.data(),
+                   .ids = ids.data(),
+                   .weights = weights.data()};
+  ASSERT_TRUE(MoeRoute(a, kStream).ok());
+  EXPECT_THAT(ids, ElementsAre(-1, -1));
+  EXPECT_THAT(weights, ElementsAre(0.0f, 0.0f));
+}
+
+TEST(CudaEmuTest, RopeAnglesInDouble) {
+  // Position 200000 at θ scale 1e-4: θ = 20 rad. Rounding θ through float would move it by
+  // ~1e-6 rad, several float ulps of cos 20 ≈ 0.408.
+  const int32_t pos = 200000;
+  const double scale = 1e-4;
+  std::vector<float> head = {1, 0};
+  RopeArgs r{.tokens = 1,
+             .heads = 1,
+             .head_dim = 2,
+             .token_stride = 2,
+             .n_rot = 2,
+             .positions = &pos,
+             .theta_scales = &scale};
+  ASSERT_TRUE(Rope(r, DType::kF32, head.data(), kStream).ok());
+  EXPECT_EQ(head[0], static_cast<float>(std::cos(200000 * 1e-4)));
+  EXPECT_EQ(head[1], static_cast<float>(std::sin(200000 * 1e-4)));
+  r.n_rot = 3;
+  EXPECT_EQ(Rope(r, DType::kF32, head.data(), kStream), RopeLaunch(1, 1, 2, 3).status());
 }
 
 TEST(CudaEmuTest, GatherAndCopyKernels) {
