@@ -5,8 +5,9 @@ if(TARGET tessera_cuda_emu)
     DEPS tessera_cuda_emu tessera_quant
     TIMEOUT 60)
   # The GPU kernel tests (tests/unit/cuda.cmake) again on the emulator: the emulated kernels
-  # against the same float64 and CPU references as the real ones.
-  foreach(area nn attention selection glue matmul)
+  # against the same float64 and CPU references as the real ones (device and staging_upload
+  # exercise the emulated runtime).
+  foreach(area device nn attention selection glue matmul staging_upload)
     tessera_test(cuda_${area}_emu_test
       SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_${area}_test.cc
               ${CMAKE_CURRENT_LIST_DIR}/cuda_emu_device_sync.cc
