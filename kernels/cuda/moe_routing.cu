@@ -86,6 +86,7 @@ __global__ void __launch_bounds__(kTokensPerBlock* kWarpSize) MoeRouteKernel(Moe
     // nor equal); what is NaN at the end was kept.
     for (int r = 0; r < a.topk_groups; ++r) {
       const int gi = ArgMax(g, a.groups);
+      if (gi >= a.groups) break;  // every group score NaN (NaN logits): none left to keep
       __syncwarp();
       if (lane == 0) g[gi] = kNaN;
       __syncwarp();
@@ -101,11 +102,13 @@ __global__ void __launch_bounds__(kTokensPerBlock* kWarpSize) MoeRouteKernel(Moe
   float sum = 0.0f;
   for (int j = 0; j < a.used; ++j) {
     const int e = ArgMax(q, E);
-    const float w = p[e];
+    // Every score NaN (NaN logits): no expert, id -1 (the grouped products give zeros).
+    const bool none = e >= E;
+    const float w = none ? 0.0f : p[e];
     __syncwarp();
     if (lane == 0) {
-      a.ids[t * a.used + j] = e;
-      q[e] = kNaN;  // out of the running
+      a.ids[t * a.used + j] = none ? -1 : e;
+      if (!none) q[e] = kNaN;  // out of the running
     }
     __syncwarp();
     if (lane == j) weight_of_lane = w;

@@ -15,9 +15,4 @@ if(TARGET tessera_cuda_emu)
            tessera_nn_cpu
       TIMEOUT 300)
   endforeach()
-  # cuda_nn_test's f16 bounds for Softmax and SiluMul have no absolute floor for float16's
-  # subnormal spacing (2^-24: an output below 2^-25 rounds to 0, an error far above a bound of
-  # ~1e-11), so they fail on the emulator and would on a GPU: left out until the bounds allow it.
-  set_property(TEST cuda_nn_emu_test PROPERTY ENVIRONMENT
-               "GTEST_FILTER=-CudaNn.Softmax:CudaNn.SiluMul")
 endif()

@@ -105,15 +105,17 @@ inline double Epsilon(DType dtype) {
   return dtype == DType::kF32 ? 6e-8 : dtype == DType::kF16 ? 4.9e-4 : 3.9e-3;
 }
 
-// |got[i] − want[i]| ≤ Epsilon(dtype)·|want[i]| + 2e-6·max(scale_floor, |want[i]|): one
-// rounding of the output plus float32 work, against a float64 reference. Reports the first
-// five elements out of bounds.
+// |got[i] − want[i]| ≤ Epsilon(dtype)·|want[i]| + 2e-6·max(scale_floor, |want[i]|) + the
+// dtype's subnormal rounding (float16: 2^-25, half its smallest spacing; values below 2^-14
+// lose relative precision): one rounding of the output plus float32 work, against a float64
+// reference. Reports the first five elements out of bounds.
 inline void ExpectCloseToFloat64(const float* got, const std::vector<double>& want, DType dtype,
                                  double scale_floor = 1.0) {
   int failures = 0;
   for (size_t i = 0; i < want.size(); ++i) {
-    const double bound =
-        Epsilon(dtype) * std::fabs(want[i]) + 2e-6 * std::max(scale_floor, std::fabs(want[i]));
+    const double bound = Epsilon(dtype) * std::fabs(want[i]) +
+                         2e-6 * std::max(scale_floor, std::fabs(want[i])) +
+                         (dtype == DType::kF16 ? 0x1p-25 : 0.0);
     if (!(std::fabs(got[i] - want[i]) <= bound) && failures++ < 5) {
       ADD_FAILURE() << "element " << i << ": gpu " << got[i] << ", float64 " << want[i];
     }
