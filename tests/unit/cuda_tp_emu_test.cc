@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cuda/emu/emu_runtime.h"
 #include "tests/support/synthetic_model.h"
+#include "tests/support/tp_ranks.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/executor/executor.h"
 
@@ -67,84 +68,35 @@ class EmulatedDeviceComm : public comm::Communicator {
   std::unique_ptr<comm::GlooCommunicator> c_;
 };
 
-// A prefill of two sequences of different lengths (all logits), then three decode steps (the
-// graph path with the device communicator).
-std::vector<std::vector<SequenceInput>> Script() {
-  std::vector<SequenceInput> seqs(2);
-  for (int i = 0; i < 19; ++i) seqs[0].tokens.push_back((31 * i + 7) % 250);
-  for (int i = 0; i < 5; ++i) seqs[1].tokens.push_back((17 * i + 3) % 250);
-  seqs[0].block_table = {0, 1};
-  seqs[1].block_table = {2};
-  for (auto& s : seqs) s.all_logits = true;
-  std::vector<std::vector<SequenceInput>> steps = {seqs};
-  for (int k = 0; k < 3; ++k) {
-    for (auto& s : seqs) {
-      s.start_pos += static_cast<int64_t>(s.tokens.size());
-      s.tokens = {(11 * k + 42) % 250};
-      s.all_logits = false;
-    }
-    steps.push_back(seqs);
-  }
-  return steps;
-}
-
 enum class CommKind { kDevice, kHost };
 
-// Runs the script on `tp` ranks (threads); returns rank 0's logits of every step, flattened,
-// and checks that every rank returns the same. An empty result with `*unsplittable` set when
-// the model cannot be split `tp` ways (every case here can: a change that breaks that fails).
+// TP = `tp` of the script (a prefill of 19 and 5 tokens, then three decode steps: the graph
+// path with the device communicator); rank 0's logits. `*unsplittable` is set when the model
+// cannot be split `tp` ways (every case here can: a change that breaks that fails).
 std::vector<float> RunRanks(const std::string& path, int tp, CommKind kind, bool* unsplittable) {
   gloo::rendezvous::HashStore store;
-  std::vector<std::vector<float>> out(tp);
-  std::vector<std::string> errors(tp);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < tp; ++r) {
-    threads.emplace_back([&, r] {
-      std::unique_ptr<comm::Communicator> comm;
-      ExecutorOptions o;
-      o.device = Device::kCuda;
-      o.exact = true;
-      o.kv_tokens = 64;
-      o.kv_block_size = 16;
-      o.max_step_tokens = 64;
-      if (tp > 1) {
-        comm::GlooOptions g;
-        g.prefix = "emu-tp/";
-        auto c = comm::GlooCommunicator::Connect(store, r, tp, g);
-        if (!c.ok()) {
-          errors[r] = c.status().ToString();
-          return;
-        }
-        if (kind == CommKind::kDevice) {
-          comm = std::make_unique<EmulatedDeviceComm>(*std::move(c));
-        } else {
-          comm = *std::move(c);
-        }
-        o.comm = comm.get();
-      }
-      o.tp_rank = r;
-      o.tp_size = tp;
-      auto ex = Executor::Create(path, o);
-      if (!ex.ok()) {
-        errors[r] = ex.status().ToString();
-        return;
-      }
-      for (const std::vector<SequenceInput>& step : Script()) {
-        auto logits = (*ex)->Step(step);
-        if (!logits.ok()) {
-          errors[r] = logits.status().ToString();
-          return;
-        }
-        for (const auto& rows : *logits) out[r].insert(out[r].end(), rows.begin(), rows.end());
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  *unsplittable = errors[0].find("cannot be split") != std::string::npos;
-  if (*unsplittable) return {};
-  for (int r = 0; r < tp; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-  for (int r = 1; r < tp; ++r) EXPECT_EQ(out[r], out[0]) << "rank " << r << " differs from rank 0";
-  return out[0];
+  auto options = [](int) {
+    ExecutorOptions o;
+    o.device = Device::kCuda;
+    o.exact = true;
+    o.kv_tokens = 64;
+    o.kv_block_size = 16;
+    o.max_step_tokens = 64;
+    return o;
+  };
+  auto connect = [&](int r) -> absl::StatusOr<std::unique_ptr<comm::Communicator>> {
+    comm::GlooOptions g;
+    g.prefix = "emu-tp/";
+    auto c = comm::GlooCommunicator::Connect(store, r, tp, g);
+    if (!c.ok()) return c.status();
+    if (kind == CommKind::kDevice) return std::make_unique<EmulatedDeviceComm>(*std::move(c));
+    return std::unique_ptr<comm::Communicator>(*std::move(c));
+  };
+  testing::RanksResult r =
+      testing::RunOnRanks(path, tp, options, connect, testing::PrefillThenDecode(19, 5, 3), true);
+  *unsplittable = r.rank0_error.find("cannot be split") != std::string::npos;
+  EXPECT_TRUE(r.rank0_error.empty() || *unsplittable) << r.rank0_error;
+  return r.logits;
 }
 
 struct Case {

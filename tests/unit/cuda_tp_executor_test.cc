@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
 #include "tests/support/synthetic_model.h"
+#include "tests/support/tp_ranks.h"
 #include "worker/executor/executor.h"
 #if TESSERA_HAVE_NCCL
 #include "worker/comm/nccl_communicator.h"
@@ -42,26 +43,6 @@ std::string Synthetic(const std::string& arch, const std::string& quant) {
   return testing::WriteSyntheticModel(o, "cuda-tp");
 }
 
-// A prefill of two sequences of different lengths (all logits), then three decode steps.
-std::vector<std::vector<SequenceInput>> Script() {
-  std::vector<SequenceInput> seqs(2);
-  for (int i = 0; i < 21; ++i) seqs[0].tokens.push_back((31 * i + 7) % 250);
-  for (int i = 0; i < 6; ++i) seqs[1].tokens.push_back((17 * i + 3) % 250);
-  seqs[0].block_table = {0, 1};
-  seqs[1].block_table = {2};
-  for (auto& s : seqs) s.all_logits = true;
-  std::vector<std::vector<SequenceInput>> steps = {seqs};
-  for (int k = 0; k < 3; ++k) {
-    for (auto& s : seqs) {
-      s.start_pos += static_cast<int64_t>(s.tokens.size());
-      s.tokens = {(11 * k + 42) % 250};
-      s.all_logits = false;
-    }
-    steps.push_back(seqs);
-  }
-  return steps;
-}
-
 ExecutorOptions Options(bool exact, int gpu) {
   ExecutorOptions o;
   o.device = Device::kCuda;
@@ -74,51 +55,27 @@ ExecutorOptions Options(bool exact, int gpu) {
   return o;
 }
 
-// Runs the script on `tp` ranks (rank r on GPU r); rank 0's logits of every step, flattened.
+// A prefill of 21 and 6 tokens (all logits), then three decode steps, on `tp` ranks (rank r on
+// GPU r, NCCL); rank 0's logits of every step, flattened.
 std::vector<float> RunTp(const std::string& path, int tp, bool exact) {
-  std::vector<std::vector<float>> out(tp);
-  std::vector<std::string> errors(tp);
 #if TESSERA_HAVE_NCCL
   gloo::rendezvous::HashStore store;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < tp; ++r) {
-    threads.emplace_back([&, r] {
-      std::unique_ptr<comm::NcclCommunicator> comm;
-      ExecutorOptions o = Options(exact, r);
-      if (tp > 1) {
-        auto c = comm::NcclCommunicator::Connect(store, "tp/", r, tp, r, std::chrono::seconds(60));
-        if (!c.ok()) {
-          errors[r] = absl::StrCat("NcclCommunicator::Connect: ", c.status().ToString());
-          return;
-        }
-        comm = *std::move(c);
-        o.comm = comm.get();
-      }
-      o.tp_rank = r;
-      o.tp_size = tp;
-      auto ex = Executor::Create(path, o);
-      if (!ex.ok()) {
-        errors[r] = absl::StrCat("Executor::Create: ", ex.status().ToString());
-        return;
-      }
-      for (const auto& step : Script()) {
-        auto l = (*ex)->Step(step);
-        if (!l.ok()) {
-          errors[r] = absl::StrCat("Step: ", l.status().ToString());
-          return;
-        }
-        for (const auto& rows : *l) out[r].insert(out[r].end(), rows.begin(), rows.end());
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  auto connect = [&](int r) -> absl::StatusOr<std::unique_ptr<comm::Communicator>> {
+    auto c = comm::NcclCommunicator::Connect(store, "tp/", r, tp, r, std::chrono::seconds(60));
+    if (!c.ok()) return c.status();
+    return std::unique_ptr<comm::Communicator>(*std::move(c));
+  };
+  return testing::RunOnRanks(
+             path, tp, [&](int r) { return Options(exact, r); }, connect,
+             testing::PrefillThenDecode(21, 6, 3))
+      .logits;
+#else
+  ADD_FAILURE() << "this build has no NCCL";
+  (void)path;
+  (void)tp;
+  (void)exact;
+  return {};
 #endif
-  for (int r = 0; r < tp; ++r) EXPECT_EQ(errors[r], "") << "tp " << tp << " rank " << r;
-  for (int r = 1; r < tp; ++r) {
-    EXPECT_TRUE(out[r] == out[0]) << "tp " << tp << ": rank " << r
-                                  << " logits differ from rank 0's";
-  }
-  return out[0];
 }
 
 double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {

@@ -16,6 +16,7 @@
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 #include "tests/support/synthetic_model.h"
+#include "tests/support/tp_ranks.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/executor/executor.h"
 
@@ -31,17 +32,6 @@ std::string Synthetic(const std::string& arch, const std::string& quant) {
   return testing::WriteSyntheticModel(o, "tp");
 }
 
-std::vector<SequenceInput> Batch() {
-  // Two sequences of different lengths, all logits: a prefill and a second chunk.
-  std::vector<SequenceInput> seqs(2);
-  for (int i = 0; i < 9; ++i) seqs[0].tokens.push_back((31 * i + 7) % 250);
-  for (int i = 0; i < 4; ++i) seqs[1].tokens.push_back((17 * i + 3) % 250);
-  seqs[0].block_table = {0};
-  seqs[1].block_table = {1};
-  for (auto& s : seqs) s.all_logits = true;
-  return seqs;
-}
-
 ExecutorOptions Options(bool exact) {
   ExecutorOptions o;
   o.exact = exact;
@@ -51,61 +41,21 @@ ExecutorOptions Options(bool exact) {
   return o;
 }
 
-// Runs the batch, then a one-token decode step after it, on `tp` ranks; returns rank 0's
-// logits of both steps, flattened.
+// A prefill of 9 and 4 tokens (all logits), then a one-token decode step, on `tp` ranks
+// (Gloo); rank 0's logits of both steps, flattened.
 std::vector<float> RunTp(const std::string& path, int tp, bool exact) {
   gloo::rendezvous::HashStore store;
-  std::vector<std::vector<float>> out(tp);
-  std::vector<std::string> errors(tp);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < tp; ++r) {
-    threads.emplace_back([&, r] {
-      std::unique_ptr<comm::GlooCommunicator> comm;
-      ExecutorOptions o = Options(exact);
-      if (tp > 1) {
-        comm::GlooOptions g;
-        g.prefix = "test/";
-        auto c = comm::GlooCommunicator::Connect(store, r, tp, g);
-        if (!c.ok()) {
-          errors[r] = c.status().ToString();
-          return;
-        }
-        comm = *std::move(c);
-        o.comm = comm.get();
-      }
-      o.tp_rank = r;
-      o.tp_size = tp;
-      auto ex = Executor::Create(path, o);
-      if (!ex.ok()) {
-        errors[r] = ex.status().ToString();
-        return;
-      }
-      std::vector<SequenceInput> seqs = Batch();
-      auto a = (*ex)->Step(seqs);
-      if (!a.ok()) {
-        errors[r] = a.status().ToString();
-        return;
-      }
-      for (auto& s : seqs) {
-        s.start_pos = static_cast<int64_t>(s.tokens.size());
-        s.tokens = {42};
-        s.all_logits = false;
-      }
-      auto b = (*ex)->Step(seqs);
-      if (!b.ok()) {
-        errors[r] = b.status().ToString();
-        return;
-      }
-      for (const auto* v : {&*a, &*b}) {
-        for (const auto& rows : *v) out[r].insert(out[r].end(), rows.begin(), rows.end());
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < tp; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-  // Every rank holds the whole logits after the gather, identical across ranks.
-  for (int r = 1; r < tp; ++r) EXPECT_EQ(out[r], out[0]) << "rank " << r;
-  return out[0];
+  auto connect = [&](int r) -> absl::StatusOr<std::unique_ptr<comm::Communicator>> {
+    comm::GlooOptions g;
+    g.prefix = "test/";
+    auto c = comm::GlooCommunicator::Connect(store, r, tp, g);
+    if (!c.ok()) return c.status();
+    return std::unique_ptr<comm::Communicator>(*std::move(c));
+  };
+  return testing::RunOnRanks(
+             path, tp, [&](int) { return Options(exact); }, connect,
+             testing::PrefillThenDecode(9, 4, 1))
+      .logits;
 }
 
 struct Case {
