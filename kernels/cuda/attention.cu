@@ -4,6 +4,7 @@
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch_config.h"
+#include "kernels/cuda/launcher_checks.h"
 
 namespace tessera::cuda {
 namespace {
@@ -155,22 +156,8 @@ __global__ void IndexerScoreKernel(IndexerScoreArgs a) {
 
 absl::Status PagedAttention(const PagedAttentionArgs& a, DType dtype, cudaStream_t stream) {
   int per_lane = 0;
-  absl::StatusOr<LaunchConfig> c = AttentionLaunch({.queries = a.queries,
-                                                    .heads = a.heads,
-                                                    .kv_heads = a.kv_heads,
-                                                    .d_k = a.d_k,
-                                                    .d_v = a.d_v,
-                                                    .block_size = a.block_size},
-                                                   &per_lane);
+  absl::StatusOr<LaunchConfig> c = CheckPagedAttention(a, &per_lane);
   if (!c.ok()) return c.status();
-  if (!a.q || !a.out || !a.k.base || !a.v.base || !a.block_table || !a.query_seq ||
-      !a.query_kv_len || a.max_blocks <= 0) {
-    return absl::InvalidArgumentError(
-        "cuda attention: q, out, caches, block table, query_seq and query_kv_len are required");
-  }
-  if (a.selected && a.selected_per_query <= 0) {
-    return absl::InvalidArgumentError("cuda attention: a selection needs selected_per_query > 0");
-  }
   absl::Status (*launch)(const PagedAttentionArgs&, const LaunchConfig&, int, cudaStream_t) =
       nullptr;
   TESSERA_DISPATCH_DTYPE(dtype, T, launch = &LaunchAttention<T>);
@@ -178,22 +165,12 @@ absl::Status PagedAttention(const PagedAttentionArgs& a, DType dtype, cudaStream
 }
 
 absl::Status IndexerScores(const IndexerScoreArgs& a, cudaStream_t stream) {
-  if (a.queries <= 0 || a.heads <= 0 || a.dim <= 0 || a.n_keys <= 0 || a.block_size <= 0 ||
-      a.max_blocks <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cuda indexer scores: queries ", a.queries, ", heads ", a.heads, ", dim ", a.dim, ", keys ",
-        a.n_keys, ", block size ", a.block_size, ": expected positive values"));
-  }
-  const size_t shared = static_cast<size_t>(a.heads) * (a.dim + 1) * sizeof(float);
-  if (shared > 48 * 1024) {
-    return absl::InvalidArgumentError(absl::StrCat("cuda indexer scores: ", a.heads, " heads of ",
-                                                   a.dim, " need ", shared,
-                                                   " bytes of shared memory, more than 48 KiB"));
-  }
+  absl::StatusOr<size_t> shared = CheckIndexerScores(a);
+  if (!shared.ok()) return shared.status();
   const int64_t key_blocks =
       std::min<int64_t>((a.n_keys + kIndexerWarps - 1) / kIndexerWarps, 65535);
   const dim3 grid(static_cast<unsigned>(a.queries), static_cast<unsigned>(key_blocks));
-  IndexerScoreKernel<<<grid, kIndexerWarps * kWarpSize, shared, stream>>>(a);
+  IndexerScoreKernel<<<grid, kIndexerWarps * kWarpSize, *shared, stream>>>(a);
   return LaunchStatus("indexer scores");
 }
 

@@ -1,11 +1,11 @@
 // Data movement of the forward pass: KV-cache writes, embedding gathers, residual adds.
 #include <algorithm>
-#include <climits>
 
-#include "absl/strings/str_cat.h"
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/kernel_checks.h"
 #include "kernels/cuda/launch_config.h"
+#include "kernels/cuda/launcher_checks.h"
 #include "kernels/cuda/nn_kernels.h"
 #include "kernels/cuda/quant_decode.cuh"
 
@@ -49,12 +49,7 @@ __global__ void GatherRowsKernel(const uint8_t* table, size_t row_bytes, int64_t
 }  // namespace
 
 absl::Status WriteKvCache(const KvWriteArgs& a, DType dtype, cudaStream_t stream) {
-  if (a.tokens <= 0 || a.kv_heads <= 0 || a.width <= 0 || a.block_size <= 0 || !a.src || !a.cache ||
-      !a.slot_mapping || a.kv_heads > 65535 || a.tokens > INT32_MAX) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cuda kv write: ", a.tokens, " tokens x ", a.kv_heads, " heads of ", a.width,
-        ", block size ", a.block_size, ": expected positive sizes and src, cache, slots"));
-  }
+  if (absl::Status s = CheckWriteKvCache(a); !s.ok()) return s;
   const dim3 grid(static_cast<unsigned>(a.tokens), static_cast<unsigned>(a.kv_heads));
   const int threads = std::min(256, (a.width + kWarpSize - 1) / kWarpSize * kWarpSize);
   TESSERA_DISPATCH_DTYPE(dtype, T, WriteKvKernel<T><<<grid, threads, 0, stream>>>(a));
@@ -72,15 +67,7 @@ absl::Status AddInPlace(void* y, const void* x, int64_t n, DType dtype, cudaStre
 
 absl::Status GatherRows(const DeviceMatrix& table, const int32_t* ids, int64_t n, DType dtype,
                         void* out, cudaStream_t stream) {
-  if (absl::Status s = CheckRowBytes(table.type, table.cols, table.row_bytes, "gather rows");
-      !s.ok()) {
-    return s;
-  }
-  if (n <= 0 || n > INT32_MAX || table.rows <= 0 || !ids || !out) {
-    return absl::InvalidArgumentError(absl::StrCat("cuda gather rows: ", n, " ids from ",
-                                                   table.rows,
-                                                   " rows: expected positive counts, ids, out"));
-  }
+  if (absl::Status s = CheckGatherRows(table, ids, n, out); !s.ok()) return s;
   const auto* data = static_cast<const uint8_t*>(table.data);
   TESSERA_DISPATCH_DTYPE(
       dtype, T,

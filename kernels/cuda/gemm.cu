@@ -1,5 +1,6 @@
 #include <algorithm>
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/kernel_checks.h"
 
 #include "kernels/cuda/launch_config.h"
 #include "kernels/cuda/matmul_kernels.h"
@@ -24,13 +25,8 @@ cudaDataType_t CublasType(DType t) {
 absl::Status GemmDequantized(cublasHandle_t cublas, const DeviceMatrix& w, const void* x, DType act,
                              int64_t batch, void* y, void* scratch, size_t scratch_bytes,
                              cudaStream_t stream) {
-  if (batch <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cuda gemm: batch ", batch, ": expected a positive count"));
-  }
-  absl::StatusOr<int64_t> chunk = GemmScratchRows(w.rows, w.cols, DTypeBytes(act), scratch_bytes);
+  absl::StatusOr<int64_t> chunk = CheckGemmDequantized(w, act, batch, scratch_bytes);
   if (!chunk.ok()) return chunk.status();
-  if (absl::Status s = CheckRowBytes(w.type, w.cols, w.row_bytes, "gemm"); !s.ok()) return s;
   const size_t elem = DTypeBytes(act);
   const float alpha = 1.0f, beta = 0.0f;
   for (int64_t r0 = 0; r0 < w.rows; r0 += *chunk) {

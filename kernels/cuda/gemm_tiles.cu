@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/kernel_checks.h"
 #include "kernels/cuda/launch_config.h"
 #include "kernels/cuda/matmul_kernels.h"
 #include "kernels/cuda/quant_decode.cuh"
@@ -145,16 +146,8 @@ absl::Status Launch(const DeviceMatrix& w, const void* x, int64_t batch, void* y
 
 absl::Status GemmTiles(const DeviceMatrix& w, const void* x, DType act, int64_t batch, void* y,
                        cudaStream_t stream) {
-  if (act == DType::kF32) {
-    return absl::InvalidArgumentError(
-        "cuda gemm tiles: float32 activations: expected float16 or bfloat16 (tensor-core "
-        "fragments are 16-bit; use GemmDequantized for float32)");
-  }
-  absl::StatusOr<LaunchConfig> c = GemmTilesLaunch(w.type, w.rows, w.cols, batch);
+  absl::StatusOr<LaunchConfig> c = CheckGemmTiles(w, act, batch);
   if (!c.ok()) return c.status();
-  if (absl::Status s = CheckRowBytes(w.type, w.cols, w.row_bytes, "gemm tiles"); !s.ok()) {
-    return s;
-  }
   if (act == DType::kF16) return Launch<__half>(w, x, batch, y, *c, stream);
   return Launch<__nv_bfloat16>(w, x, batch, y, *c, stream);
 }

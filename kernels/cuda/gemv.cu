@@ -1,8 +1,8 @@
 #include <algorithm>
 
-#include "absl/strings/str_cat.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch_config.h"
+#include "kernels/cuda/launcher_checks.h"
 #include "kernels/cuda/matmul_kernels.h"
 #include "kernels/cuda/quant_decode.cuh"
 
@@ -99,9 +99,8 @@ __global__ void MoeCombineKernel(const T* y, const float* weights, int64_t token
 
 absl::Status Gemv(const DeviceMatrix& w, const void* x, DType act, int64_t batch, void* y,
                   cudaStream_t stream) {
-  absl::StatusOr<LaunchConfig> c = GemvLaunch(w.type, w.rows, w.cols, batch);
+  absl::StatusOr<LaunchConfig> c = CheckGemv(w, batch);
   if (!c.ok()) return c.status();
-  if (absl::Status s = CheckRowBytes(w.type, w.cols, w.row_bytes, "gemv"); !s.ok()) return s;
   const auto* wd = static_cast<const uint8_t*>(w.data);
   for (int64_t b0 = 0; b0 < batch; b0 += kGemvMaxBatch) {
     const int nb = static_cast<int>(std::min<int64_t>(kGemvMaxBatch, batch - b0));
@@ -121,22 +120,10 @@ namespace tessera::cuda {
 
 absl::Status GroupedGemv(const GroupedGemvArgs& a, DType act, cudaStream_t stream) {
   const DeviceMatrix& w = a.w;
-  absl::StatusOr<LaunchConfig> c = GemvLaunch(w.type, w.rows, w.cols, 1);
-  if (!c.ok()) return c.status();
-  if (absl::Status s = CheckRowBytes(w.type, w.cols, w.row_bytes, "grouped gemv"); !s.ok()) {
-    return s;
-  }
   const int64_t x_stride = a.x_stride ? a.x_stride : w.cols;
   const int64_t y_stride = a.y_stride ? a.y_stride : w.rows;
-  if (a.members <= 0 || a.tokens <= 0 || a.used <= 0 || a.tokens * a.used > 65535 ||
-      a.member_bytes < static_cast<size_t>(w.rows) * w.row_bytes || x_stride < w.cols ||
-      y_stride < w.rows || !a.ids || !a.x || !a.y) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cuda grouped gemv: ", a.members, " members of ", a.member_bytes, " bytes (one needs ",
-        static_cast<size_t>(w.rows) * w.row_bytes, "), ", a.tokens, " tokens x ", a.used,
-        " choices (at most 65535 in all), x stride ", x_stride, " (≥ ", w.cols, "), y stride ",
-        y_stride, " (≥ ", w.rows, "), ids/x/y given: expected all to hold"));
-  }
+  absl::StatusOr<LaunchConfig> c = CheckGroupedGemv(a, x_stride, y_stride);
+  if (!c.ok()) return c.status();
   const dim3 grid(static_cast<unsigned>(c->grid_x), static_cast<unsigned>(a.tokens * a.used));
   TESSERA_DISPATCH_DTYPE(
       act, T,
@@ -148,9 +135,8 @@ absl::Status GroupedGemv(const GroupedGemvArgs& a, DType act, cudaStream_t strea
 
 absl::Status MoeCombine(const void* y, const float* weights, int64_t tokens, int used, int64_t n,
                         DType act, void* out, cudaStream_t stream) {
-  absl::StatusOr<LaunchConfig> c = ElementwiseLaunch("moe combine", tokens * n);
+  absl::StatusOr<LaunchConfig> c = CheckMoeCombine(tokens, used, n);
   if (!c.ok()) return c.status();
-  if (used <= 0) return absl::InvalidArgumentError("cuda moe combine: used must be positive");
   TESSERA_DISPATCH_DTYPE(
       act, T,
       MoeCombineKernel<T><<<c->grid_x, c->block, 0, stream>>>(

@@ -2,11 +2,10 @@
 // so the checks hold on machines without a GPU), take their geometry from launch_config.h and
 // queue one kernel; element-wise kernels loop grid-stride because ElementwiseLaunch caps the grid.
 #include <cstdint>
-#include <string>
 
-#include "absl/strings/str_cat.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/glue_kernels.h"
+#include "kernels/cuda/kernel_checks.h"
 #include "kernels/cuda/launch_config.h"
 
 namespace tessera::cuda {
@@ -113,57 +112,6 @@ __global__ void FillHeadIdsKernel(int32_t* ids, int64_t total, int used) {
   }
 }
 
-// ---- Argument checks --------------------------------------------------------------------------
-
-absl::Status Invalid(const char* kernel, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat("cuda ", kernel, ": ", what));
-}
-
-// Counts first: negative is an error, and the product (elements touched) must fit int64.
-absl::Status CheckCounts(const char* kernel, int64_t rows, const char* rows_name, int64_t n,
-                         const char* n_name) {
-  if (rows < 0 || n < 0) {
-    return Invalid(kernel, absl::StrCat(rows, " ", rows_name, " of ", n, " ", n_name,
-                                        ": expected counts ≥ 0"));
-  }
-  if (n > 0 && rows > INT64_MAX / n) {
-    return Invalid(kernel,
-                   absl::StrCat(rows, " ", rows_name, " of ", n, " ", n_name, " overflow int64"));
-  }
-  return absl::OkStatus();
-}
-
-// Rows of `width` read or written `stride` elements apart (rows > 0, width > 0).
-absl::Status CheckStride(const char* kernel, const char* what, int64_t stride, int64_t rows,
-                         int64_t width) {
-  if (stride < width) {
-    return Invalid(kernel, absl::StrCat(what, " stride ", stride, " is shorter than the row of ",
-                                        width, " elements"));
-  }
-  if (rows - 1 > (INT64_MAX - width) / stride) {
-    return Invalid(kernel, absl::StrCat(rows, " rows ", stride, " elements apart overflow int64"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckPointer(const char* kernel, const char* what, const void* ptr) {
-  if (ptr == nullptr) return Invalid(kernel, absl::StrCat(what, " is null"));
-  return absl::OkStatus();
-}
-
-absl::Status CheckCount(const char* kernel, int64_t n, const char* what) {
-  if (n < 0) return Invalid(kernel, absl::StrCat(n, " ", what, ": expected a count ≥ 0"));
-  return absl::OkStatus();
-}
-
-// The launchers run a sequence of checks and return the first error (local to this file).
-#define TESSERA_GLUE_RETURN_IF_ERROR(expr)    \
-  do {                                        \
-    if (absl::Status s_ = (expr); !s_.ok()) { \
-      return s_;                              \
-    }                                         \
-  } while (false)
-
 }  // namespace
 
 // ---- Launchers --------------------------------------------------------------------------------
@@ -171,13 +119,9 @@ absl::Status CheckCount(const char* kernel, int64_t n, const char* what) {
 absl::Status AddBias(void* y, const float* bias, int64_t rows, int64_t n, DType dtype,
                      cudaStream_t stream) {
   constexpr const char* kKernel = "add bias";
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckCounts(kKernel, rows, "rows", n, "values"));
-  if (rows == 0 || n == 0) return absl::OkStatus();
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckPointer(kKernel, "y", y));
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckPointer(kKernel, "bias", bias));
+  absl::StatusOr<LaunchConfig> c = CheckAddBias(y, bias, rows, n);
+  if (!c.ok() || c->grid_x == 0) return c.status();  // 0: nothing to launch
   const int64_t total = rows * n;
-  absl::StatusOr<LaunchConfig> c = ElementwiseLaunch(kKernel, total);
-  if (!c.ok()) return c.status();
   TESSERA_DISPATCH_DTYPE(dtype, T,
                          AddBiasKernel<T>
                          <<<c->grid_x, c->block, 0, stream>>>(static_cast<T*>(y), bias, total, n));
@@ -188,19 +132,8 @@ absl::Status RmsNormStrided(const void* x, int64_t x_stride, const float* w, int
                             int64_t n, float eps, DType dtype, void* y, int64_t y_stride,
                             cudaStream_t stream) {
   constexpr const char* kKernel = "rmsnorm strided";
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckCounts(kKernel, rows, "rows", n, "values"));
-  if (rows == 0 || n == 0) return absl::OkStatus();
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckStride(kKernel, "x", x_stride, rows, n));
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckStride(kKernel, "y", y_stride, rows, n));
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckPointer(kKernel, "x", x));
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckPointer(kKernel, "y", y));
-  if (x == y && x_stride != y_stride) {
-    // Row r would overwrite rows that other blocks are still reading.
-    return Invalid(kKernel, absl::StrCat("in place with x stride ", x_stride, " and y stride ",
-                                         y_stride, ": expected equal strides"));
-  }
-  absl::StatusOr<LaunchConfig> c = RowLaunch(kKernel, rows, n);
-  if (!c.ok()) return c.status();
+  absl::StatusOr<LaunchConfig> c = CheckRmsNormStrided(x, x_stride, rows, n, y, y_stride);
+  if (!c.ok() || c->grid_x == 0) return c.status();  // 0: nothing to launch
   TESSERA_DISPATCH_DTYPE(
       dtype, T,
       RmsNormStridedKernel<T><<<c->grid_x, c->block, c->shared_bytes, stream>>>(
@@ -211,12 +144,8 @@ absl::Status RmsNormStrided(const void* x, int64_t x_stride, const float* w, int
 absl::Status LayerNormF32(const float* x, const float* w, const float* b, int64_t rows, int64_t n,
                           float eps, float* y, cudaStream_t stream) {
   constexpr const char* kKernel = "layernorm";
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckCounts(kKernel, rows, "rows", n, "values"));
-  if (rows == 0 || n == 0) return absl::OkStatus();
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckPointer(kKernel, "x", x));
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckPointer(kKernel, "y", y));
-  absl::StatusOr<LaunchConfig> c = RowLaunch(kKernel, rows, n);
-  if (!c.ok()) return c.status();
+  absl::StatusOr<LaunchConfig> c = CheckLayerNorm(x, rows, n, y);
+  if (!c.ok() || c->grid_x == 0) return c.status();  // 0: nothing to launch
   LayerNormKernel<<<c->grid_x, c->block, c->shared_bytes, stream>>>(x, w, b, n, eps, y);
   return LaunchStatus(kKernel);
 }
@@ -224,28 +153,14 @@ absl::Status LayerNormF32(const float* x, const float* w, const float* b, int64_
 absl::Status Convert(const void* src, DType from, void* dst, DType to, int64_t n,
                      cudaStream_t stream) {
   constexpr const char* kKernel = "convert";
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckCount(kKernel, n, "values"));
-  if (n == 0) return absl::OkStatus();
-  if (n > INT64_MAX / 4) return Invalid(kKernel, absl::StrCat(n, " values overflow int64 bytes"));
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckPointer(kKernel, "src", src));
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckPointer(kKernel, "dst", dst));
-  if (from == to && src == dst) return absl::OkStatus();  // nothing changes
-  const auto src_begin = reinterpret_cast<uintptr_t>(src);
-  const auto dst_begin = reinterpret_cast<uintptr_t>(dst);
-  const uintptr_t src_end = src_begin + static_cast<uintptr_t>(n) * DTypeBytes(from);
-  const uintptr_t dst_end = dst_begin + static_cast<uintptr_t>(n) * DTypeBytes(to);
-  if (src_begin < dst_end && dst_begin < src_end) {
-    return Invalid(kKernel, absl::StrCat(n, " values from ", DTypeName(from), " to ", DTypeName(to),
-                                         ": src and dst overlap (only from == to in place)"));
-  }
+  absl::StatusOr<LaunchConfig> c = CheckConvert(src, from, dst, to, n);
+  if (!c.ok() || c->grid_x == 0) return c.status();  // 0: nothing to launch
   if (from == to) {
     // A plain copy keeps every bit (NaN payloads included) and needs no kernel.
     return CudaStatus(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * DTypeBytes(from),
                                       cudaMemcpyDeviceToDevice, stream),
                       kKernel);
   }
-  absl::StatusOr<LaunchConfig> c = ElementwiseLaunch(kKernel, n);
-  if (!c.ok()) return c.status();
   TESSERA_DISPATCH_DTYPE(
       from, S,
       TESSERA_DISPATCH_DTYPE(to, D,
@@ -257,14 +172,8 @@ absl::Status Convert(const void* src, DType from, void* dst, DType to, int64_t n
 absl::Status CopyRows(const void* src, int64_t src_stride, void* dst, int64_t dst_stride,
                       int64_t rows, int64_t width, DType dtype, cudaStream_t stream) {
   constexpr const char* kKernel = "copy rows";
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckCounts(kKernel, rows, "rows", width, "values"));
-  if (rows == 0 || width == 0) return absl::OkStatus();
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckStride(kKernel, "src", src_stride, rows, width));
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckStride(kKernel, "dst", dst_stride, rows, width));
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckPointer(kKernel, "src", src));
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckPointer(kKernel, "dst", dst));
-  absl::StatusOr<LaunchConfig> c = RowLaunch(kKernel, rows, width);
-  if (!c.ok()) return c.status();
+  absl::StatusOr<LaunchConfig> c = CheckCopyRows(src, src_stride, dst, dst_stride, rows, width);
+  if (!c.ok() || c->grid_x == 0) return c.status();  // 0: nothing to launch
   TESSERA_DISPATCH_DTYPE(
       dtype, T,
       CopyRowsKernel<T><<<c->grid_x, c->block, 0, stream>>>(
@@ -275,13 +184,8 @@ absl::Status CopyRows(const void* src, int64_t src_stride, void* dst, int64_t ds
 absl::Status GatherRowsByIndex(const void* src, const int32_t* index, int64_t count, int64_t n,
                                DType dtype, void* dst, cudaStream_t stream) {
   constexpr const char* kKernel = "gather rows by index";
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckCounts(kKernel, count, "rows", n, "values"));
-  if (count == 0 || n == 0) return absl::OkStatus();
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckPointer(kKernel, "src", src));
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckPointer(kKernel, "index", index));
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckPointer(kKernel, "dst", dst));
-  absl::StatusOr<LaunchConfig> c = RowLaunch(kKernel, count, n);
-  if (!c.ok()) return c.status();
+  absl::StatusOr<LaunchConfig> c = CheckGatherRowsByIndex(src, index, count, n, dst);
+  if (!c.ok() || c->grid_x == 0) return c.status();  // 0: nothing to launch
   TESSERA_DISPATCH_DTYPE(dtype, T,
                          GatherRowsByIndexKernel<T><<<c->grid_x, c->block, 0, stream>>>(
                              static_cast<const T*>(src), index, n, static_cast<T*>(dst)));
@@ -290,27 +194,19 @@ absl::Status GatherRowsByIndex(const void* src, const int32_t* index, int64_t co
 
 absl::Status Scale(float* x, int64_t n, float s, cudaStream_t stream) {
   constexpr const char* kKernel = "scale";
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckCount(kKernel, n, "values"));
-  if (n == 0) return absl::OkStatus();
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckPointer(kKernel, "x", x));
-  absl::StatusOr<LaunchConfig> c = ElementwiseLaunch(kKernel, n);
-  if (!c.ok()) return c.status();
+  absl::StatusOr<LaunchConfig> c = CheckScale(x, n);
+  if (!c.ok() || c->grid_x == 0) return c.status();  // 0: nothing to launch
   ScaleKernel<<<c->grid_x, c->block, 0, stream>>>(x, n, s);
   return LaunchStatus(kKernel);
 }
 
 absl::Status FillHeadIds(int32_t* ids, int64_t tokens, int used, cudaStream_t stream) {
   constexpr const char* kKernel = "fill head ids";
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckCounts(kKernel, tokens, "tokens", used, "heads"));
-  if (tokens == 0 || used == 0) return absl::OkStatus();
-  TESSERA_GLUE_RETURN_IF_ERROR(CheckPointer(kKernel, "ids", ids));
+  absl::StatusOr<LaunchConfig> c = CheckFillHeadIds(ids, tokens, used);
+  if (!c.ok() || c->grid_x == 0) return c.status();  // 0: nothing to launch
   const int64_t total = tokens * used;
-  absl::StatusOr<LaunchConfig> c = ElementwiseLaunch(kKernel, total);
-  if (!c.ok()) return c.status();
   FillHeadIdsKernel<<<c->grid_x, c->block, 0, stream>>>(ids, total, used);
   return LaunchStatus(kKernel);
 }
-
-#undef TESSERA_GLUE_RETURN_IF_ERROR
 
 }  // namespace tessera::cuda

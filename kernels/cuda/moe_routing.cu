@@ -2,6 +2,7 @@
 
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch_config.h"
+#include "kernels/cuda/launcher_checks.h"
 #include "kernels/cuda/selection_kernels.h"
 
 namespace tessera::cuda {
@@ -123,19 +124,8 @@ __global__ void __launch_bounds__(kTokensPerBlock* kWarpSize) MoeRouteKernel(Moe
 }  // namespace
 
 absl::Status MoeRoute(const MoeRoutingArgs& a, cudaStream_t stream) {
-  absl::StatusOr<LaunchConfig> c = MoeRoutingLaunch({.tokens = a.tokens,
-                                                     .experts = a.experts,
-                                                     .used = a.used,
-                                                     .groups = a.groups,
-                                                     .topk_groups = a.topk_groups});
+  absl::StatusOr<LaunchConfig> c = CheckMoeRoute(a);
   if (!c.ok()) return c.status();
-  if (!a.logits || !a.ids || !a.weights) {
-    return absl::InvalidArgumentError("cuda moe routing: logits, ids and weights are required");
-  }
-  if (a.gating != MoeGating::kSoftmax && a.gating != MoeGating::kSigmoid) {
-    return absl::InvalidArgumentError(
-        "cuda moe routing: gating must be softmax (1) or sigmoid (2)");
-  }
   MoeRouteKernel<<<static_cast<unsigned>(c->grid_x), c->block, 0, stream>>>(a);
   return LaunchStatus("moe routing");
 }

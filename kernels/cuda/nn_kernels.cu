@@ -1,6 +1,8 @@
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/glue_kernels.h"
+#include "kernels/cuda/kernel_checks.h"
 #include "kernels/cuda/launch_config.h"
+#include "kernels/cuda/launcher_checks.h"
 #include "kernels/cuda/nn_kernels.h"
 
 namespace tessera::cuda {
@@ -60,11 +62,8 @@ absl::Status RmsNorm(const void* x, const float* w, int64_t rows, int64_t n, flo
 }
 
 absl::Status Rope(const RopeArgs& a, DType dtype, void* x, cudaStream_t stream) {
-  absl::StatusOr<LaunchConfig> c = RopeLaunch(a.tokens, a.heads, a.head_dim, a.n_rot);
+  absl::StatusOr<LaunchConfig> c = CheckRope(a);
   if (!c.ok()) return c.status();
-  if (a.positions == nullptr || a.theta_scales == nullptr) {
-    return absl::InvalidArgumentError("cuda rope: positions and theta scales are required");
-  }
   const dim3 grid(static_cast<unsigned>(c->grid_x), static_cast<unsigned>(c->grid_y));
   TESSERA_DISPATCH_DTYPE(dtype, T,
                          RopeKernel<T><<<grid, c->block, 0, stream>>>(

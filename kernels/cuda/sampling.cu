@@ -3,6 +3,7 @@
 
 #include <cfloat>
 
+#include "kernels/cuda/kernel_checks.h"
 #include "kernels/cuda/launch_config.h"
 #include "kernels/cuda/radix_select.cuh"
 #include "kernels/cuda/selection_kernels.h"
@@ -145,15 +146,8 @@ __global__ void __launch_bounds__(kSamplingThreads)
 
 absl::Status Sample(const float* logits, int64_t sequences, int64_t vocab,
                     const GpuSamplingParams* params, int32_t* tokens, cudaStream_t stream) {
-  absl::StatusOr<LaunchConfig> c = SamplingLaunch(sequences, vocab);
+  absl::StatusOr<LaunchConfig> c = CheckSample(sequences, vocab, logits, params, tokens);
   if (!c.ok()) return c.status();
-  if (c->block != kSamplingThreads) {
-    return absl::FailedPreconditionError(
-        "cuda sampling: the device allows fewer than 1024 threads");
-  }
-  if (!logits || !params || !tokens) {
-    return absl::InvalidArgumentError("cuda sampling: logits, params and tokens are required");
-  }
   SampleKernel<<<static_cast<unsigned>(c->grid_x), kSamplingThreads, 0, stream>>>(
       logits, static_cast<int>(vocab), params, tokens);
   return LaunchStatus("sampling");

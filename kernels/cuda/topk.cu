@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/kernel_checks.h"
 #include "kernels/cuda/launch_config.h"
 #include "kernels/cuda/radix_select.cuh"
 #include "kernels/cuda/selection_kernels.h"
@@ -60,11 +61,8 @@ __global__ void __launch_bounds__(kTopKThreads)
 
 absl::Status TopK(const float* scores, int64_t rows, int64_t n, int64_t k, const int32_t* lengths,
                   int32_t* out, cudaStream_t stream) {
-  absl::StatusOr<LaunchConfig> c = TopKLaunch(rows, n, k);
+  absl::StatusOr<LaunchConfig> c = CheckTopK(rows, n, k);
   if (!c.ok()) return c.status();
-  if (c->block != kTopKThreads) {
-    return absl::FailedPreconditionError("cuda top-k: the device allows fewer than 512 threads");
-  }
   TopKKernel<<<static_cast<unsigned>(c->grid_x), kTopKThreads, 0, stream>>>(
       scores, n, static_cast<int>(std::min<int64_t>(k, INT32_MAX)), lengths, out);
   return LaunchStatus("top-k");

@@ -25,7 +25,9 @@
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/emu/emu_runtime.h"
 #include "kernels/cuda/glue_kernels.h"
+#include "kernels/cuda/kernel_checks.h"
 #include "kernels/cuda/launch_config.h"
+#include "kernels/cuda/launcher_checks.h"
 #include "kernels/cuda/matmul_kernels.h"
 #include "kernels/cuda/nn_kernels.h"
 #include "kernels/cuda/selection_kernels.h"
@@ -272,75 +274,9 @@ struct Cut {
   }
 };
 
-// ---- Glue argument checks (glue_kernels.cu) ---------------------------------------------------
-
-absl::Status Invalid(const char* kernel, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat("cuda ", kernel, ": ", what));
-}
-
-absl::Status CheckCounts(const char* kernel, int64_t rows, const char* rows_name, int64_t n,
-                         const char* n_name) {
-  if (rows < 0 || n < 0) {
-    return Invalid(kernel, absl::StrCat(rows, " ", rows_name, " of ", n, " ", n_name,
-                                        ": expected counts ≥ 0"));
-  }
-  if (n > 0 && rows > INT64_MAX / n) {
-    return Invalid(kernel,
-                   absl::StrCat(rows, " ", rows_name, " of ", n, " ", n_name, " overflow int64"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckStride(const char* kernel, const char* what, int64_t stride, int64_t rows,
-                         int64_t width) {
-  if (stride < width) {
-    return Invalid(kernel, absl::StrCat(what, " stride ", stride, " is shorter than the row of ",
-                                        width, " elements"));
-  }
-  if (rows - 1 > (INT64_MAX - width) / stride) {
-    return Invalid(kernel, absl::StrCat(rows, " rows ", stride, " elements apart overflow int64"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckPointer(const char* kernel, const char* what, const void* ptr) {
-  if (ptr == nullptr) return Invalid(kernel, absl::StrCat(what, " is null"));
-  return absl::OkStatus();
-}
-
-absl::Status CheckCount(const char* kernel, int64_t n, const char* what) {
-  if (n < 0) return Invalid(kernel, absl::StrCat(n, " ", what, ": expected a count ≥ 0"));
-  return absl::OkStatus();
-}
-
-#define TESSERA_EMU_RETURN_IF_ERROR(expr)     \
-  do {                                        \
-    if (absl::Status s_ = (expr); !s_.ok()) { \
-      return s_;                              \
-    }                                         \
-  } while (false)
-
 }  // namespace
 
 // ---- cuda_types.h -----------------------------------------------------------------------------
-
-const char* DTypeName(DType t) {
-  switch (t) {
-    case DType::kF32:
-      return "f32";
-    case DType::kF16:
-      return "f16";
-    case DType::kBF16:
-      return "bf16";
-  }
-  return "?";
-}
-
-absl::Status CudaStatus(cudaError_t error, const char* what) {
-  if (error == cudaSuccess) return absl::OkStatus();
-  cudaGetLastError();
-  return absl::InternalError(absl::StrCat("cuda ", what, ": ", cudaGetErrorString(error)));
-}
 
 // Emulated launches cannot fail once their checks pass (those return at call time).
 absl::Status LaunchStatus(const char*) { return absl::OkStatus(); }
@@ -381,40 +317,26 @@ absl::Status Dequantize(gguf::GgmlType type, const void* src, int64_t n, DType o
 
 absl::Status Gemv(const DeviceMatrix& w, const void* x, DType act, int64_t batch, void* y,
                   cudaStream_t stream) {
-  absl::StatusOr<LaunchConfig> c = GemvLaunch(w.type, w.rows, w.cols, batch);
+  absl::StatusOr<LaunchConfig> c = CheckGemv(w, batch);
   if (!c.ok()) return c.status();
-  if (absl::Status s = CheckRowBytes(w.type, w.cols, w.row_bytes, "gemv"); !s.ok()) return s;
   emu::Launch(stream, [=] { Product(w, x, act, batch, y, /*round_weights=*/false); });
   return absl::OkStatus();
 }
 
 absl::Status GroupedGemv(const GroupedGemvArgs& a, DType act, cudaStream_t stream) {
   const DeviceMatrix& w = a.w;
-  absl::StatusOr<LaunchConfig> c = GemvLaunch(w.type, w.rows, w.cols, 1);
-  if (!c.ok()) return c.status();
-  if (absl::Status s = CheckRowBytes(w.type, w.cols, w.row_bytes, "grouped gemv"); !s.ok()) {
-    return s;
-  }
   const int64_t x_stride = a.x_stride ? a.x_stride : w.cols;
   const int64_t y_stride = a.y_stride ? a.y_stride : w.rows;
-  if (a.members <= 0 || a.tokens <= 0 || a.used <= 0 || a.tokens * a.used > 65535 ||
-      a.member_bytes < static_cast<size_t>(w.rows) * w.row_bytes || x_stride < w.cols ||
-      y_stride < w.rows || !a.ids || !a.x || !a.y) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cuda grouped gemv: ", a.members, " members of ", a.member_bytes, " bytes (one needs ",
-        static_cast<size_t>(w.rows) * w.row_bytes, "), ", a.tokens, " tokens x ", a.used,
-        " choices (at most 65535 in all), x stride ", x_stride, " (≥ ", w.cols, "), y stride ",
-        y_stride, " (≥ ", w.rows, "), ids/x/y given: expected all to hold"));
-  }
+  absl::StatusOr<LaunchConfig> c = CheckGroupedGemv(a, x_stride, y_stride);
+  if (!c.ok()) return c.status();
   emu::Launch(stream, [=] { GroupedProduct(a, act, x_stride, y_stride); });
   return absl::OkStatus();
 }
 
 absl::Status MoeCombine(const void* y, const float* weights, int64_t tokens, int used, int64_t n,
                         DType act, void* out, cudaStream_t stream) {
-  absl::StatusOr<LaunchConfig> c = ElementwiseLaunch("moe combine", tokens * n);
+  absl::StatusOr<LaunchConfig> c = CheckMoeCombine(tokens, used, n);
   if (!c.ok()) return c.status();
-  if (used <= 0) return absl::InvalidArgumentError("cuda moe combine: used must be positive");
   emu::Launch(stream, [=] {
     for (int64_t t = 0; t < tokens; ++t) {
       for (int64_t i = 0; i < n; ++i) {
@@ -434,29 +356,16 @@ absl::Status MoeCombine(const void* y, const float* weights, int64_t tokens, int
 absl::Status GemmDequantized(cublasHandle_t, const DeviceMatrix& w, const void* x, DType act,
                              int64_t batch, void* y, void*, size_t scratch_bytes,
                              cudaStream_t stream) {
-  if (batch <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cuda gemm: batch ", batch, ": expected a positive count"));
-  }
-  absl::StatusOr<int64_t> chunk = GemmScratchRows(w.rows, w.cols, DTypeBytes(act), scratch_bytes);
+  absl::StatusOr<int64_t> chunk = CheckGemmDequantized(w, act, batch, scratch_bytes);
   if (!chunk.ok()) return chunk.status();
-  if (absl::Status s = CheckRowBytes(w.type, w.cols, w.row_bytes, "gemm"); !s.ok()) return s;
   emu::Launch(stream, [=] { Product(w, x, act, batch, y, /*round_weights=*/true); });
   return absl::OkStatus();
 }
 
 absl::Status GemmTiles(const DeviceMatrix& w, const void* x, DType act, int64_t batch, void* y,
                        cudaStream_t stream) {
-  if (act == DType::kF32) {
-    return absl::InvalidArgumentError(
-        "cuda gemm tiles: float32 activations: expected float16 or bfloat16 (tensor-core "
-        "fragments are 16-bit; use GemmDequantized for float32)");
-  }
-  absl::StatusOr<LaunchConfig> c = GemmTilesLaunch(w.type, w.rows, w.cols, batch);
+  absl::StatusOr<LaunchConfig> c = CheckGemmTiles(w, act, batch);
   if (!c.ok()) return c.status();
-  if (absl::Status s = CheckRowBytes(w.type, w.cols, w.row_bytes, "gemm tiles"); !s.ok()) {
-    return s;
-  }
   emu::Launch(stream, [=] { Product(w, x, act, batch, y, /*round_weights=*/true); });
   return absl::OkStatus();
 }
@@ -471,11 +380,8 @@ absl::Status RmsNorm(const void* x, const float* w, int64_t rows, int64_t n, flo
 }
 
 absl::Status Rope(const RopeArgs& a, DType dtype, void* x, cudaStream_t stream) {
-  absl::StatusOr<LaunchConfig> c = RopeLaunch(a.tokens, a.heads, a.head_dim, a.n_rot);
+  absl::StatusOr<LaunchConfig> c = CheckRope(a);
   if (!c.ok()) return c.status();
-  if (a.positions == nullptr || a.theta_scales == nullptr) {
-    return absl::InvalidArgumentError("cuda rope: positions and theta scales are required");
-  }
   emu::Launch(stream, [=] {
     const int half = a.n_rot / 2;
     for (int64_t t = 0; t < a.tokens; ++t) {
@@ -542,15 +448,7 @@ absl::Status AddInPlace(void* y, const void* x, int64_t n, DType dtype, cudaStre
 
 absl::Status GatherRows(const DeviceMatrix& table, const int32_t* ids, int64_t n, DType dtype,
                         void* out, cudaStream_t stream) {
-  if (absl::Status s = CheckRowBytes(table.type, table.cols, table.row_bytes, "gather rows");
-      !s.ok()) {
-    return s;
-  }
-  if (n <= 0 || n > INT32_MAX || table.rows <= 0 || !ids || !out) {
-    return absl::InvalidArgumentError(absl::StrCat("cuda gather rows: ", n, " ids from ",
-                                                   table.rows,
-                                                   " rows: expected positive counts, ids, out"));
-  }
+  if (absl::Status s = CheckGatherRows(table, ids, n, out); !s.ok()) return s;
   emu::Launch(stream, [=] {
     std::vector<float> row(static_cast<size_t>(table.cols));
     for (int64_t i = 0; i < n; ++i) {
@@ -570,22 +468,8 @@ absl::Status GatherRows(const DeviceMatrix& table, const int32_t* ids, int64_t n
 
 absl::Status PagedAttention(const PagedAttentionArgs& a, DType dtype, cudaStream_t stream) {
   int per_lane = 0;
-  absl::StatusOr<LaunchConfig> c = AttentionLaunch({.queries = a.queries,
-                                                    .heads = a.heads,
-                                                    .kv_heads = a.kv_heads,
-                                                    .d_k = a.d_k,
-                                                    .d_v = a.d_v,
-                                                    .block_size = a.block_size},
-                                                   &per_lane);
+  absl::StatusOr<LaunchConfig> c = CheckPagedAttention(a, &per_lane);
   if (!c.ok()) return c.status();
-  if (!a.q || !a.out || !a.k.base || !a.v.base || !a.block_table || !a.query_seq ||
-      !a.query_kv_len || a.max_blocks <= 0) {
-    return absl::InvalidArgumentError(
-        "cuda attention: q, out, caches, block table, query_seq and query_kv_len are required");
-  }
-  if (a.selected && a.selected_per_query <= 0) {
-    return absl::InvalidArgumentError("cuda attention: a selection needs selected_per_query > 0");
-  }
   emu::Launch(stream, [=] {
     std::vector<float> qv(static_cast<size_t>(a.d_k)), key(static_cast<size_t>(a.d_k));
     std::vector<float> acc(static_cast<size_t>(a.d_v));
@@ -635,12 +519,7 @@ absl::Status PagedAttention(const PagedAttentionArgs& a, DType dtype, cudaStream
 }
 
 absl::Status WriteKvCache(const KvWriteArgs& a, DType dtype, cudaStream_t stream) {
-  if (a.tokens <= 0 || a.kv_heads <= 0 || a.width <= 0 || a.block_size <= 0 || !a.src || !a.cache ||
-      !a.slot_mapping || a.kv_heads > 65535 || a.tokens > INT32_MAX) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cuda kv write: ", a.tokens, " tokens x ", a.kv_heads, " heads of ", a.width,
-        ", block size ", a.block_size, ": expected positive sizes and src, cache, slots"));
-  }
+  if (absl::Status s = CheckWriteKvCache(a); !s.ok()) return s;
   emu::Launch(stream, [=] {
     const size_t elem = DTypeBytes(dtype);
     for (int64_t t = 0; t < a.tokens; ++t) {
@@ -660,18 +539,8 @@ absl::Status WriteKvCache(const KvWriteArgs& a, DType dtype, cudaStream_t stream
 }
 
 absl::Status IndexerScores(const IndexerScoreArgs& a, cudaStream_t stream) {
-  if (a.queries <= 0 || a.heads <= 0 || a.dim <= 0 || a.n_keys <= 0 || a.block_size <= 0 ||
-      a.max_blocks <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cuda indexer scores: queries ", a.queries, ", heads ", a.heads, ", dim ", a.dim, ", keys ",
-        a.n_keys, ", block size ", a.block_size, ": expected positive values"));
-  }
-  const size_t shared = static_cast<size_t>(a.heads) * (a.dim + 1) * sizeof(float);
-  if (shared > 48 * 1024) {
-    return absl::InvalidArgumentError(absl::StrCat("cuda indexer scores: ", a.heads, " heads of ",
-                                                   a.dim, " need ", shared,
-                                                   " bytes of shared memory, more than 48 KiB"));
-  }
+  absl::StatusOr<size_t> shared = CheckIndexerScores(a);
+  if (!shared.ok()) return shared.status();
   emu::Launch(stream, [=] {
     const auto* kbase = static_cast<const float*>(a.keys.base);
     for (int64_t qi = 0; qi < a.queries; ++qi) {
@@ -701,11 +570,8 @@ absl::Status IndexerScores(const IndexerScoreArgs& a, cudaStream_t stream) {
 
 absl::Status TopK(const float* scores, int64_t rows, int64_t n, int64_t k, const int32_t* lengths,
                   int32_t* out, cudaStream_t stream) {
-  absl::StatusOr<LaunchConfig> c = TopKLaunch(rows, n, k);
+  absl::StatusOr<LaunchConfig> c = CheckTopK(rows, n, k);
   if (!c.ok()) return c.status();
-  if (c->block != kTopKThreads) {
-    return absl::FailedPreconditionError("cuda top-k: the device allows fewer than 512 threads");
-  }
   const int kk_max = static_cast<int>(std::min<int64_t>(k, INT32_MAX));
   emu::Launch(stream, [=] {
     auto all = [](int) { return true; };
@@ -876,19 +742,8 @@ int32_t SampleOne(const float* x, int vocab, const GpuSamplingParams& p) {
 }  // namespace
 
 absl::Status MoeRoute(const MoeRoutingArgs& a, cudaStream_t stream) {
-  absl::StatusOr<LaunchConfig> c = MoeRoutingLaunch({.tokens = a.tokens,
-                                                     .experts = a.experts,
-                                                     .used = a.used,
-                                                     .groups = a.groups,
-                                                     .topk_groups = a.topk_groups});
+  absl::StatusOr<LaunchConfig> c = CheckMoeRoute(a);
   if (!c.ok()) return c.status();
-  if (!a.logits || !a.ids || !a.weights) {
-    return absl::InvalidArgumentError("cuda moe routing: logits, ids and weights are required");
-  }
-  if (a.gating != MoeGating::kSoftmax && a.gating != MoeGating::kSigmoid) {
-    return absl::InvalidArgumentError(
-        "cuda moe routing: gating must be softmax (1) or sigmoid (2)");
-  }
   emu::Launch(stream, [=] {
     for (int64_t t = 0; t < a.tokens; ++t) RouteToken(a, t);
   });
@@ -897,15 +752,8 @@ absl::Status MoeRoute(const MoeRoutingArgs& a, cudaStream_t stream) {
 
 absl::Status Sample(const float* logits, int64_t sequences, int64_t vocab,
                     const GpuSamplingParams* params, int32_t* tokens, cudaStream_t stream) {
-  absl::StatusOr<LaunchConfig> c = SamplingLaunch(sequences, vocab);
+  absl::StatusOr<LaunchConfig> c = CheckSample(sequences, vocab, logits, params, tokens);
   if (!c.ok()) return c.status();
-  if (c->block != kSamplingThreads) {
-    return absl::FailedPreconditionError(
-        "cuda sampling: the device allows fewer than 1024 threads");
-  }
-  if (!logits || !params || !tokens) {
-    return absl::InvalidArgumentError("cuda sampling: logits, params and tokens are required");
-  }
   emu::Launch(stream, [=] {
     for (int64_t s = 0; s < sequences; ++s) {
       tokens[s] = SampleOne(logits + s * vocab, static_cast<int>(vocab), params[s]);
@@ -918,14 +766,9 @@ absl::Status Sample(const float* logits, int64_t sequences, int64_t vocab,
 
 absl::Status AddBias(void* y, const float* bias, int64_t rows, int64_t n, DType dtype,
                      cudaStream_t stream) {
-  constexpr const char* kKernel = "add bias";
-  TESSERA_EMU_RETURN_IF_ERROR(CheckCounts(kKernel, rows, "rows", n, "values"));
-  if (rows == 0 || n == 0) return absl::OkStatus();
-  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "y", y));
-  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "bias", bias));
+  absl::StatusOr<LaunchConfig> c = CheckAddBias(y, bias, rows, n);
+  if (!c.ok() || c->grid_x == 0) return c.status();  // 0: nothing to launch
   const int64_t total = rows * n;
-  absl::StatusOr<LaunchConfig> c = ElementwiseLaunch(kKernel, total);
-  if (!c.ok()) return c.status();
   emu::Launch(stream, [=] {
     for (int64_t i = 0; i < total; ++i) Store(y, dtype, i, Load(y, dtype, i) + bias[i % n]);
   });
@@ -935,19 +778,8 @@ absl::Status AddBias(void* y, const float* bias, int64_t rows, int64_t n, DType 
 absl::Status RmsNormStrided(const void* x, int64_t x_stride, const float* w, int64_t rows,
                             int64_t n, float eps, DType dtype, void* y, int64_t y_stride,
                             cudaStream_t stream) {
-  constexpr const char* kKernel = "rmsnorm strided";
-  TESSERA_EMU_RETURN_IF_ERROR(CheckCounts(kKernel, rows, "rows", n, "values"));
-  if (rows == 0 || n == 0) return absl::OkStatus();
-  TESSERA_EMU_RETURN_IF_ERROR(CheckStride(kKernel, "x", x_stride, rows, n));
-  TESSERA_EMU_RETURN_IF_ERROR(CheckStride(kKernel, "y", y_stride, rows, n));
-  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "x", x));
-  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "y", y));
-  if (x == y && x_stride != y_stride) {
-    return Invalid(kKernel, absl::StrCat("in place with x stride ", x_stride, " and y stride ",
-                                         y_stride, ": expected equal strides"));
-  }
-  absl::StatusOr<LaunchConfig> c = RowLaunch(kKernel, rows, n);
-  if (!c.ok()) return c.status();
+  absl::StatusOr<LaunchConfig> c = CheckRmsNormStrided(x, x_stride, rows, n, y, y_stride);
+  if (!c.ok() || c->grid_x == 0) return c.status();  // 0: nothing to launch
   const int threads = c->block;
   emu::Launch(stream, [=] {
     for (int64_t r = 0; r < rows; ++r) {
@@ -968,13 +800,8 @@ absl::Status RmsNormStrided(const void* x, int64_t x_stride, const float* w, int
 
 absl::Status LayerNormF32(const float* x, const float* w, const float* b, int64_t rows, int64_t n,
                           float eps, float* y, cudaStream_t stream) {
-  constexpr const char* kKernel = "layernorm";
-  TESSERA_EMU_RETURN_IF_ERROR(CheckCounts(kKernel, rows, "rows", n, "values"));
-  if (rows == 0 || n == 0) return absl::OkStatus();
-  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "x", x));
-  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "y", y));
-  absl::StatusOr<LaunchConfig> c = RowLaunch(kKernel, rows, n);
-  if (!c.ok()) return c.status();
+  absl::StatusOr<LaunchConfig> c = CheckLayerNorm(x, rows, n, y);
+  if (!c.ok() || c->grid_x == 0) return c.status();  // 0: nothing to launch
   const int threads = c->block;
   emu::Launch(stream, [=] {
     for (int64_t r = 0; r < rows; ++r) {
@@ -998,21 +825,8 @@ absl::Status LayerNormF32(const float* x, const float* w, const float* b, int64_
 
 absl::Status Convert(const void* src, DType from, void* dst, DType to, int64_t n,
                      cudaStream_t stream) {
-  constexpr const char* kKernel = "convert";
-  TESSERA_EMU_RETURN_IF_ERROR(CheckCount(kKernel, n, "values"));
-  if (n == 0) return absl::OkStatus();
-  if (n > INT64_MAX / 4) return Invalid(kKernel, absl::StrCat(n, " values overflow int64 bytes"));
-  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "src", src));
-  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "dst", dst));
-  if (from == to && src == dst) return absl::OkStatus();
-  const auto src_begin = reinterpret_cast<uintptr_t>(src);
-  const auto dst_begin = reinterpret_cast<uintptr_t>(dst);
-  const uintptr_t src_end = src_begin + static_cast<uintptr_t>(n) * DTypeBytes(from);
-  const uintptr_t dst_end = dst_begin + static_cast<uintptr_t>(n) * DTypeBytes(to);
-  if (src_begin < dst_end && dst_begin < src_end) {
-    return Invalid(kKernel, absl::StrCat(n, " values from ", DTypeName(from), " to ", DTypeName(to),
-                                         ": src and dst overlap (only from == to in place)"));
-  }
+  absl::StatusOr<LaunchConfig> c = CheckConvert(src, from, dst, to, n);
+  if (!c.ok() || c->grid_x == 0) return c.status();  // 0: nothing to launch
   emu::Launch(stream, [=] {
     if (from == to) {  // the real launcher's cudaMemcpyAsync: every bit kept
       std::memcpy(dst, src, static_cast<size_t>(n) * DTypeBytes(from));
@@ -1025,15 +839,8 @@ absl::Status Convert(const void* src, DType from, void* dst, DType to, int64_t n
 
 absl::Status CopyRows(const void* src, int64_t src_stride, void* dst, int64_t dst_stride,
                       int64_t rows, int64_t width, DType dtype, cudaStream_t stream) {
-  constexpr const char* kKernel = "copy rows";
-  TESSERA_EMU_RETURN_IF_ERROR(CheckCounts(kKernel, rows, "rows", width, "values"));
-  if (rows == 0 || width == 0) return absl::OkStatus();
-  TESSERA_EMU_RETURN_IF_ERROR(CheckStride(kKernel, "src", src_stride, rows, width));
-  TESSERA_EMU_RETURN_IF_ERROR(CheckStride(kKernel, "dst", dst_stride, rows, width));
-  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "src", src));
-  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "dst", dst));
-  absl::StatusOr<LaunchConfig> c = RowLaunch(kKernel, rows, width);
-  if (!c.ok()) return c.status();
+  absl::StatusOr<LaunchConfig> c = CheckCopyRows(src, src_stride, dst, dst_stride, rows, width);
+  if (!c.ok() || c->grid_x == 0) return c.status();  // 0: nothing to launch
   emu::Launch(stream, [=] {
     const size_t elem = DTypeBytes(dtype);
     for (int64_t r = 0; r < rows; ++r) {
@@ -1046,14 +853,8 @@ absl::Status CopyRows(const void* src, int64_t src_stride, void* dst, int64_t ds
 
 absl::Status GatherRowsByIndex(const void* src, const int32_t* index, int64_t count, int64_t n,
                                DType dtype, void* dst, cudaStream_t stream) {
-  constexpr const char* kKernel = "gather rows by index";
-  TESSERA_EMU_RETURN_IF_ERROR(CheckCounts(kKernel, count, "rows", n, "values"));
-  if (count == 0 || n == 0) return absl::OkStatus();
-  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "src", src));
-  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "index", index));
-  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "dst", dst));
-  absl::StatusOr<LaunchConfig> c = RowLaunch(kKernel, count, n);
-  if (!c.ok()) return c.status();
+  absl::StatusOr<LaunchConfig> c = CheckGatherRowsByIndex(src, index, count, n, dst);
+  if (!c.ok() || c->grid_x == 0) return c.status();  // 0: nothing to launch
   emu::Launch(stream, [=] {
     const size_t elem = DTypeBytes(dtype);
     for (int64_t i = 0; i < count; ++i) {
@@ -1070,12 +871,8 @@ absl::Status GatherRowsByIndex(const void* src, const int32_t* index, int64_t co
 }
 
 absl::Status Scale(float* x, int64_t n, float s, cudaStream_t stream) {
-  constexpr const char* kKernel = "scale";
-  TESSERA_EMU_RETURN_IF_ERROR(CheckCount(kKernel, n, "values"));
-  if (n == 0) return absl::OkStatus();
-  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "x", x));
-  absl::StatusOr<LaunchConfig> c = ElementwiseLaunch(kKernel, n);
-  if (!c.ok()) return c.status();
+  absl::StatusOr<LaunchConfig> c = CheckScale(x, n);
+  if (!c.ok() || c->grid_x == 0) return c.status();  // 0: nothing to launch
   emu::Launch(stream, [=] {
     for (int64_t i = 0; i < n; ++i) x[i] *= s;
   });
@@ -1083,19 +880,13 @@ absl::Status Scale(float* x, int64_t n, float s, cudaStream_t stream) {
 }
 
 absl::Status FillHeadIds(int32_t* ids, int64_t tokens, int used, cudaStream_t stream) {
-  constexpr const char* kKernel = "fill head ids";
-  TESSERA_EMU_RETURN_IF_ERROR(CheckCounts(kKernel, tokens, "tokens", used, "heads"));
-  if (tokens == 0 || used == 0) return absl::OkStatus();
-  TESSERA_EMU_RETURN_IF_ERROR(CheckPointer(kKernel, "ids", ids));
+  absl::StatusOr<LaunchConfig> c = CheckFillHeadIds(ids, tokens, used);
+  if (!c.ok() || c->grid_x == 0) return c.status();  // 0: nothing to launch
   const int64_t total = tokens * used;
-  absl::StatusOr<LaunchConfig> c = ElementwiseLaunch(kKernel, total);
-  if (!c.ok()) return c.status();
   emu::Launch(stream, [=] {
     for (int64_t i = 0; i < total; ++i) ids[i] = static_cast<int32_t>(i % used);
   });
   return absl::OkStatus();
 }
-
-#undef TESSERA_EMU_RETURN_IF_ERROR
 
 }  // namespace tessera::cuda
