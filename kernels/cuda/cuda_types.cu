@@ -1,4 +1,5 @@
-// LaunchStatus of the real runtime (the emulator has its own; CudaStatus is cuda_status.cc).
+// LaunchStatus of the real runtime; the emulator has its own (CudaStatus, the same in both, is
+// in shared_entry_points.cc).
 #include "kernels/cuda/cuda_types.h"
 
 namespace tessera::cuda {

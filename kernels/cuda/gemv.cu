@@ -119,15 +119,13 @@ absl::Status Gemv(const DeviceMatrix& w, const void* x, DType act, int64_t batch
 namespace tessera::cuda {
 
 absl::Status GroupedGemv(const GroupedGemvArgs& a, DType act, cudaStream_t stream) {
-  const DeviceMatrix& w = a.w;
-  const int64_t x_stride = a.x_stride ? a.x_stride : w.cols;
-  const int64_t y_stride = a.y_stride ? a.y_stride : w.rows;
-  absl::StatusOr<LaunchConfig> c = CheckGroupedGemv(a, x_stride, y_stride);
+  int64_t x_stride = 0, y_stride = 0;
+  absl::StatusOr<LaunchConfig> c = CheckGroupedGemv(a, &x_stride, &y_stride);
   if (!c.ok()) return c.status();
   const dim3 grid(static_cast<unsigned>(c->grid_x), static_cast<unsigned>(a.tokens * a.used));
   TESSERA_DISPATCH_DTYPE(
       act, T,
-      TESSERA_DISPATCH_QUANT(w.type, kT, return c.status(),
+      TESSERA_DISPATCH_QUANT(a.w.type, kT, return c.status(),
                              GroupedGemvKernel<kT, T>
                              <<<grid, c->block, 0, stream>>>(a, x_stride, y_stride)));
   return LaunchStatus("grouped gemv");

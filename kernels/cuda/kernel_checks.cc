@@ -57,6 +57,19 @@ absl::Status CheckPointer(const char* kernel, const char* what, const void* ptr)
   return absl::OkStatus();
 }
 
+// `rows` rows of `width` read from `from` and written to `to`, each `..._stride` elements
+// apart: counts, then (unless empty) strides, then pointers.
+absl::Status CheckRowCopy(const char* kernel, int64_t rows, int64_t width, const char* from_name,
+                          const void* from, int64_t from_stride, const char* to_name,
+                          const void* to, int64_t to_stride) {
+  if (absl::Status s = CheckCounts(kernel, rows, "rows", width, "values"); !s.ok()) return s;
+  if (rows == 0 || width == 0) return absl::OkStatus();
+  if (absl::Status s = CheckStride(kernel, from_name, from_stride, rows, width); !s.ok()) return s;
+  if (absl::Status s = CheckStride(kernel, to_name, to_stride, rows, width); !s.ok()) return s;
+  if (absl::Status s = CheckPointer(kernel, from_name, from); !s.ok()) return s;
+  return CheckPointer(kernel, to_name, to);
+}
+
 absl::Status CheckCount(const char* kernel, int64_t n, const char* what) {
   if (n < 0) return Invalid(kernel, absl::StrCat(n, " ", what, ": expected a count ≥ 0"));
   return absl::OkStatus();
@@ -87,12 +100,8 @@ absl::StatusOr<LaunchConfig> CheckAddBias(const void* y, const float* bias, int6
 absl::StatusOr<LaunchConfig> CheckRmsNormStrided(const void* x, int64_t x_stride, int64_t rows,
                                                  int64_t n, const void* y, int64_t y_stride) {
   constexpr const char* kKernel = "rmsnorm strided";
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckCounts(kKernel, rows, "rows", n, "values"));
+  TESSERA_CHECK_RETURN_IF_ERROR(CheckRowCopy(kKernel, rows, n, "x", x, x_stride, "y", y, y_stride));
   if (rows == 0 || n == 0) return kNothingToLaunch;
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckStride(kKernel, "x", x_stride, rows, n));
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckStride(kKernel, "y", y_stride, rows, n));
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckPointer(kKernel, "x", x));
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckPointer(kKernel, "y", y));
   if (x == y && x_stride != y_stride) {
     // Row r would overwrite rows that other blocks are still reading.
     return Invalid(kKernel, absl::StrCat("in place with x stride ", x_stride, " and y stride ",
@@ -134,12 +143,9 @@ absl::StatusOr<LaunchConfig> CheckConvert(const void* src, DType from, const voi
 absl::StatusOr<LaunchConfig> CheckCopyRows(const void* src, int64_t src_stride, const void* dst,
                                            int64_t dst_stride, int64_t rows, int64_t width) {
   constexpr const char* kKernel = "copy rows";
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckCounts(kKernel, rows, "rows", width, "values"));
+  TESSERA_CHECK_RETURN_IF_ERROR(
+      CheckRowCopy(kKernel, rows, width, "src", src, src_stride, "dst", dst, dst_stride));
   if (rows == 0 || width == 0) return kNothingToLaunch;
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckStride(kKernel, "src", src_stride, rows, width));
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckStride(kKernel, "dst", dst_stride, rows, width));
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckPointer(kKernel, "src", src));
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckPointer(kKernel, "dst", dst));
   return RowLaunch(kKernel, rows, width);
 }
 

@@ -17,15 +17,17 @@
 
 namespace tessera::cuda {
 
-// x_stride and y_stride: the effective strides (the args' 0 replaced by w.cols and w.rows).
-inline absl::StatusOr<LaunchConfig> CheckGroupedGemv(const GroupedGemvArgs& a, int64_t x_stride,
-                                                     int64_t y_stride) {
+// Also sets the effective strides (the args' 0 meaning w.cols and w.rows).
+inline absl::StatusOr<LaunchConfig> CheckGroupedGemv(const GroupedGemvArgs& a, int64_t* x_stride,
+                                                     int64_t* y_stride) {
+  *x_stride = a.x_stride ? a.x_stride : a.w.cols;
+  *y_stride = a.y_stride ? a.y_stride : a.w.rows;
   return CheckGroupedGemv(a.w, {.member_bytes = a.member_bytes,
                                 .members = a.members,
                                 .tokens = a.tokens,
                                 .used = a.used,
-                                .x_stride = x_stride,
-                                .y_stride = y_stride,
+                                .x_stride = *x_stride,
+                                .y_stride = *y_stride,
                                 .has_ids = a.ids != nullptr,
                                 .has_x = a.x != nullptr,
                                 .has_y = a.y != nullptr});

@@ -1,5 +1,4 @@
 #include "kernels/cuda/device_math.cuh"
-#include "kernels/cuda/glue_kernels.h"
 #include "kernels/cuda/kernel_checks.h"
 #include "kernels/cuda/launch_config.h"
 #include "kernels/cuda/launcher_checks.h"
@@ -52,14 +51,6 @@ __global__ void SiluMulKernel(const T* gate, const T* up, int64_t n, T* out) {
 }
 
 }  // namespace
-
-absl::Status RmsNorm(const void* x, const float* w, int64_t rows, int64_t n, float eps, DType dtype,
-                     void* y, cudaStream_t stream) {
-  // Contiguous rows are the strided kernel's stride == n case (one kernel for both).
-  absl::StatusOr<LaunchConfig> c = RowLaunch("rmsnorm", rows, n);
-  if (!c.ok()) return c.status();
-  return RmsNormStrided(x, n, w, rows, n, eps, dtype, y, n, stream);
-}
 
 absl::Status Rope(const RopeArgs& a, DType dtype, void* x, cudaStream_t stream) {
   absl::StatusOr<LaunchConfig> c = CheckRope(a);

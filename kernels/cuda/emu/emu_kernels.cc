@@ -1,11 +1,12 @@
 // The CUDA kernels of kernels/cuda/*.h computed in plain C++ on the host, for the CUDA emulator
 // (emu_runtime.h): every launcher runs the same argument checks as its .cu twin (the
-// launch_config.h functions, so that shape errors read the same) and returns them at call
-// time; the work itself goes through emu::Launch as a closure holding its arguments by value,
-// so that a stream under capture records it and a graph replay recomputes it from whatever the
-// buffers then hold, as a real kernel launch would. Arithmetic is the kernels' in float32
-// (accumulation order may differ), with the same dtype rounding (round to nearest even), the
-// same edge cases and the CPU reference decoder for weights (bit-exact with quant_decode.cuh).
+// kernel_checks.h and launch_config.h functions, so that errors read the same) and returns
+// them at call time; the work itself goes through emu::Launch as a closure holding its
+// arguments by value, so that a stream under capture records it and a graph replay recomputes
+// it from whatever the buffers then hold, as a real kernel launch would. Arithmetic is the
+// kernels' in float32 (accumulation order may differ), with the same dtype rounding (round to
+// nearest even), the same edge cases and the CPU reference decoder for weights (bit-exact with
+// quant_decode.cuh).
 #include <algorithm>
 #include <array>
 #include <cfloat>
@@ -324,10 +325,8 @@ absl::Status Gemv(const DeviceMatrix& w, const void* x, DType act, int64_t batch
 }
 
 absl::Status GroupedGemv(const GroupedGemvArgs& a, DType act, cudaStream_t stream) {
-  const DeviceMatrix& w = a.w;
-  const int64_t x_stride = a.x_stride ? a.x_stride : w.cols;
-  const int64_t y_stride = a.y_stride ? a.y_stride : w.rows;
-  absl::StatusOr<LaunchConfig> c = CheckGroupedGemv(a, x_stride, y_stride);
+  int64_t x_stride = 0, y_stride = 0;
+  absl::StatusOr<LaunchConfig> c = CheckGroupedGemv(a, &x_stride, &y_stride);
   if (!c.ok()) return c.status();
   emu::Launch(stream, [=] { GroupedProduct(a, act, x_stride, y_stride); });
   return absl::OkStatus();
@@ -371,13 +370,6 @@ absl::Status GemmTiles(const DeviceMatrix& w, const void* x, DType act, int64_t 
 }
 
 // ---- nn_kernels.h -----------------------------------------------------------------------------
-
-absl::Status RmsNorm(const void* x, const float* w, int64_t rows, int64_t n, float eps, DType dtype,
-                     void* y, cudaStream_t stream) {
-  absl::StatusOr<LaunchConfig> c = RowLaunch("rmsnorm", rows, n);
-  if (!c.ok()) return c.status();
-  return RmsNormStrided(x, n, w, rows, n, eps, dtype, y, n, stream);
-}
 
 absl::Status Rope(const RopeArgs& a, DType dtype, void* x, cudaStream_t stream) {
   absl::StatusOr<LaunchConfig> c = CheckRope(a);
