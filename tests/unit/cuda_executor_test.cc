@@ -683,6 +683,29 @@ INSTANTIATE_TEST_SUITE_P(Architectures, BatchInvariance,
                          ::testing::Values("llama", "qwen3moe", "deepseek2"), ArchName);
 
 // f: a device ordinal that does not exist is refused, naming it.
+// The DSA indexer takes its query rows in pieces when the scores would exceed their budget
+// (long contexts); each row's scores and top-k depend on that row alone, so pieces of one row
+// give the logits of one pass, bit for bit. The budget comes from the environment at Create.
+TEST(CudaExecutor, IndexerInPiecesEqualsOnePass) {
+  TESSERA_REQUIRE_GPU();
+  const Model& m = FindModel("glm-dsa");
+  const std::string path = ModelPath(m);
+  auto whole = Make(path, Gpu(kF16), "glm-dsa, indexer in one pass");
+  setenv("TESSERA_CUDA_INDEXER_SCORE_BYTES", "256", 1);  // one query row per pass
+  auto pieces = Make(path, Gpu(kF16), "glm-dsa, indexer row by row");
+  unsetenv("TESSERA_CUDA_INDEXER_SCORE_BYTES");
+  ASSERT_TRUE(whole && pieces);
+  const int vocab = static_cast<int>(whole->hparams().n_vocab);
+  std::vector<int> prompts;
+  const std::vector<Seq> seqs = Batch(3, vocab, &prompts);
+  const Outcome a = RunScript(*whole, seqs, prompts, /*trace=*/true);
+  const Outcome b = RunScript(*pieces, seqs, prompts, /*trace=*/true);
+  ASSERT_EQ(a.error, "");
+  ASSERT_EQ(b.error, "");
+  std::string where;
+  EXPECT_TRUE(BitwiseEqual(a, b, &where)) << "first difference at " << where;
+}
+
 TEST(CudaExecutor, RefusesADeviceThatDoesNotExist) {
   TESSERA_REQUIRE_GPU();
   if (OnCpu()) GTEST_SKIP() << "dry run on the CPU: no device ordinal to check";

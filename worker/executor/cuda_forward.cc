@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -61,6 +62,20 @@ constexpr int64_t kGemvRows = 64;
 // Decode steps up to this many sequences are captured as graphs (GEMV only inside).
 constexpr int64_t kGraphMaxBatch = 64;
 constexpr size_t kGemmScratchBytes = size_t{64} << 20;
+// The DSA indexer's scores (query rows × keys, float32) are computed at most this much at a
+// time; TESSERA_CUDA_INDEXER_SCORE_BYTES (read when an executor is created) overrides it, so
+// that tests can exercise the pieces.
+int64_t IndexerScoreBytesFromEnv() {
+  const char* env = std::getenv("TESSERA_CUDA_INDEXER_SCORE_BYTES");
+  const long long v = env != nullptr ? std::atoll(env) : 0;
+  return v > 0 ? static_cast<int64_t>(v) : int64_t{64} << 20;
+}
+
+// Query rows per pass of the indexer's scores and top-k over `keys` keys (at least one).
+int64_t IndexerRowsPerPass(int64_t tokens, int64_t keys, int64_t budget_bytes) {
+  if (keys <= 0) return tokens;
+  return std::max<int64_t>(1, std::min<int64_t>(tokens, budget_bytes / (keys * 4)));
+}
 // Left for cuBLAS, NCCL, graphs and the logits of large steps when planning the cache.
 constexpr uint64_t kReserveBytes = uint64_t{768} << 20;
 
@@ -220,6 +235,7 @@ struct CudaForward::State {
   StepTrace* trace = nullptr;
   int64_t trace_tokens = 0;
   int selected_k = 0;
+  int64_t indexer_score_bytes = 0;
 
   std::map<std::pair<int64_t, int>, cudaGraphExec_t> graphs;
   std::set<std::pair<int64_t, int>> graph_failures;
@@ -479,7 +495,7 @@ absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int
       {&qi, impl.config.dsa ? T * HI * DI * 4 : 0, "indexer queries"},
       {&ki, impl.config.dsa ? T * DI * 4 : 0, "indexer keys"},
       {&wi, impl.config.dsa ? T * HI * 4 : 0, "indexer weights"},
-      {&scores, tokens * keys * 4, "indexer scores"},
+      {&scores, IndexerRowsPerPass(tokens, keys, indexer_score_bytes) * keys * 4, "indexer scores"},
       {&selected, T * dsa_k * 4, "indexer selection"},
       {&head_ids, impl.config.mla ? T * H_all * 4 : 0, "head ids"},
       {&gemm_scratch, static_cast<int64_t>(kGemmScratchBytes), "the GEMM scratch"},
@@ -790,23 +806,29 @@ absl::Status CudaForward::State::Indexer(int layer, const StepLayout& lay, int64
                       .slot_mapping = Slots(lay)};
   TESSERA_RETURN_IF_ERROR(cuda::WriteKvCache(w, DType::kF32, stream));
   const int64_t n_keys = static_cast<int64_t>(lay.max_blocks) * block_size;
+  // Scores of at most kIndexerScoreBytes at a time: long contexts take query rows in pieces.
+  const int64_t rows = IndexerRowsPerPass(T, n_keys, indexer_score_bytes);
   cuda::IndexerScoreArgs s;
-  s.queries = T;
   s.heads = HI;
   s.dim = DI;
   s.n_keys = n_keys;
   s.block_size = block_size;
-  s.q = qi.as<float>();
-  s.weights = wi.as<float>();
   s.keys = {keys, block_size * index_dim, index_dim, index_dim};
   s.block_table = I32(lay.table);
   s.max_blocks = lay.max_blocks;
-  s.query_seq = I32(lay.query_seq);
-  s.query_kv_len = I32(lay.kv_len);
   s.scores = scores.as<float>();
-  TESSERA_RETURN_IF_ERROR(cuda::IndexerScores(s, stream));
-  return cuda::TopK(scores.as<float>(), T, n_keys, selected_k, I32(lay.kv_len),
-                    selected.as<int32_t>(), stream);
+  for (int64_t q0 = 0; q0 < T; q0 += rows) {
+    s.queries = std::min(rows, T - q0);
+    s.q = qi.as<float>() + q0 * HI * DI;
+    s.weights = wi.as<float>() + q0 * HI;
+    s.query_seq = I32(lay.query_seq) + q0;
+    s.query_kv_len = I32(lay.kv_len) + q0;
+    TESSERA_RETURN_IF_ERROR(cuda::IndexerScores(s, stream));
+    TESSERA_RETURN_IF_ERROR(cuda::TopK(scores.as<float>(), s.queries, n_keys, selected_k,
+                                       s.query_kv_len, selected.as<int32_t>() + q0 * selected_k,
+                                       stream));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CudaForward::State::Mla(int layer, const StepLayout& lay, int64_t T) {
@@ -1100,6 +1122,7 @@ absl::StatusOr<std::unique_ptr<CudaForward>> CudaForward::Create(Executor::Impl&
         absl::StrCat("cuda: cublasCreate failed: ", cublasGetStatusString(st)));
   }
   cublasSetStream(s.cublas, s.stream);
+  s.indexer_score_bytes = IndexerScoreBytesFromEnv();
   if (impl.config.dsa)
     s.selected_k = static_cast<int>(std::max<uint32_t>(1, impl.hp.indexer_top_k));
   TESSERA_RETURN_IF_ERROR(s.Upload());
