@@ -21,9 +21,10 @@ absl::Status Dequantize(gguf::GgmlType type, const void* src, int64_t n, DType o
   const auto* in = static_cast<const uint8_t*>(src);
   TESSERA_DISPATCH_DTYPE(
       out, T,
-      TESSERA_DISPATCH_QUANT(type, kT, return c.status(),
-                             DequantizeKernel<kT, T>
-                             <<<c->grid_x, c->block, 0, stream>>>(in, n, static_cast<T*>(dst))));
+      TESSERA_DISPATCH_QUANT(
+          type, kT, return absl::InternalError("cuda dequantize: no kernel instance for this type"),
+          DequantizeKernel<kT, T>
+          <<<c->grid_x, c->block, 0, stream>>>(in, n, static_cast<T*>(dst))));
   return LaunchStatus("dequantize");
 }
 

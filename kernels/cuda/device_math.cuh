@@ -83,4 +83,7 @@ __device__ __forceinline__ float BlockMax(float v, float* scratch) {
       __VA_ARGS__;                            \
       break;                                  \
     }                                         \
+    default:                                  \
+      return absl::InvalidArgumentError(      \
+          "cuda: unknown activation dtype");  \
   }

@@ -104,11 +104,12 @@ absl::Status Gemv(const DeviceMatrix& w, const void* x, DType act, int64_t batch
   const auto* wd = static_cast<const uint8_t*>(w.data);
   for (int64_t b0 = 0; b0 < batch; b0 += kGemvMaxBatch) {
     const int nb = static_cast<int>(std::min<int64_t>(kGemvMaxBatch, batch - b0));
-    TESSERA_DISPATCH_DTYPE(act, T, const T* xb = static_cast<const T*>(x) + b0 * w.cols;
-                           T* yb = static_cast<T*>(y) + b0 * w.rows; TESSERA_DISPATCH_QUANT(
-                               w.type, kT, return c.status(),
-                               GemvKernel<kT, T><<<c->grid_x, c->block, 0, stream>>>(
-                                   wd, w.row_bytes, w.rows, w.cols, xb, nb, yb)));
+    TESSERA_DISPATCH_DTYPE(
+        act, T, const T* xb = static_cast<const T*>(x) + b0 * w.cols;
+        T* yb = static_cast<T*>(y) + b0 * w.rows; TESSERA_DISPATCH_QUANT(
+            w.type, kT, return absl::InternalError("cuda gemv: no kernel instance for this type"),
+            GemvKernel<kT, T>
+            <<<c->grid_x, c->block, 0, stream>>>(wd, w.row_bytes, w.rows, w.cols, xb, nb, yb)));
     if (absl::Status s = LaunchStatus("gemv"); !s.ok()) return s;
   }
   return absl::OkStatus();
@@ -125,9 +126,10 @@ absl::Status GroupedGemv(const GroupedGemvArgs& a, DType act, cudaStream_t strea
   const dim3 grid(static_cast<unsigned>(c->grid_x), static_cast<unsigned>(a.tokens * a.used));
   TESSERA_DISPATCH_DTYPE(
       act, T,
-      TESSERA_DISPATCH_QUANT(a.w.type, kT, return c.status(),
-                             GroupedGemvKernel<kT, T>
-                             <<<grid, c->block, 0, stream>>>(a, x_stride, y_stride)));
+      TESSERA_DISPATCH_QUANT(
+          a.w.type, kT,
+          return absl::InternalError("cuda grouped gemv: no kernel instance for this type"),
+          GroupedGemvKernel<kT, T><<<grid, c->block, 0, stream>>>(a, x_stride, y_stride)));
   return LaunchStatus("grouped gemv");
 }
 

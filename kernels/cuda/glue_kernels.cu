@@ -35,7 +35,7 @@ __global__ void RmsNormStridedKernel(const T* x, int64_t x_stride, const float* 
     sum += v * v;
   }
   sum = device::BlockSum(sum, scratch);
-  const float scale = rsqrtf(sum / static_cast<float>(n) + eps);
+  const float scale = 1.0f / sqrtf(sum / static_cast<float>(n) + eps);
   // In place (y == x) is safe: the reads above finished at BlockSum's barrier, and each thread
   // rewrites only the elements it reads here.
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
@@ -60,7 +60,7 @@ __global__ void LayerNormKernel(const float* x, const float* w, const float* b, 
     const float d = row[i] - mean;
     squares += d * d;
   }
-  const float inv = rsqrtf(device::BlockSum(squares, scratch) / static_cast<float>(n) + eps);
+  const float inv = 1.0f / sqrtf(device::BlockSum(squares, scratch) / static_cast<float>(n) + eps);
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     const float v = (row[i] - mean) * inv;
     out[i] = (w ? v * w[i] : v) + (b ? b[i] : 0.0f);

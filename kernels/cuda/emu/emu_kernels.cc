@@ -653,8 +653,8 @@ void RouteToken(const MoeRoutingArgs& a, int64_t t) {
   float sum = 0.0f;
   for (int j = 0; j < a.used; ++j) {
     const int e = ArgMax(q.data(), E);
-    // Only NaN scores are left (NaN logits): no expert. The GPU kernel reads out of bounds
-    // here; the emulator says "none" (−1, which GroupedGemv turns into zeros) with weight 0.
+    // Only NaN scores are left (NaN logits): no expert, as moe_routing.cu: −1 (which
+    // GroupedGemv turns into zeros) with weight 0.
     if (e == INT_MAX) {
       a.ids[t * a.used + j] = -1;
       w[j] = 0.0f;
