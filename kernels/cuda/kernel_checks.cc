@@ -25,6 +25,21 @@ absl::Status Invalid(const char* kernel, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("cuda ", kernel, ": ", what));
 }
 
+// The decoders read float32 weights as floats, 16-bit ones and every block's fp16 scales as
+// 16-bit words: a misaligned address is a device fault that poisons the context, so it is
+// refused here. Every block size is even; `bytes` (a stride between matrices) must keep the
+// alignment too.
+absl::Status CheckWeightAlignment(const char* kernel, const DeviceMatrix& w, size_t bytes = 0) {
+  const size_t align = w.type == gguf::GgmlType::kF32 ? 4 : 2;
+  const auto at = reinterpret_cast<uintptr_t>(w.data);
+  if (at % align != 0 || w.row_bytes % align != 0 || bytes % align != 0) {
+    return Invalid(kernel,
+                   absl::StrCat("weights at address ", at, ", rows of ", w.row_bytes,
+                                " bytes, stride ", bytes, ": expected multiples of ", align));
+  }
+  return absl::OkStatus();
+}
+
 // Counts first: negative is an error, and the product (elements touched) must fit int64.
 absl::Status CheckCounts(const char* kernel, int64_t rows, const char* rows_name, int64_t n,
                          const char* n_name) {
@@ -182,6 +197,7 @@ absl::StatusOr<LaunchConfig> CheckGemv(const DeviceMatrix& w, int64_t batch) {
   absl::StatusOr<LaunchConfig> c = GemvLaunch(w.type, w.rows, w.cols, batch);
   if (!c.ok()) return c.status();
   TESSERA_CHECK_RETURN_IF_ERROR(CheckRowBytes(w.type, w.cols, w.row_bytes, "gemv"));
+  TESSERA_CHECK_RETURN_IF_ERROR(CheckWeightAlignment("gemv", w));
   return c;
 }
 
@@ -189,6 +205,7 @@ absl::StatusOr<LaunchConfig> CheckGroupedGemv(const DeviceMatrix& w, const Group
   absl::StatusOr<LaunchConfig> c = GemvLaunch(w.type, w.rows, w.cols, 1);
   if (!c.ok()) return c.status();
   TESSERA_CHECK_RETURN_IF_ERROR(CheckRowBytes(w.type, w.cols, w.row_bytes, "grouped gemv"));
+  TESSERA_CHECK_RETURN_IF_ERROR(CheckWeightAlignment("grouped gemv", w, g.member_bytes));
   if (g.members <= 0 || g.tokens <= 0 || g.used <= 0 || g.tokens * g.used > 65535 ||
       g.member_bytes < static_cast<size_t>(w.rows) * w.row_bytes || g.x_stride < w.cols ||
       g.y_stride < w.rows || !g.has_ids || !g.has_x || !g.has_y) {
@@ -229,6 +246,7 @@ absl::StatusOr<LaunchConfig> CheckGemmTiles(const DeviceMatrix& w, DType act, in
   absl::StatusOr<LaunchConfig> c = GemmTilesLaunch(w.type, w.rows, w.cols, batch);
   if (!c.ok()) return c.status();
   TESSERA_CHECK_RETURN_IF_ERROR(CheckRowBytes(w.type, w.cols, w.row_bytes, "gemm tiles"));
+  TESSERA_CHECK_RETURN_IF_ERROR(CheckWeightAlignment("gemm tiles", w));
   return c;
 }
 
@@ -248,6 +266,7 @@ absl::Status CheckGatherRows(const DeviceMatrix& table, const int32_t* ids, int6
                              const void* out) {
   TESSERA_CHECK_RETURN_IF_ERROR(
       CheckRowBytes(table.type, table.cols, table.row_bytes, "gather rows"));
+  TESSERA_CHECK_RETURN_IF_ERROR(CheckWeightAlignment("gather rows", table));
   if (n <= 0 || n > INT32_MAX || table.rows <= 0 || !ids || !out) {
     return absl::InvalidArgumentError(absl::StrCat("cuda gather rows: ", n, " ids from ",
                                                    table.rows,

@@ -1,5 +1,7 @@
 #include "kernels/cuda/launch_config.h"
 
+#include "kernels/cuda/kernel_checks.h"
+
 #include <string>
 
 #include "gmock/gmock.h"
@@ -52,6 +54,42 @@ TEST(CudaLaunch, AlignmentNamesThePointer) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(Message(s), HasSubstr("gemv activations"));
   EXPECT_THAT(Message(s), HasSubstr("16-byte aligned"));
+}
+
+// A misaligned weight address would fault on the device (the decoders read floats and 16-bit
+// words), so the products refuse it before launching: float32 needs 4-byte alignment, every
+// other type (all block sizes are even) 2, and so does a grouped product's member stride.
+TEST(CudaLaunch, MisalignedWeightsAreRefused) {
+  alignas(16) static uint8_t bytes[4096];
+  DeviceMatrix w;
+  w.type = gguf::GgmlType::kF32;
+  w.rows = 4;
+  w.cols = 32;
+  w.row_bytes = 128;
+  w.data = bytes + 2;
+  absl::StatusOr<LaunchConfig> c = CheckGemv(w, 1);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), ::testing::HasSubstr("expected multiples of 4"));
+  w.data = bytes + 4;
+  EXPECT_TRUE(CheckGemv(w, 1).ok());
+  w.type = gguf::GgmlType::kQ8_0;
+  w.row_bytes = 34;
+  w.data = bytes + 1;
+  EXPECT_FALSE(CheckGemv(w, 1).ok());
+  EXPECT_FALSE(CheckGatherRows(w, reinterpret_cast<const int32_t*>(bytes), 1, bytes).ok());
+  w.data = bytes + 2;
+  EXPECT_TRUE(CheckGemv(w, 1).ok());
+  GroupedGemvCheck g;
+  g.members = 2;
+  g.tokens = 1;
+  g.used = 1;
+  g.x_stride = 32;
+  g.y_stride = 4;
+  g.has_ids = g.has_x = g.has_y = true;
+  g.member_bytes = 4 * 34;
+  EXPECT_TRUE(CheckGroupedGemv(w, g).ok());
+  g.member_bytes = 4 * 34 + 1;
+  EXPECT_FALSE(CheckGroupedGemv(w, g).ok());
 }
 
 TEST(CudaLaunch, DequantizeCoversEveryElement) {
