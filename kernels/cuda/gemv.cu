@@ -57,27 +57,31 @@ __global__ void __launch_bounds__(kGemvWarps* kWarpSize)
   }
 }
 
-// One warp per (row, token·choice): the member's row against the choice's input.
+// One warp per (row, token·choice): the member's row against the choice's input. The grid's
+// y walks the choices in strides of gridDim.y (at most 65535 rows of blocks), so a step of
+// any length is one launch.
 template <gguf::GgmlType kType, typename T>
 __global__ void __launch_bounds__(kGemvWarps* kWarpSize)
     GroupedGemvKernel(GroupedGemvArgs a, int64_t x_stride, int64_t y_stride) {
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
-  const int64_t choice = blockIdx.y;  // t·used + j
-  if (row >= a.w.rows) return;
-  const int m = a.ids[choice];
-  float acc = 0.0f;
-  if (m >= 0 && m < a.members) {
-    const uint8_t* wr = static_cast<const uint8_t*>(a.w.data) +
-                        static_cast<size_t>(m) * a.member_bytes + row * a.w.row_bytes;
-    const T* xc =
-        static_cast<const T*>(a.x) + (a.x_per_choice ? choice : choice / a.used) * x_stride;
-    for (int64_t k = lane; k < a.w.cols; k += kWarpSize) {
-      acc += device::RowElem<kType>(wr, k) * device::ToFloat(xc[k]);
+  if (row >= a.w.rows) return;  // the whole warp: no shuffle is left waiting
+  const int64_t choices = a.tokens * a.used;
+  for (int64_t choice = blockIdx.y; choice < choices; choice += gridDim.y) {  // t·used + j
+    const int m = a.ids[choice];
+    float acc = 0.0f;
+    if (m >= 0 && m < a.members) {
+      const uint8_t* wr = static_cast<const uint8_t*>(a.w.data) +
+                          static_cast<size_t>(m) * a.member_bytes + row * a.w.row_bytes;
+      const T* xc =
+          static_cast<const T*>(a.x) + (a.x_per_choice ? choice : choice / a.used) * x_stride;
+      for (int64_t k = lane; k < a.w.cols; k += kWarpSize) {
+        acc += device::RowElem<kType>(wr, k) * device::ToFloat(xc[k]);
+      }
+      acc = device::WarpSum(acc);
     }
-    acc = device::WarpSum(acc);
+    if (lane == 0) static_cast<T*>(a.y)[choice * y_stride + row] = device::FromFloat<T>(acc);
   }
-  if (lane == 0) static_cast<T*>(a.y)[choice * y_stride + row] = device::FromFloat<T>(acc);
 }
 
 template <typename T>
@@ -123,7 +127,8 @@ absl::Status GroupedGemv(const GroupedGemvArgs& a, DType act, cudaStream_t strea
   int64_t x_stride = 0, y_stride = 0;
   absl::StatusOr<LaunchConfig> c = CheckGroupedGemv(a, &x_stride, &y_stride);
   if (!c.ok()) return c.status();
-  const dim3 grid(static_cast<unsigned>(c->grid_x), static_cast<unsigned>(a.tokens * a.used));
+  const dim3 grid(static_cast<unsigned>(c->grid_x),
+                  static_cast<unsigned>(std::min<int64_t>(a.tokens * a.used, 65535)));
   TESSERA_DISPATCH_DTYPE(
       act, T,
       TESSERA_DISPATCH_QUANT(

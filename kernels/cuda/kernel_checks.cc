@@ -206,14 +206,14 @@ absl::StatusOr<LaunchConfig> CheckGroupedGemv(const DeviceMatrix& w, const Group
   if (!c.ok()) return c.status();
   TESSERA_CHECK_RETURN_IF_ERROR(CheckRowBytes(w.type, w.cols, w.row_bytes, "grouped gemv"));
   TESSERA_CHECK_RETURN_IF_ERROR(CheckWeightAlignment("grouped gemv", w, g.member_bytes));
-  if (g.members <= 0 || g.tokens <= 0 || g.used <= 0 || g.tokens * g.used > 65535 ||
+  if (g.members <= 0 || g.tokens <= 0 || g.used <= 0 || g.tokens > INT64_MAX / g.used ||
       g.member_bytes < static_cast<size_t>(w.rows) * w.row_bytes || g.x_stride < w.cols ||
       g.y_stride < w.rows || !g.has_ids || !g.has_x || !g.has_y) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cuda grouped gemv: ", g.members, " members of ", g.member_bytes, " bytes (one needs ",
         static_cast<size_t>(w.rows) * w.row_bytes, "), ", g.tokens, " tokens x ", g.used,
-        " choices (at most 65535 in all), x stride ", g.x_stride, " (≥ ", w.cols, "), y stride ",
-        g.y_stride, " (≥ ", w.rows, "), ids/x/y given: expected all to hold"));
+        " choices, x stride ", g.x_stride, " (≥ ", w.cols, "), y stride ", g.y_stride, " (≥ ",
+        w.rows, "), ids/x/y given: expected all to hold"));
   }
   return c;
 }

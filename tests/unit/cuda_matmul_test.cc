@@ -226,6 +226,47 @@ TEST_F(CudaMatmul, ExpertGemvAndCombine) {
 
 // MLA's absorbed k_b (spec 10.3 step 5): per head, q̃_h = K_b[h] q_h^nope (c × n), read
 // from the query layout [t][h][n + r] and written into [t][h][c + r], rope parts untouched.
+// More (token, choice) pairs than the grid's 65535 rows of blocks (a long MLA prefill with
+// many heads, or MoE over thousands of tokens): one launch covers them all, every choice
+// against its own member (float32 weights and inputs: the float64 dot product within 1e-5).
+TEST_F(CudaMatmul, GroupedGemvBeyondTheGridLimit) {
+  std::mt19937_64 rng(9);
+  const int64_t rows = 4, cols = 32, members = 3, tokens = 17500, used = 4;
+  const int64_t choices = tokens * used;  // 70000 > 65535
+  const std::vector<float> w = RandomVector(members * rows * cols, rng);
+  const std::vector<float> x = RandomVector(choices * cols, rng);
+  std::vector<int32_t> ids(choices);
+  for (int64_t c = 0; c < choices; ++c) ids[c] = static_cast<int32_t>((c * 7 + c / 5) % members);
+  DeviceBuffer dw(w), dx(x), dids(ids), dy(choices * rows * 4);
+  GroupedGemvArgs g;
+  g.w = DeviceMatrix{GgmlType::kF32, rows, cols, static_cast<size_t>(cols) * 4, dw.get()};
+  g.member_bytes = static_cast<size_t>(rows * cols) * 4;
+  g.members = members;
+  g.ids = dids.as<int32_t>();
+  g.tokens = tokens;
+  g.used = used;
+  g.x = dx.get();
+  g.x_per_choice = true;
+  g.y = dy.get();
+  ASSERT_TRUE(GroupedGemv(g, DType::kF32, nullptr).ok());
+  Sync();
+  const std::vector<float> y = dy.Download<float>(choices * rows);
+  int failures = 0;
+  for (int64_t c = 0; c < choices; ++c) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double want = 0;
+      for (int64_t k = 0; k < cols; ++k) {
+        want += double(w[(ids[c] * rows + r) * cols + k]) * x[c * cols + k];
+      }
+      if (!(std::fabs(y[c * rows + r] - want) <= 1e-5 * (1 + std::fabs(want))) && failures++ < 5) {
+        ADD_FAILURE() << "choice " << c << " row " << r << ": gpu " << y[c * rows + r]
+                      << ", float64 " << want;
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0);
+}
+
 TEST_F(CudaMatmul, GroupedGemvAbsorbsPerHeadWithStrides) {
   std::mt19937_64 rng(6);
   const int heads = 4, tokens = 2, n = 128, r = 64, c = 96;

@@ -256,7 +256,6 @@ struct CudaForward::State {
   absl::Status MatMul(const DeviceMatrix& w, const void* x, int64_t tokens, void* y, DType dt,
                       const std::vector<int>* row_seq = nullptr);
   absl::Status AllReduce(void* data, int64_t n, DType dt);
-  absl::Status GroupedGemv(const cuda::GroupedGemvArgs& args);
   // h = RMSNorm(x) · w rounded to the activations' dtype (x is float32).
   absl::Status NormInto(const float* w, int64_t T);
   // x += y (y in the activations' dtype, x float32).
@@ -646,23 +645,6 @@ absl::Status CudaForward::State::AllReduce(void* data, int64_t n, DType dt) {
       "cudaMemcpyAsync (all-reduce)");
 }
 
-absl::Status CudaForward::State::GroupedGemv(const cuda::GroupedGemvArgs& args) {
-  // The kernel's grid has one row per (token, choice), at most 65535: long steps in pieces.
-  const int64_t per = std::max<int64_t>(1, 65535 / std::max(1, args.used));
-  const size_t de = esz;
-  for (int64_t t0 = 0; t0 < args.tokens; t0 += per) {
-    cuda::GroupedGemvArgs a = args;
-    a.tokens = std::min(per, args.tokens - t0);
-    a.ids = args.ids + t0 * args.used;
-    const int64_t x_stride = args.x_stride > 0 ? args.x_stride : args.w.cols;
-    const int64_t y_stride = args.y_stride > 0 ? args.y_stride : args.w.rows;
-    a.x = At(const_cast<void*>(args.x), t0 * (args.x_per_choice ? args.used : 1) * x_stride, de);
-    a.y = At(args.y, t0 * args.used * y_stride, de);
-    TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(a, act, stream));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status CudaForward::State::NormInto(const float* w, int64_t T) {
   const int64_t d = hp.n_embd;
   if (act == DType::kF32) return cuda::RmsNorm(x.ptr, w, T, d, hp.rms_eps, act, h.ptr, stream);
@@ -878,8 +860,8 @@ absl::Status CudaForward::State::Mla(int layer, const StepLayout& lay, int64_t T
   // 5-6. Absorb W_UK per head: Q_h = [K_b[h] q_h^nope (c) | q_h^rope (r)].
   TESSERA_RETURN_IF_ERROR(cuda::FillHeadIds(head_ids.as<int32_t>(), T, H, stream));
   const int32_t* heads = head_ids.as<int32_t>();
-  TESSERA_RETURN_IF_ERROR(
-      GroupedGemv(Grouped(L.wk_b, c, H, heads, T, H, q.ptr, true, dq, qa.ptr, c + r)));
+  TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(
+      Grouped(L.wk_b, c, H, heads, T, H, q.ptr, true, dq, qa.ptr, c + r), act, stream));
   TESSERA_RETURN_IF_ERROR(
       cuda::CopyRows(At(q.ptr, n, esz), dq, At(qa.ptr, c, esz), c + r, T * H, r, act, stream));
 
@@ -927,8 +909,8 @@ absl::Status CudaForward::State::Mla(int layer, const StepLayout& lay, int64_t T
   }
   TESSERA_RETURN_IF_ERROR(cuda::PagedAttention(a, act, stream));
   // 8. Decompress per head with W_UV, 9. output projection.
-  TESSERA_RETURN_IF_ERROR(
-      GroupedGemv(Grouped(L.wv_b, vv, H, heads, T, H, attn.ptr, true, c, o.ptr, vv)));
+  TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(
+      Grouped(L.wv_b, vv, H, heads, T, H, attn.ptr, true, c, o.ptr, vv), act, stream));
   TESSERA_RETURN_IF_ERROR(MatMul(L.wo, o.ptr, T, y.ptr, act));
   return AllReduce(y.ptr, T * hp.n_embd, act);
 }
@@ -992,13 +974,13 @@ absl::Status CudaForward::State::Moe(int layer, int64_t T) {
   }
   // Routed experts: one product per (token, choice) against its expert's matrices.
   const int32_t* ids = route_ids.as<int32_t>();
-  TESSERA_RETURN_IF_ERROR(
-      GroupedGemv(Grouped(L.gate_exps, F, E, ids, T, K, h.ptr, false, d, gate.ptr, F)));
-  TESSERA_RETURN_IF_ERROR(
-      GroupedGemv(Grouped(L.up_exps, F, E, ids, T, K, h.ptr, false, d, up.ptr, F)));
+  TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(
+      Grouped(L.gate_exps, F, E, ids, T, K, h.ptr, false, d, gate.ptr, F), act, stream));
+  TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(
+      Grouped(L.up_exps, F, E, ids, T, K, h.ptr, false, d, up.ptr, F), act, stream));
   TESSERA_RETURN_IF_ERROR(cuda::SiluMul(gate.ptr, up.ptr, T * K * F, act, gate.ptr, stream));
-  TESSERA_RETURN_IF_ERROR(
-      GroupedGemv(Grouped(L.down_exps, d, E, ids, T, K, gate.ptr, true, F, down.ptr, d)));
+  TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(
+      Grouped(L.down_exps, d, E, ids, T, K, gate.ptr, true, F, down.ptr, d), act, stream));
   TESSERA_RETURN_IF_ERROR(
       cuda::MoeCombine(down.ptr, route_weights.as<float>(), T, K, d, act, y.ptr, stream));
   if (L.gate_sh.data != nullptr) {
