@@ -25,4 +25,15 @@ inline std::string WriteSyntheticModel(const model::SyntheticOptions& o,
   return path;
 }
 
+// The "small" preset of `arch` in `quant` with `seed` (the TP and GPU executor tests' models).
+inline std::string WriteSmallModel(const std::string& arch, const std::string& quant, int seed,
+                                   const std::string& prefix) {
+  model::SyntheticOptions o;
+  o.arch = arch;
+  o.preset = "small";
+  o.quant = quant;
+  o.seed = seed;
+  return WriteSyntheticModel(o, prefix);
+}
+
 }  // namespace tessera::testing

@@ -74,12 +74,7 @@ std::string ModelPath(const Model& m) {
   static std::map<std::string, std::string>* paths = new std::map<std::string, std::string>;
   const std::string key = m.arch + "-" + m.quant;
   if (auto it = paths->find(key); it != paths->end()) return it->second;
-  model::SyntheticOptions o;
-  o.arch = m.arch;
-  o.preset = "small";
-  o.quant = m.quant;
-  o.seed = 23;
-  const std::string path = testing::WriteSyntheticModel(o, "cuda-exec");
+  const std::string path = testing::WriteSmallModel(m.arch, m.quant, 23, "cuda-exec");
   (*paths)[key] = path;
   return path;
 }

@@ -110,12 +110,7 @@ class EmulatedTp : public ::testing::TestWithParam<Case> {};
 // misplaced head, expert slice or vocabulary column is off by O(1).
 TEST_P(EmulatedTp, TwoRanksGiveTheOneRankLogits) {
   const Case& c = GetParam();
-  model::SyntheticOptions so;
-  so.arch = c.arch;
-  so.preset = "small";
-  so.quant = c.quant;
-  so.seed = 31;
-  const std::string path = testing::WriteSyntheticModel(so, "emu-tp");
+  const std::string path = testing::WriteSmallModel(c.arch, c.quant, 31, "emu-tp");
   bool unsplittable = false;
   const std::vector<float> one = RunRanks(path, 1, CommKind::kDevice, &unsplittable);
   ASSERT_FALSE(one.empty());

@@ -35,12 +35,7 @@ namespace tessera::executor {
 namespace {
 
 std::string Synthetic(const std::string& arch, const std::string& quant) {
-  model::SyntheticOptions o;
-  o.arch = arch;
-  o.preset = "small";
-  o.quant = quant;
-  o.seed = 29;
-  return testing::WriteSyntheticModel(o, "cuda-tp");
+  return testing::WriteSmallModel(arch, quant, 29, "cuda-tp");
 }
 
 ExecutorOptions Options(bool exact, int gpu) {

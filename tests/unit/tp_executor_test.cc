@@ -24,12 +24,7 @@ namespace tessera::executor {
 namespace {
 
 std::string Synthetic(const std::string& arch, const std::string& quant) {
-  model::SyntheticOptions o;
-  o.arch = arch;
-  o.preset = "small";
-  o.quant = quant;
-  o.seed = 5;
-  return testing::WriteSyntheticModel(o, "tp");
+  return testing::WriteSmallModel(arch, quant, 5, "tp");
 }
 
 ExecutorOptions Options(bool exact) {
