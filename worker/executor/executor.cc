@@ -643,7 +643,9 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& mo
     impl->attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
   }
 
-  impl->pool = std::make_unique<cpu::ThreadPool>(options.threads);
+  // A GPU executor computes nothing on the host: no compute threads beyond its own.
+  impl->pool =
+      std::make_unique<cpu::ThreadPool>(options.device == Device::kCuda ? 1 : options.threads);
   impl->matmul.path = options.exact ? cpu::MatmulPath::kFloat : cpu::MatmulPath::kAuto;
   CacheDtype kv_dtype = CacheDtype::kF32;
   impl->act_dtype = ComputeDtype::kFloat32;
