@@ -109,15 +109,13 @@ absl::StatusOr<std::unique_ptr<serving::StepRunner>> OpenStepRunner(
     o.gpus = workers::ConsecutiveGpus(backend.gpu, backend.tp);
     o.gpu_memory_utilization = exec.gpu_memory_utilization;
 #ifdef TESSERA_HAVE_NCCL
-    if (backend.tp > 1) o.comm_backend = "nccl";
+    constexpr bool kHaveNccl = true;
 #else
-    if (backend.tp > 1) {
-      std::fprintf(stderr,
-                   "warning: this build has no NCCL: the %d GPU workers all-reduce over Gloo "
-                   "through host memory (slower)\n",
-                   backend.tp);
-    }
+    constexpr bool kHaveNccl = false;
 #endif
+    std::vector<std::string> warnings;
+    o.comm_backend = workers::GpuCommBackend(backend.tp, kHaveNccl, &warnings);
+    for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   }
   if (verbose) o.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   auto group = workers::WorkerGroup::Create(o);

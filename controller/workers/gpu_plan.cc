@@ -76,16 +76,17 @@ absl::StatusOr<Placement> PlaceRanks(const PlacementInputs& in) {
   }
   if (!gpus.ok()) return gpus.status();
   p.gpus = *std::move(gpus);
-  if (in.tp > 1) {
-    if (in.build_has_nccl) {
-      p.comm_backend = "nccl";
-    } else {
-      p.warnings.push_back(
-          absl::StrCat("this build has no NCCL: the ", in.tp,
-                       " GPU workers all-reduce over Gloo through host memory (slower)"));
-    }
-  }
+  p.comm_backend = GpuCommBackend(in.tp, in.build_has_nccl, &p.warnings);
   return p;
+}
+
+std::string GpuCommBackend(int tp, bool build_has_nccl, std::vector<std::string>* warnings) {
+  if (tp <= 1) return "gloo";  // a group of one calls no collective
+  if (build_has_nccl) return "nccl";
+  warnings->push_back(absl::StrCat("this build has no NCCL: the ", tp,
+                                   " GPU workers all-reduce over Gloo through host memory "
+                                   "(slower)"));
+  return "gloo";
 }
 
 std::vector<int> ConsecutiveGpus(int first, int tp) {

@@ -41,6 +41,10 @@ struct Placement {
 // rejects, or fewer visible GPUs than tp.
 absl::StatusOr<Placement> PlaceRanks(const PlacementInputs& in);
 
+// How `tp` GPU ranks all-reduce: "nccl" when the build has it (or tp is 1: no collective),
+// else "gloo" through host memory, with a warning appended to `warnings`.
+std::string GpuCommBackend(int tp, bool build_has_nccl, std::vector<std::string>* warnings);
+
 // `tp` consecutive devices from `first` (what `tessera generate --device cuda:N --tp T` uses).
 std::vector<int> ConsecutiveGpus(int first, int tp);
 
