@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/status_macros.h"
 
 namespace tessera::cuda {
 
@@ -90,14 +91,6 @@ absl::Status CheckCount(const char* kernel, int64_t n, const char* what) {
   return absl::OkStatus();
 }
 
-// The checks run in sequence and return the first error (local to this file).
-#define TESSERA_CHECK_RETURN_IF_ERROR(expr)   \
-  do {                                        \
-    if (absl::Status s_ = (expr); !s_.ok()) { \
-      return s_;                              \
-    }                                         \
-  } while (false)
-
 }  // namespace
 
 // ---- Glue kernels -----------------------------------------------------------------------------
@@ -105,17 +98,17 @@ absl::Status CheckCount(const char* kernel, int64_t n, const char* what) {
 absl::StatusOr<LaunchConfig> CheckAddBias(const void* y, const float* bias, int64_t rows,
                                           int64_t n) {
   constexpr const char* kKernel = "add bias";
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckCounts(kKernel, rows, "rows", n, "values"));
+  TESSERA_RETURN_IF_ERROR(CheckCounts(kKernel, rows, "rows", n, "values"));
   if (rows == 0 || n == 0) return kNothingToLaunch;
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckPointer(kKernel, "y", y));
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckPointer(kKernel, "bias", bias));
+  TESSERA_RETURN_IF_ERROR(CheckPointer(kKernel, "y", y));
+  TESSERA_RETURN_IF_ERROR(CheckPointer(kKernel, "bias", bias));
   return ElementwiseLaunch(kKernel, rows * n);
 }
 
 absl::StatusOr<LaunchConfig> CheckRmsNormStrided(const void* x, int64_t x_stride, int64_t rows,
                                                  int64_t n, const void* y, int64_t y_stride) {
   constexpr const char* kKernel = "rmsnorm strided";
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckRowCopy(kKernel, rows, n, "x", x, x_stride, "y", y, y_stride));
+  TESSERA_RETURN_IF_ERROR(CheckRowCopy(kKernel, rows, n, "x", x, x_stride, "y", y, y_stride));
   if (rows == 0 || n == 0) return kNothingToLaunch;
   if (x == y && x_stride != y_stride) {
     // Row r would overwrite rows that other blocks are still reading.
@@ -128,21 +121,21 @@ absl::StatusOr<LaunchConfig> CheckRmsNormStrided(const void* x, int64_t x_stride
 absl::StatusOr<LaunchConfig> CheckLayerNorm(const float* x, int64_t rows, int64_t n,
                                             const float* y) {
   constexpr const char* kKernel = "layernorm";
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckCounts(kKernel, rows, "rows", n, "values"));
+  TESSERA_RETURN_IF_ERROR(CheckCounts(kKernel, rows, "rows", n, "values"));
   if (rows == 0 || n == 0) return kNothingToLaunch;
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckPointer(kKernel, "x", x));
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckPointer(kKernel, "y", y));
+  TESSERA_RETURN_IF_ERROR(CheckPointer(kKernel, "x", x));
+  TESSERA_RETURN_IF_ERROR(CheckPointer(kKernel, "y", y));
   return RowLaunch(kKernel, rows, n);
 }
 
 absl::StatusOr<LaunchConfig> CheckConvert(const void* src, DType from, const void* dst, DType to,
                                           int64_t n) {
   constexpr const char* kKernel = "convert";
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckCount(kKernel, n, "values"));
+  TESSERA_RETURN_IF_ERROR(CheckCount(kKernel, n, "values"));
   if (n == 0) return kNothingToLaunch;
   if (n > INT64_MAX / 4) return Invalid(kKernel, absl::StrCat(n, " values overflow int64 bytes"));
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckPointer(kKernel, "src", src));
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckPointer(kKernel, "dst", dst));
+  TESSERA_RETURN_IF_ERROR(CheckPointer(kKernel, "src", src));
+  TESSERA_RETURN_IF_ERROR(CheckPointer(kKernel, "dst", dst));
   if (from == to && src == dst) return kNothingToLaunch;  // nothing changes
   const auto src_begin = reinterpret_cast<uintptr_t>(src);
   const auto dst_begin = reinterpret_cast<uintptr_t>(dst);
@@ -158,7 +151,7 @@ absl::StatusOr<LaunchConfig> CheckConvert(const void* src, DType from, const voi
 absl::StatusOr<LaunchConfig> CheckCopyRows(const void* src, int64_t src_stride, const void* dst,
                                            int64_t dst_stride, int64_t rows, int64_t width) {
   constexpr const char* kKernel = "copy rows";
-  TESSERA_CHECK_RETURN_IF_ERROR(
+  TESSERA_RETURN_IF_ERROR(
       CheckRowCopy(kKernel, rows, width, "src", src, src_stride, "dst", dst, dst_stride));
   if (rows == 0 || width == 0) return kNothingToLaunch;
   return RowLaunch(kKernel, rows, width);
@@ -167,27 +160,27 @@ absl::StatusOr<LaunchConfig> CheckCopyRows(const void* src, int64_t src_stride, 
 absl::StatusOr<LaunchConfig> CheckGatherRowsByIndex(const void* src, const int32_t* index,
                                                     int64_t count, int64_t n, const void* dst) {
   constexpr const char* kKernel = "gather rows by index";
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckCounts(kKernel, count, "rows", n, "values"));
+  TESSERA_RETURN_IF_ERROR(CheckCounts(kKernel, count, "rows", n, "values"));
   if (count == 0 || n == 0) return kNothingToLaunch;
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckPointer(kKernel, "src", src));
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckPointer(kKernel, "index", index));
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckPointer(kKernel, "dst", dst));
+  TESSERA_RETURN_IF_ERROR(CheckPointer(kKernel, "src", src));
+  TESSERA_RETURN_IF_ERROR(CheckPointer(kKernel, "index", index));
+  TESSERA_RETURN_IF_ERROR(CheckPointer(kKernel, "dst", dst));
   return RowLaunch(kKernel, count, n);
 }
 
 absl::StatusOr<LaunchConfig> CheckScale(const float* x, int64_t n) {
   constexpr const char* kKernel = "scale";
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckCount(kKernel, n, "values"));
+  TESSERA_RETURN_IF_ERROR(CheckCount(kKernel, n, "values"));
   if (n == 0) return kNothingToLaunch;
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckPointer(kKernel, "x", x));
+  TESSERA_RETURN_IF_ERROR(CheckPointer(kKernel, "x", x));
   return ElementwiseLaunch(kKernel, n);
 }
 
 absl::StatusOr<LaunchConfig> CheckFillHeadIds(const int32_t* ids, int64_t tokens, int used) {
   constexpr const char* kKernel = "fill head ids";
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckCounts(kKernel, tokens, "tokens", used, "heads"));
+  TESSERA_RETURN_IF_ERROR(CheckCounts(kKernel, tokens, "tokens", used, "heads"));
   if (tokens == 0 || used == 0) return kNothingToLaunch;
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckPointer(kKernel, "ids", ids));
+  TESSERA_RETURN_IF_ERROR(CheckPointer(kKernel, "ids", ids));
   return ElementwiseLaunch(kKernel, tokens * used);
 }
 
@@ -196,16 +189,16 @@ absl::StatusOr<LaunchConfig> CheckFillHeadIds(const int32_t* ids, int64_t tokens
 absl::StatusOr<LaunchConfig> CheckGemv(const DeviceMatrix& w, int64_t batch) {
   absl::StatusOr<LaunchConfig> c = GemvLaunch(w.type, w.rows, w.cols, batch);
   if (!c.ok()) return c.status();
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckRowBytes(w.type, w.cols, w.row_bytes, "gemv"));
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckWeightAlignment("gemv", w));
+  TESSERA_RETURN_IF_ERROR(CheckRowBytes(w.type, w.cols, w.row_bytes, "gemv"));
+  TESSERA_RETURN_IF_ERROR(CheckWeightAlignment("gemv", w));
   return c;
 }
 
 absl::StatusOr<LaunchConfig> CheckGroupedGemv(const DeviceMatrix& w, const GroupedGemvCheck& g) {
   absl::StatusOr<LaunchConfig> c = GemvLaunch(w.type, w.rows, w.cols, 1);
   if (!c.ok()) return c.status();
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckRowBytes(w.type, w.cols, w.row_bytes, "grouped gemv"));
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckWeightAlignment("grouped gemv", w, g.member_bytes));
+  TESSERA_RETURN_IF_ERROR(CheckRowBytes(w.type, w.cols, w.row_bytes, "grouped gemv"));
+  TESSERA_RETURN_IF_ERROR(CheckWeightAlignment("grouped gemv", w, g.member_bytes));
   if (g.members <= 0 || g.tokens <= 0 || g.used <= 0 || g.tokens > INT64_MAX / g.used ||
       g.member_bytes < static_cast<size_t>(w.rows) * w.row_bytes || g.x_stride < w.cols ||
       g.y_stride < w.rows || !g.has_ids || !g.has_x || !g.has_y) {
@@ -233,7 +226,7 @@ absl::StatusOr<int64_t> CheckGemmDequantized(const DeviceMatrix& w, DType act, i
   }
   absl::StatusOr<int64_t> chunk = GemmScratchRows(w.rows, w.cols, DTypeBytes(act), scratch_bytes);
   if (!chunk.ok()) return chunk.status();
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckRowBytes(w.type, w.cols, w.row_bytes, "gemm"));
+  TESSERA_RETURN_IF_ERROR(CheckRowBytes(w.type, w.cols, w.row_bytes, "gemm"));
   return chunk;
 }
 
@@ -245,8 +238,8 @@ absl::StatusOr<LaunchConfig> CheckGemmTiles(const DeviceMatrix& w, DType act, in
   }
   absl::StatusOr<LaunchConfig> c = GemmTilesLaunch(w.type, w.rows, w.cols, batch);
   if (!c.ok()) return c.status();
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckRowBytes(w.type, w.cols, w.row_bytes, "gemm tiles"));
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckWeightAlignment("gemm tiles", w));
+  TESSERA_RETURN_IF_ERROR(CheckRowBytes(w.type, w.cols, w.row_bytes, "gemm tiles"));
+  TESSERA_RETURN_IF_ERROR(CheckWeightAlignment("gemm tiles", w));
   return c;
 }
 
@@ -264,9 +257,8 @@ absl::StatusOr<LaunchConfig> CheckRope(int64_t tokens, int heads, int head_dim, 
 
 absl::Status CheckGatherRows(const DeviceMatrix& table, const int32_t* ids, int64_t n,
                              const void* out) {
-  TESSERA_CHECK_RETURN_IF_ERROR(
-      CheckRowBytes(table.type, table.cols, table.row_bytes, "gather rows"));
-  TESSERA_CHECK_RETURN_IF_ERROR(CheckWeightAlignment("gather rows", table));
+  TESSERA_RETURN_IF_ERROR(CheckRowBytes(table.type, table.cols, table.row_bytes, "gather rows"));
+  TESSERA_RETURN_IF_ERROR(CheckWeightAlignment("gather rows", table));
   if (n <= 0 || n > INT32_MAX || table.rows <= 0 || !ids || !out) {
     return absl::InvalidArgumentError(absl::StrCat("cuda gather rows: ", n, " ids from ",
                                                    table.rows,
@@ -358,6 +350,6 @@ absl::StatusOr<LaunchConfig> CheckSample(int64_t sequences, int64_t vocab, const
   return c;
 }
 
-#undef TESSERA_CHECK_RETURN_IF_ERROR
+#undef TESSERA_RETURN_IF_ERROR
 
 }  // namespace tessera::cuda

@@ -32,6 +32,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/status_macros.h"
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/cuda_types.h"
 #include "kernels/cuda/glue_kernels.h"
@@ -48,12 +49,6 @@ namespace {
 
 using cuda::DeviceMatrix;
 using cuda::DType;
-
-#define TESSERA_RETURN_IF_ERROR(expr)  \
-  do {                                 \
-    absl::Status status_ = (expr);     \
-    if (!status_.ok()) return status_; \
-  } while (false)
 
 // Products of up to this many tokens run as GEMV. The GEMV reads the weights once per
 // kGemvMaxBatch (8) tokens: at 64 tokens a Q4_K matrix costs 8 × 0.56 bytes per element,
