@@ -30,7 +30,7 @@ constexpr char kUsage[] =
     "                        [--min-p P] [--repetition-penalty R] [--presence-penalty P]\n"
     "                        [--frequency-penalty F] [--seed S] [--system TEXT]\n"
     "                        [--chat-template NAME|FILE] [--dtype D] [--exact] [--threads N]\n"
-    "                        [--json] [--device D] [--tp N [--worker-binary PATH]]\n"
+    "                        [--json] [--verbose] [--device D] [--tp N [--worker-binary PATH]]\n"
     "\n"
     "Generates text with the executor (CPU cores, or a GPU with --device) and streams it to\n"
     "stdout. --prompt is tokenized with the model's BOS; --chat renders the message (after an\n"
@@ -51,6 +51,9 @@ constexpr char kUsage[] =
     "                          parallelism (Gloo), as tesserad does\n"
     "  --device D              cpu (default), cuda (GPU 0) or cuda:N: the forward pass on\n"
     "                          that GPU; with --tp T, rank r on GPU N+r (NCCL between them)\n"
+    "  --verbose               print the CPU, instruction set and the kernels chosen for\n"
+    "                          this model on this machine, with the rates measured at load\n"
+    "                          (with --tp, the workers log theirs)\n"
     "  --json                  one JSON object per token ({\"token\", \"text\", \"logprob\"}),\n"
     "                          then a summary object with prompt_tokens, completion_tokens,\n"
     "                          prefill_tokens_per_s, decode_tokens_per_s, finish_reason\n";

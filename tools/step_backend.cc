@@ -47,6 +47,10 @@ const char* DtypeName(executor::ComputeDtype d) {
 
 int ParseBackendFlag(const Args& args, size_t i, BackendOptions& o, const char* command) {
   const std::string& a = args[i];
+  if (a == "--verbose") {
+    o.verbose = true;
+    return 1;
+  }
   if (a != "--tp" && a != "--worker-binary" && a != "--device") return 0;
   if (i + 1 >= args.size()) {
     std::fprintf(stderr, "tessera %s: %s needs a value\n", command, a.c_str());
@@ -93,6 +97,9 @@ absl::StatusOr<std::unique_ptr<serving::StepRunner>> OpenStepRunner(
     }
     auto ex = executor::Executor::Create(model, local);
     if (!ex.ok()) return ex.status();
+    if (backend.verbose && !(*ex)->kernel_summary().empty()) {
+      std::fprintf(stderr, "kernels: %s\n", (*ex)->kernel_summary().c_str());
+    }
     return std::unique_ptr<serving::StepRunner>(new LocalRunner(*std::move(ex)));
   }
   workers::WorkerGroupOptions o;

@@ -18,14 +18,17 @@ namespace tessera::cli {
 struct BackendOptions {
   int tp = 0;  // 0: in this process; N >= 1: N worker processes (Gloo between them)
   std::string worker_binary;
-  int gpu = -1;  // --device: -1 CPU, else the (first) CUDA device
+  int gpu = -1;          // --device: -1 CPU, else the (first) CUDA device
+  bool verbose = false;  // --verbose: print the kernels chosen (workers log theirs anyway)
 };
 
-// Parses --tp N, --worker-binary PATH and --device cpu|cuda|cuda:N at args[i] (see
-// ParseExecutorFlag).
+// Parses --tp N, --worker-binary PATH, --device cpu|cuda|cuda:N and --verbose at args[i]
+// (see ParseExecutorFlag).
 int ParseBackendFlag(const Args& args, size_t i, BackendOptions& o, const char* command);
 
-// Opens the model with `exec` (its kv_tokens sizes the cache) on the chosen backend.
+// Opens the model with `exec` (its kv_tokens sizes the cache) on the chosen backend. With
+// backend.verbose, an in-process CPU executor prints its kernel choices to stderr; `verbose`
+// prints the worker processes' log lines.
 // FailedPrecondition for a GPU in a build without the CUDA backend.
 absl::StatusOr<std::unique_ptr<serving::StepRunner>> OpenStepRunner(
     const std::string& model, const executor::ExecutorOptions& exec, const BackendOptions& backend,

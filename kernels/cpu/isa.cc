@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -80,6 +81,25 @@ const char* IsaName(Isa isa) {
       return "avx512";
   }
   return "?";
+}
+
+std::string CpuModelName() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, name, family, model;
+  auto value = [](const std::string& l) {
+    const size_t colon = l.find(':');
+    if (colon == std::string::npos) return std::string();
+    const size_t start = l.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? std::string() : l.substr(start);
+  };
+  while (std::getline(in, line) && !line.empty()) {
+    if (line.rfind("model name", 0) == 0) name = value(line);
+    if (line.rfind("cpu family", 0) == 0) family = value(line);
+    if (line.rfind("model\t", 0) == 0 || line.rfind("model ", 0) == 0) model = value(line);
+  }
+  if (name.empty()) return "unknown CPU";
+  if (!family.empty() && !model.empty()) name += " (family " + family + " model " + model + ")";
+  return name;
 }
 
 }  // namespace tessera::cpu

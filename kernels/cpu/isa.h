@@ -3,6 +3,8 @@
 // dispatchers pick at run time, so one binary runs on any x86-64 (scalar code otherwise).
 #pragma once
 
+#include <string>
+
 namespace tessera::cpu {
 
 enum class Isa {
@@ -17,5 +19,8 @@ bool IsaSupported(Isa isa);
 // benchmarks and for checking the fallbacks on a capable machine).
 Isa BestIsa();
 const char* IsaName(Isa isa);
+// The host CPU as /proc/cpuinfo names it, with its family and model numbers ("AMD EPYC
+// (family 26 model 2)"); "unknown CPU" where that file says nothing.
+std::string CpuModelName();
 
 }  // namespace tessera::cpu

@@ -6,6 +6,7 @@
 // function compiled with wider instructions can be picked by the linker for baseline code.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "common/gguf/ggml_type.h"
@@ -21,6 +22,15 @@ DequantizeRowFn Dequantizer(gguf::GgmlType type);
 // there is no AVX2 kernel for `type`.
 using VecDotFn = float (*)(const void* w, const void* a, int64_t n);
 VecDotFn IntegerDot(gguf::GgmlType type);
+
+// The same dot of one weight row with `nb` activation rows (1 ≤ nb ≤ kMaxDotVectors, row b
+// at a + b·stride bytes): out[b]. Each weight block is decoded once for all of them, and
+// out[b] has the bits IntegerDot gives for row b alone (the same operations in the same
+// order), so batching decode vectors changes no result. nullptr where IntegerDot is.
+inline constexpr int kMaxDotVectors = 4;
+using VecDotManyFn = void (*)(const void* w, const void* a, size_t stride, int nb, int64_t n,
+                              float* out);
+VecDotManyFn IntegerDots(gguf::GgmlType type);
 
 // y[r][b] = dot(w[r], x[b]) for float rows: w is `rows` × n (row stride ldw), x is
 // `batch` × n (stride ldx), y[b * ldy + r].

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/int8_gemm_format.h"
+#include "kernels/cpu/paged_attention_args.h"
 
 namespace tessera::cpu::avx512 {
 
@@ -46,5 +47,9 @@ void QuantizeInt8Activations(const float* x, int64_t n, int act_block, int group
 void Softmax(float* x, int64_t n);
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
 void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y);
+
+// cpu::PagedAttention (paged_attention.h) for dk and dv multiples of 16; `scores` holds
+// nq × n_keys floats.
+void PagedAttention(const PagedAttentionArgs& a, float* scores);
 
 }  // namespace tessera::cpu::avx512

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <functional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/quant/type_traits.h"
 #include "kernels/cpu/activation_quant.h"
 #include "kernels/cpu/dequantize_fast.h"
@@ -40,32 +42,31 @@ int64_t RowsPerTask(int64_t rows, int threads, int64_t max_rows) {
   return std::clamp<int64_t>(rows / want_tasks, 1, max_rows);
 }
 
-void IntegerMatmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
-                   int64_t batch, float* y, int64_t ldy, ThreadPool* pool, Isa isa) {
-  const quant::QuantTraits* act =
-      quant::FindQuantTraits(quant::FindQuantTraits(w.type)->activation_type);
-  const size_t act_row_bytes =
-      static_cast<size_t>(w.cols / act->block_elems) * static_cast<size_t>(act->block_bytes);
-  // Q8_K carries a float, so keep the activation rows 4-byte aligned.
-  std::vector<float> storage((batch * act_row_bytes + sizeof(float) - 1) / sizeof(float));
-  auto* xq = reinterpret_cast<uint8_t*>(storage.data());
-  const auto quantize =
-      act->type == gguf::GgmlType::kQ8_K ? QuantizeActivationsQ8_K : QuantizeActivationsQ8_0;
-  for (int64_t b = 0; b < batch; ++b) quantize(x + b * w.cols, xq + b * act_row_bytes, w.cols);
+// Integer dots of rows [row_begin, row_end) with activations already quantized: each
+// weight row meets up to kMaxDotVectors vectors per pass (decoded once for all of them).
+int DotVectors(gguf::GgmlType type, const MatmulOptions& options) {
+  const auto id = static_cast<size_t>(type);
+  const int n = id < options.dot_vectors.size() ? options.dot_vectors[id] : 0;
+  return n == 0 ? avx2::kMaxDotVectors : std::clamp(n, 1, avx2::kMaxDotVectors);
+}
 
-  // AVX-512 VNNI versions of these dots measured no faster here (clock and port limits),
-  // so the AVX2 kernels serve both levels.
-  const avx2::VecDotFn dot = avx2::IntegerDot(w.type);
+void IntegerDotRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
+                    const QuantizedActivations& xq, float* y, int64_t ldy, ThreadPool* pool,
+                    int max_vectors) {
+  const avx2::VecDotManyFn dots = avx2::IntegerDots(w.type);
+  const int64_t batch = xq.batch;
   const int threads = pool ? pool->size() : 1;
   const int64_t n_rows = row_end - row_begin;
   const int64_t chunk = RowsPerTask(n_rows, threads, 64);
   auto task = [&](int64_t t, int) {
     const int64_t r0 = row_begin + t * chunk;
     const int64_t r1 = std::min(row_end, r0 + chunk);
-    for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t* row = w.data + r * w.row_bytes;
-      for (int64_t b = 0; b < batch; ++b) {
-        y[b * ldy + (r - row_begin)] = dot(row, xq + b * act_row_bytes, w.cols);
+    float out[avx2::kMaxDotVectors];
+    for (int64_t b0 = 0; b0 < batch; b0 += max_vectors) {
+      const int nb = static_cast<int>(std::min<int64_t>(max_vectors, batch - b0));
+      for (int64_t r = r0; r < r1; ++r) {
+        dots(w.data + r * w.row_bytes, xq.row(b0), xq.row_bytes, nb, w.cols, out);
+        for (int b = 0; b < nb; ++b) y[(b0 + b) * ldy + (r - row_begin)] = out[b];
       }
     }
   };
@@ -75,6 +76,16 @@ void IntegerMatmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, con
   } else {
     for (int64_t t = 0; t < n_tasks; ++t) task(t, 0);
   }
+}
+
+void IntegerMatmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
+                   int64_t batch, float* y, int64_t ldy, ThreadPool* pool,
+                   const MatmulOptions& options) {
+  // AVX-512 VNNI versions of these dots measured no faster here (clock and port limits),
+  // so the AVX2 kernels serve both levels.
+  thread_local QuantizedActivations xq;
+  QuantizeActivations(ActivationFormat(w.type), x, batch, w.cols, &xq);
+  IntegerDotRows(w, row_begin, row_end, xq, y, ldy, pool, DotVectors(w.type, options));
 }
 
 // Scratch of the products one thread issues, kept from product to product: allocated
@@ -253,8 +264,10 @@ Kernel ChooseKernel(gguf::GgmlType type, int64_t batch, const MatmulOptions& opt
   if (options.path == MatmulPath::kDots) {
     return HasIntegerKernel(type, options.isa) ? Kernel::kIntegerDots : Kernel::kFloat;
   }
+  const auto id = static_cast<uint32_t>(type);
+  const bool measured_float = id < 64 && ((options.float_prefill_types >> id) & 1) != 0;
   const bool gemm = batch >= kPrefillBatch && FindInt8GemmLayout(type) != nullptr &&
-                    AtLeast(options.isa, Isa::kAvx512);
+                    AtLeast(options.isa, Isa::kAvx512) && !measured_float;
   if (gemm) return Kernel::kInt8Gemm;
   const bool dots = options.path == MatmulPath::kInteger || batch < kPrefillBatch;
   return dots && HasIntegerKernel(type, options.isa) ? Kernel::kIntegerDots : Kernel::kFloat;
@@ -295,6 +308,50 @@ bool RoundsActivations(gguf::GgmlType type, int64_t batch, const MatmulOptions& 
   return ChooseKernel(type, batch, options) != Kernel::kFloat;
 }
 
+bool UsesIntegerDots(gguf::GgmlType type, int64_t batch, const MatmulOptions& options) {
+  return ChooseKernel(type, batch, options) == Kernel::kIntegerDots;
+}
+
+gguf::GgmlType ActivationFormat(gguf::GgmlType type) {
+  const quant::QuantTraits* t = quant::FindQuantTraits(type);
+  return t == nullptr ? gguf::GgmlType::kF32 : t->activation_type;
+}
+
+void QuantizeActivations(gguf::GgmlType format, const float* x, int64_t batch, int64_t cols,
+                         QuantizedActivations* out) {
+  const quant::QuantTraits* act = quant::FindQuantTraits(format);
+  out->format = format;
+  out->batch = batch;
+  out->cols = cols;
+  out->row_bytes = static_cast<size_t>(cols / act->block_elems) * act->block_bytes;
+  // Q8_K carries a float, so the rows stay 4-byte aligned (row_bytes is a multiple of 4).
+  out->storage.resize((batch * out->row_bytes + sizeof(float) - 1) / sizeof(float));
+  const auto quantize =
+      format == gguf::GgmlType::kQ8_K ? QuantizeActivationsQ8_K : QuantizeActivationsQ8_0;
+  for (int64_t b = 0; b < batch; ++b) quantize(x + b * cols, out->row(b), cols);
+}
+
+absl::Status MatmulQuantized(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
+                             const QuantizedActivations& x, float* y, int64_t ldy, ThreadPool* pool,
+                             const MatmulOptions& options) {
+  if (row_begin < 0 || row_end > w.rows || row_begin >= row_end) {
+    return absl::InvalidArgumentError(absl::StrCat("matmul: row range [", row_begin, ", ", row_end,
+                                                   ") is not a non-empty part of [0, ", w.rows,
+                                                   ")"));
+  }
+  if (!HasIntegerKernel(w.type) || ActivationFormat(w.type) != x.format || x.cols != w.cols ||
+      ldy < row_end - row_begin) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "matmul: activations of ", x.cols, " columns in format ",
+        gguf::GgmlTypeName(static_cast<uint32_t>(x.format)), " do not fit the integer kernel of a ",
+        gguf::GgmlTypeName(static_cast<uint32_t>(w.type)), " matrix of ", w.cols, " columns (ldy ",
+        ldy, ")"));
+  }
+  if (x.batch == 0) return absl::OkStatus();
+  IntegerDotRows(w, row_begin, row_end, x, y, ldy, pool, DotVectors(w.type, options));
+  return absl::OkStatus();
+}
+
 bool HasIntegerKernel(gguf::GgmlType type, Isa isa) {
   return AtLeast(isa, Isa::kAvx2) && avx2::IntegerDot(type) != nullptr;
 }
@@ -316,7 +373,7 @@ absl::Status Matmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, co
   if ((row_end - row_begin) * w.cols * batch < options.min_parallel_macs) pool = nullptr;
   switch (ChooseKernel(w.type, batch, options)) {
     case Kernel::kIntegerDots:
-      IntegerMatmul(w, row_begin, row_end, x, batch, y, ldy, pool, options.isa);
+      IntegerMatmul(w, row_begin, row_end, x, batch, y, ldy, pool, options);
       break;
     case Kernel::kInt8Gemm:
       Int8GemmMatmul(*FindInt8GemmLayout(w.type), w, row_begin, row_end, x, batch, y, ldy, pool);
@@ -331,6 +388,83 @@ absl::Status Matmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, co
       break;
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+// Best of `reps` wall times of fn(), in seconds.
+template <typename Fn>
+double BestSeconds(int reps, Fn fn) {
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+std::string CalibrateMatmul(const QuantMatrix& w, MatmulOptions* options) {
+  const quant::QuantTraits* traits = quant::FindQuantTraits(w.type);
+  std::string line = absl::StrCat(traits != nullptr ? traits->name : "?", " (", w.cols, " cols):");
+  const int64_t rows = std::min<int64_t>(w.rows, 128);
+  std::vector<float> x(static_cast<size_t>(64 * w.cols)), y(static_cast<size_t>(64 * rows));
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>((i * 2654435761u) % 2001) / 1000 - 1;
+  const auto id = static_cast<uint32_t>(w.type);
+  if (id >= 64) return line + " not measured";
+  // Prefill: the int8 GEMM against the float path, 64 tokens.
+  const Int8GemmLayout* layout = FindInt8GemmLayout(w.type);
+  if (layout != nullptr && AtLeast(options->isa, Isa::kAvx512) &&
+      options->path == MatmulPath::kAuto) {
+    constexpr int64_t kTokens = 64;
+    Int8GemmMatmul(*layout, w, 0, rows, x.data(), kTokens, y.data(), rows, nullptr);  // warm
+    const double gemm = BestSeconds(3, [&] {
+      Int8GemmMatmul(*layout, w, 0, rows, x.data(), kTokens, y.data(), rows, nullptr);
+    });
+    const double flt = BestSeconds(3, [&] {
+      FloatMatmul(w, 0, rows, x.data(), kTokens, y.data(), rows, nullptr, options->isa);
+    });
+    const double flops = 2.0 * rows * w.cols * kTokens;
+    const bool use_float = flt * 1.15 < gemm;
+    if (use_float) {
+      options->float_prefill_types |= uint64_t{1} << id;
+    } else {
+      options->float_prefill_types &= ~(uint64_t{1} << id);
+    }
+    absl::StrAppend(&line, absl::StrFormat(" prefill %s (int8 GEMM %.0f, float %.0f GFLOP/s);",
+                                           use_float ? "float" : "int8 GEMM", flops / gemm / 1e9,
+                                           flops / flt / 1e9));
+  }
+  // Decode: vectors per pass over a weight row, 8 vectors.
+  if (HasIntegerKernel(w.type, options->isa)) {
+    constexpr int64_t kVectors = 8;
+    QuantizedActivations xq;
+    QuantizeActivations(ActivationFormat(w.type), x.data(), kVectors, w.cols, &xq);
+    const double bytes = static_cast<double>(rows) * w.row_bytes * kVectors;
+    int best = avx2::kMaxDotVectors;
+    double best_s = 1e30;
+    std::string rates;
+    for (int nb : {avx2::kMaxDotVectors, 2, 1}) {
+      IntegerDotRows(w, 0, rows, xq, y.data(), rows, nullptr, nb);  // warm
+      const double s =
+          BestSeconds(3, [&] { IntegerDotRows(w, 0, rows, xq, y.data(), rows, nullptr, nb); });
+      absl::StrAppend(&rates, rates.empty() ? "" : ", ", nb, ": ",
+                      absl::StrFormat("%.1f", bytes / s / 1e9));
+      // Fewer vectors per pass only when clearly faster (4 is the default).
+      if (s * 1.05 < best_s) {
+        best_s = s;
+        best = nb;
+      }
+    }
+    options->dot_vectors[id] = static_cast<uint8_t>(best);
+    absl::StrAppend(&line, " decode dots ", best, " vectors/pass (", rates,
+                    " weight GB/s per vector count)");
+  }
+  return line;
 }
 
 }  // namespace tessera::cpu

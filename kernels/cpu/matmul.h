@@ -26,8 +26,10 @@
 // MatmulOptions::min_parallel_macs run on the caller.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -77,7 +79,21 @@ struct MatmulOptions {
   // Products of fewer multiply-adds (rows × cols × batch) run on the calling thread: waking
   // the pool costs microseconds, more than small products (attention heads) take.
   int64_t min_parallel_macs = int64_t{1} << 18;
+  // Choices measured on the machine at hand (CalibrateMatmul): weight types whose prefill
+  // products take the float path instead of the int8 GEMM (bit = GgmlType id), and per type
+  // id the vectors the integer dots take per pass over a weight row (0 = 4; every count
+  // gives the same bits, only the speed differs).
+  uint64_t float_prefill_types = 0;
+  std::array<uint8_t, 64> dot_vectors{};
 };
+
+// Measures, on this machine, the kernels Matmul chooses between for `w`'s type and sets
+// them in `options`: the int8 GEMM against the float path for prefill batches (types the
+// GEMM covers, on AVX-512 VNNI hosts; the float path must win by 15% to be chosen, so that
+// timing noise does not flip a result-changing choice), and the vectors per weight-row
+// pass of the integer dots (1, 2 or 4). Runs on a slice of w's rows on the calling thread,
+// a few milliseconds. Returns a line naming the choices and the rates behind them.
+std::string CalibrateMatmul(const QuantMatrix& w, MatmulOptions* options);
 
 // y[b * ldy + (r − row_begin)] = Σ_k W[r][k] · x[b * cols + k] for r in [row_begin, row_end),
 // b in [0, batch). ldy ≥ row_end − row_begin. `pool` may be null (single-threaded).
@@ -85,6 +101,38 @@ struct MatmulOptions {
 absl::Status Matmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
                     int64_t batch, float* y, int64_t ldy, ThreadPool* pool,
                     const MatmulOptions& options = {});
+
+// Activations quantized once to a weight type's activation format (Q8_0 or Q8_K), for
+// products that share an input: several matrices over the same x, or a matrix's rows split
+// into tasks. Row b is row(b), row_bytes long.
+struct QuantizedActivations {
+  gguf::GgmlType format = gguf::GgmlType::kF32;
+  int64_t batch = 0, cols = 0;
+  size_t row_bytes = 0;
+  std::vector<float> storage;  // float-typed for alignment: Q8_K blocks hold a float
+  uint8_t* row(int64_t b) { return reinterpret_cast<uint8_t*>(storage.data()) + b * row_bytes; }
+  const uint8_t* row(int64_t b) const {
+    return reinterpret_cast<const uint8_t*>(storage.data()) + b * row_bytes;
+  }
+};
+
+// The activation format of `type`'s integer kernels (kQ8_0 or kQ8_K); kF32 for types the
+// integer path does not cover.
+gguf::GgmlType ActivationFormat(gguf::GgmlType type);
+// Quantizes x (batch × cols, cols a whole number of `format` blocks) into `out`, reusing
+// its storage.
+void QuantizeActivations(gguf::GgmlType format, const float* x, int64_t batch, int64_t cols,
+                         QuantizedActivations* out);
+// The integer-dots product of rows [row_begin, row_end) of w with activations quantized by
+// QuantizeActivations(ActivationFormat(w.type), ...): the bits Matmul's integer dots give
+// for the same x. Errors: a row range outside w, a format or width that does not fit w, a
+// type without an integer kernel on this CPU.
+absl::Status MatmulQuantized(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
+                             const QuantizedActivations& x, float* y, int64_t ldy, ThreadPool* pool,
+                             const MatmulOptions& options = {});
+// True when Matmul of a `type` matrix with `batch` vectors under `options` takes the integer
+// dots (so MatmulQuantized gives its result).
+bool UsesIntegerDots(gguf::GgmlType type, int64_t batch, const MatmulOptions& options);
 
 // True when Matmul would take the integer path for `type` at `isa`.
 bool HasIntegerKernel(gguf::GgmlType type, Isa isa = BestIsa());

@@ -1,5 +1,8 @@
 #include "kernels/cpu/thread_pool.h"
 
+#include <algorithm>
+#include <chrono>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -7,14 +10,23 @@
 namespace tessera::cpu {
 namespace {
 
-// Iterations a worker spins for new work before it sleeps (~50-100 us).
-constexpr int kSpinIterations = 20000;
+using Clock = std::chrono::steady_clock;
+
+constexpr uint32_t kLocked = 0xFFFFFFFFu;
+// How long an idle worker polls for the next call before it sleeps, and how long the caller
+// polls for the last tasks before it yields its core between polls. Short on purpose: on a
+// machine shared with other processes, a spinning thread takes the core from whoever would
+// run the work it waits for.
+constexpr auto kWorkerSpin = std::chrono::microseconds(40);
+constexpr auto kCallerSpin = std::chrono::microseconds(20);
 
 inline void Pause() {
 #if defined(__x86_64__)
   _mm_pause();
 #endif
 }
+
+inline uint32_t GenerationOf(uint64_t word) { return static_cast<uint32_t>(word >> 32); }
 
 }  // namespace
 
@@ -26,45 +38,81 @@ ThreadPool::ThreadPool(int n_threads) {
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-    stopping_.store(true, std::memory_order_release);
-  }
-  start_cv_.notify_all();
+  stopping_.store(true, std::memory_order_seq_cst);
+  epoch_.fetch_add(1, std::memory_order_seq_cst);
+  epoch_.notify_all();
   for (std::thread& w : workers_) w.join();
 }
 
-void ThreadPool::RunTasks(int thread) {
+void ThreadPool::RunTasks(uint32_t gen, int thread) {
+  uint64_t word = work_.load(std::memory_order_acquire);
   for (;;) {
-    const int64_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (task >= n_tasks_) return;
-    (*fn_)(task, thread);
+    if (GenerationOf(word) != gen) return;
+    const uint32_t next = static_cast<uint32_t>(word);
+    // Read after the word: if these belong to a later generation, that generation's
+    // kLocked store happened before them and the exchange below fails.
+    const auto* fn = fn_.load(std::memory_order_acquire);
+    const int64_t n = n_tasks_.load(std::memory_order_acquire);
+    if (next == kLocked || static_cast<int64_t>(next) >= n) return;
+    if (!work_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel,
+                                     std::memory_order_acquire)) {
+      continue;  // `word` now holds the current value
+    }
+    (*fn)(next, thread);
+    done_.fetch_add(1, std::memory_order_acq_rel);
+    word = work_.load(std::memory_order_acquire);
   }
 }
 
 void ThreadPool::WorkerLoop(int thread) {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    bool found = false;
-    for (int i = 0; i < kSpinIterations; ++i) {
-      if (generation_.load(std::memory_order_acquire) != seen ||
-          stopping_.load(std::memory_order_acquire)) {
-        found = true;
-        break;
-      }
+    // Poll for a new generation, then sleep until the caller bumps the epoch.
+    uint32_t gen = GenerationOf(work_.load(std::memory_order_acquire));
+    const auto deadline = Clock::now() + kWorkerSpin;
+    for (int i = 0; gen == seen && !stopping_.load(std::memory_order_relaxed); ++i) {
       Pause();
-    }
-    if (!found) {
-      std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] {
-        return stop_ || generation_.load(std::memory_order_acquire) != seen;
-      });
+      if ((i & 63) == 63 && Clock::now() > deadline) {
+        const uint32_t epoch = epoch_.load(std::memory_order_seq_cst);
+        sleepers_.fetch_add(1, std::memory_order_seq_cst);
+        // Checked again after announcing the sleep: a caller that published before it saw
+        // no sleeper, and one that publishes after it bumps the epoch.
+        gen = GenerationOf(work_.load(std::memory_order_seq_cst));
+        if (gen == seen && !stopping_.load(std::memory_order_seq_cst)) epoch_.wait(epoch);
+        sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+        i = 0;
+      }
+      gen = GenerationOf(work_.load(std::memory_order_acquire));
     }
     if (stopping_.load(std::memory_order_acquire)) return;
-    seen = generation_.load(std::memory_order_acquire);
-    RunTasks(thread);
-    busy_workers_.fetch_sub(1, std::memory_order_acq_rel);
+    seen = gen;
+    RunTasks(gen, thread);
+  }
+}
+
+void ThreadPool::Run(int64_t n_tasks, const std::function<void(int64_t, int)>& fn) {
+  const uint32_t gen = GenerationOf(work_.load(std::memory_order_relaxed)) + 1;
+  const uint64_t base = static_cast<uint64_t>(gen) << 32;
+  work_.store(base | kLocked, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  fn_.store(&fn, std::memory_order_release);
+  n_tasks_.store(n_tasks, std::memory_order_release);
+  work_.store(base, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    epoch_.fetch_add(1, std::memory_order_seq_cst);
+    epoch_.notify_all();
+  }
+  RunTasks(gen, 0);
+  // Every task is claimed; wait for the ones still running on other threads.
+  const auto deadline = Clock::now() + kCallerSpin;
+  bool spin = true;
+  for (int i = 0; done_.load(std::memory_order_acquire) != n_tasks; ++i) {
+    if (spin) {
+      Pause();
+      if ((i & 63) == 63 && Clock::now() > deadline) spin = false;
+    } else {
+      std::this_thread::yield();
+    }
   }
 }
 
@@ -76,25 +124,19 @@ void ThreadPool::ParallelFor(int64_t n_tasks,
     for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0);
     return;
   }
-  fn_ = &fn;
-  n_tasks_ = n_tasks;
-  next_task_.store(0, std::memory_order_relaxed);
-  busy_workers_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-  {
-    // Under the mutex so that a worker about to sleep cannot miss the bump.
-    std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
-  }
-  start_cv_.notify_all();
-  RunTasks(0);
-  for (int spins = 0; busy_workers_.load(std::memory_order_acquire) != 0; ++spins) {
-    if (spins < kSpinIterations) {
-      Pause();
+  // The hand-out word counts tasks in 32 bits: very long loops go in slices.
+  constexpr int64_t kSlice = int64_t{1} << 30;
+  for (int64_t first = 0; first < n_tasks; first += kSlice) {
+    const int64_t n = std::min(kSlice, n_tasks - first);
+    if (first == 0 && n == n_tasks) {
+      Run(n, fn);
     } else {
-      std::this_thread::yield();
+      const std::function<void(int64_t, int)> shifted = [&](int64_t t, int thread) {
+        fn(first + t, thread);
+      };
+      Run(n, shifted);
     }
   }
-  fn_ = nullptr;
 }
 
 }  // namespace tessera::cpu

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -28,26 +27,33 @@ class ThreadPool {
   // running at the same time (use it to index per-thread scratch). Calls from several
   // threads are serialised; `fn` must not call ParallelFor on the same pool (it would wait
   // for itself).
+  //
+  // The call waits for its tasks, never for the workers: a worker the OS has not scheduled
+  // yet (a machine busy with other processes) simply finds the tasks taken when it runs, so
+  // an oversubscribed machine costs the tasks' time, not a wake-up of every thread.
   void ParallelFor(int64_t n_tasks, const std::function<void(int64_t task, int thread)>& fn);
 
  private:
   void WorkerLoop(int thread);
-  void RunTasks(int thread);
+  // Claims and runs tasks of generation `gen` until none are left.
+  void RunTasks(uint32_t gen, int thread);
+  void Run(int64_t n_tasks, const std::function<void(int64_t, int)>& fn);
 
   std::mutex call_mu_;  // one ParallelFor at a time
-  // Workers spin on `generation_` for a while before sleeping on start_cv_, and the caller
-  // spins on `busy_workers_`: a decode step makes ~100 small parallel calls, and a
-  // condition-variable wake-up per call (tens of microseconds on a VM) cost more than the
-  // matmuls themselves.
-  std::mutex mu_;
-  std::condition_variable start_cv_;
-  std::atomic<uint64_t> generation_{0};  // bumped per ParallelFor (under mu_)
-  std::atomic<int> busy_workers_{0};     // workers still in the current generation
-  bool stop_ = false;                    // guarded by mu_
+  // The current generation's hand-out word: generation in the high 32 bits, the next task
+  // in the low 32 (kLocked while the generation's job is being written). Workers claim a
+  // task by compare-exchange, so a worker holding a stale word can never claim a task of
+  // another generation; the job (fn_, n_tasks_) is published between the kLocked store and
+  // the release of task 0.
+  std::atomic<uint64_t> work_{0};
+  std::atomic<const std::function<void(int64_t, int)>*> fn_{nullptr};
+  std::atomic<int64_t> n_tasks_{0};
+  std::atomic<int64_t> done_{0};  // tasks of the current generation finished
+  // Workers spin briefly (a decode step makes ~100 small parallel calls, and a futex
+  // wake-up per call costs more than the matmuls themselves), then sleep on `epoch_`.
+  std::atomic<uint32_t> epoch_{0};
+  std::atomic<int> sleepers_{0};
   std::atomic<bool> stopping_{false};
-  const std::function<void(int64_t, int)>* fn_ = nullptr;
-  int64_t n_tasks_ = 0;
-  std::atomic<int64_t> next_task_{0};
   std::vector<std::thread> workers_;
 };
 

@@ -30,42 +30,64 @@ __m256i DotI8(__m256i w, __m256i a) {
   return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
+// The activation row of vector b of a multi-vector dot: `nb` rows `stride` bytes apart.
+template <typename ActBlock, int NB>
+void ActRows(const void* ap, size_t stride, const ActBlock* (&a)[NB]) {
+  for (int b = 0; b < NB; ++b) {
+    a[b] = reinterpret_cast<const ActBlock*>(static_cast<const uint8_t*>(ap) + b * stride);
+  }
+}
+
 // The 32-element types with signed quants against Q8_0: Σ_blocks d_w·d_a·Σ q·a, where
-// `quants(block)` gives the block's 32 quants as signed bytes.
-template <typename Block, typename SignedQuants>
-float DotSigned(const void* wp, const void* ap, int64_t n, SignedQuants quants) {
+// `quants(block)` gives the block's 32 quants as signed bytes. NB vectors share each weight
+// block's decode; every vector's arithmetic is that of the one-vector dot (NB = 1), so a
+// row's result does not depend on how many vectors share the call.
+template <typename Block, int NB, typename SignedQuants>
+void DotSigned(const void* wp, const void* ap, size_t stride, int64_t n, float* out,
+               SignedQuants quants) {
   const auto* w = static_cast<const Block*>(wp);
-  const auto* a = static_cast<const quant::BlockQ8_0*>(ap);
-  __m256 acc = _mm256_setzero_ps();
+  const quant::BlockQ8_0* a[NB];
+  ActRows(ap, stride, a);
+  __m256 acc[NB];
+  for (int b = 0; b < NB; ++b) acc[b] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
     PrefetchAhead(w + i, sizeof(Block));
-    const __m256 d = _mm256_set1_ps(HalfToFloat(w[i].d) * HalfToFloat(a[i].d));
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(DotI8(quants(w[i]), Load32(a[i].qs))), acc);
+    const float dw = HalfToFloat(w[i].d);
+    const __m256i q = quants(w[i]);
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; ++b) {
+      const __m256 d = _mm256_set1_ps(dw * HalfToFloat(a[b][i].d));
+      acc[b] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(DotI8(q, Load32(a[b][i].qs))), acc[b]);
+    }
   }
-  return HorizontalSum(acc);
+  for (int b = 0; b < NB; ++b) out[b] = HorizontalSum(acc[b]);
 }
 
-float DotQ8_0(const void* w, const void* a, int64_t n) {
-  return DotSigned<quant::BlockQ8_0>(w, a, n,
-                                     [](const quant::BlockQ8_0& b) { return Load32(b.qs); });
+template <int NB>
+void DotQ8_0(const void* w, const void* a, size_t stride, int64_t n, float* out) {
+  DotSigned<quant::BlockQ8_0, NB>(w, a, stride, n, out,
+                                  [](const quant::BlockQ8_0& b) { return Load32(b.qs); });
 }
 
-float DotQ4_0(const void* w, const void* a, int64_t n) {
-  return DotSigned<quant::BlockQ4_0>(w, a, n, [](const quant::BlockQ4_0& b) {
+template <int NB>
+void DotQ4_0(const void* w, const void* a, size_t stride, int64_t n, float* out) {
+  DotSigned<quant::BlockQ4_0, NB>(w, a, stride, n, out, [](const quant::BlockQ4_0& b) {
     return _mm256_sub_epi8(Nibbles32(b.qs), _mm256_set1_epi8(8));
   });
 }
 
-float DotQ5_0(const void* w, const void* a, int64_t n) {
-  return DotSigned<quant::BlockQ5_0>(w, a, n, [](const quant::BlockQ5_0& b) {
+template <int NB>
+void DotQ5_0(const void* w, const void* a, size_t stride, int64_t n, float* out) {
+  DotSigned<quant::BlockQ5_0, NB>(w, a, stride, n, out, [](const quant::BlockQ5_0& b) {
     return _mm256_sub_epi8(_mm256_or_si256(Nibbles32(b.qs), FifthBits32(LoadU32(b.qh))),
                            _mm256_set1_epi8(16));
   });
 }
 
-float DotIQ4_NL(const void* w, const void* a, int64_t n) {
+template <int NB>
+void DotIQ4_NL(const void* w, const void* a, size_t stride, int64_t n, float* out) {
   const __m256i table = Iq4Table(quant::kIq4nlValues);
-  return DotSigned<quant::BlockIQ4_NL>(w, a, n, [&](const quant::BlockIQ4_NL& b) {
+  DotSigned<quant::BlockIQ4_NL, NB>(w, a, stride, n, out, [&](const quant::BlockIQ4_NL& b) {
     return _mm256_shuffle_epi8(table, Nibbles32(b.qs));
   });
 }
@@ -79,13 +101,15 @@ __m128i Int16Picker(int j) {
   return _mm_set1_epi16(static_cast<int16_t>((2 * j) | ((2 * j + 1) << 8)));
 }
 
-template <typename Block>
-float DotK4(const void* wp, const void* ap, int64_t n) {
+template <typename Block, int NB>
+void DotK4(const void* wp, const void* ap, size_t stride, int64_t n, float* out) {
   const auto* w = static_cast<const Block*>(wp);
-  const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
+  const quant::BlockQ8_K* a[NB];
+  ActRows(ap, stride, a);
   constexpr bool kFifthBit = sizeof(Block) == sizeof(quant::BlockQ5_K);
   const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-  __m256 acc = _mm256_setzero_ps();
+  __m256 acc[NB];
+  for (int b = 0; b < NB; ++b) acc[b] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
     PrefetchAhead(w + i, sizeof(Block));
     uint64_t sc, m;
@@ -93,71 +117,94 @@ float DotK4(const void* wp, const void* ap, int64_t n) {
     // Σ_j m_j·(bsums[2j] + bsums[2j+1]): the minimums, each twice, against the 16 bsums.
     const __m256i mins16 =
         _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m)), dup));
-    const __m256i min_sums = _mm256_madd_epi16(Load32(a[i].bsums), mins16);
     // The 8 scales as int16 in both lanes, broadcast per sub-block by a shuffle.
     const __m256i sc16 =
         _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc))));
     __m256i qh;
     if constexpr (kFifthBit) qh = Load32(w[i].qh);
-    __m256i isum = _mm256_setzero_si256();
+    __m256i isum[NB];
+    for (int b = 0; b < NB; ++b) isum[b] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int p = 0; p < 4; ++p) {
       __m256i lo, hi;
       K4Quants(w[i].qs, kFifthBit ? &qh : nullptr, p, &lo, &hi);
-      const __m256i plo = PairsU8(lo, Load32(a[i].qs + 64 * p));
-      const __m256i phi = PairsU8(hi, Load32(a[i].qs + 64 * p + 32));
       const __m256i s_lo =
           _mm256_shuffle_epi8(sc16, _mm256_broadcastsi128_si256(Int16Picker(2 * p)));
       const __m256i s_hi =
           _mm256_shuffle_epi8(sc16, _mm256_broadcastsi128_si256(Int16Picker(2 * p + 1)));
-      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, s_lo));
-      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, s_hi));
+#pragma GCC unroll 4
+      for (int b = 0; b < NB; ++b) {
+        const __m256i plo = PairsU8(lo, Load32(a[b][i].qs + 64 * p));
+        const __m256i phi = PairsU8(hi, Load32(a[b][i].qs + 64 * p + 32));
+        isum[b] = _mm256_add_epi32(isum[b], _mm256_madd_epi16(plo, s_lo));
+        isum[b] = _mm256_add_epi32(isum[b], _mm256_madd_epi16(phi, s_hi));
+      }
     }
-    const __m256 da = _mm256_set1_ps(a[i].d);
-    acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(HalfToFloat(w[i].d)), da),
-                          _mm256_cvtepi32_ps(isum), acc);
-    acc = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_set1_ps(HalfToFloat(w[i].dmin)), da),
-                           _mm256_cvtepi32_ps(min_sums), acc);
+    const __m256 dw = _mm256_set1_ps(HalfToFloat(w[i].d));
+    const __m256 dmin = _mm256_set1_ps(HalfToFloat(w[i].dmin));
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; ++b) {
+      const __m256i min_sums = _mm256_madd_epi16(Load32(a[b][i].bsums), mins16);
+      const __m256 da = _mm256_set1_ps(a[b][i].d);
+      acc[b] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(isum[b]), acc[b]);
+      acc[b] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, da), _mm256_cvtepi32_ps(min_sums), acc[b]);
+    }
   }
-  return HorizontalSum(acc);
+  for (int b = 0; b < NB; ++b) out[b] = HorizontalSum(acc[b]);
 }
 
-float DotQ4_K(const void* w, const void* a, int64_t n) { return DotK4<quant::BlockQ4_K>(w, a, n); }
-float DotQ5_K(const void* w, const void* a, int64_t n) { return DotK4<quant::BlockQ5_K>(w, a, n); }
+template <int NB>
+void DotQ4_K(const void* w, const void* a, size_t stride, int64_t n, float* out) {
+  DotK4<quant::BlockQ4_K, NB>(w, a, stride, n, out);
+}
+template <int NB>
+void DotQ5_K(const void* w, const void* a, size_t stride, int64_t n, float* out) {
+  DotK4<quant::BlockQ5_K, NB>(w, a, stride, n, out);
+}
 
-float DotQ6_K(const void* wp, const void* ap, int64_t n) {
+template <int NB>
+void DotQ6_K(const void* wp, const void* ap, size_t stride, int64_t n, float* out) {
   const auto* w = static_cast<const quant::BlockQ6_K*>(wp);
-  const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
-  __m256 acc = _mm256_setzero_ps();
+  const quant::BlockQ8_K* a[NB];
+  ActRows(ap, stride, a);
+  __m256 acc[NB];
+  for (int b = 0; b < NB; ++b) acc[b] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
     PrefetchAhead(w + i, sizeof(quant::BlockQ6_K));
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].scales));
-    // Quants are stored as u = q + 32; the 32·Σa part comes from the activation's bsums.
-    const __m256i offsets = _mm256_madd_epi16(Load32(a[i].bsums), _mm256_cvtepi8_epi16(sc8));
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
     // Scales 0-7 and 8-15 as int16, each set in both lanes.
     const __m256i sc_half[2] = {
         _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc8)),
         _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(sc8, 8)))};
-    __m256i isum = _mm256_setzero_si256();
+    __m256i isum[NB];
+    for (int b = 0; b < NB; ++b) isum[b] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int h = 0; h < 2; ++h) {
-      const int8_t* aq = a[i].qs + 128 * h;
       __m256i u[4];
       Q6KQuants(w[i].ql + 64 * h, w[i].qh + 32 * h, u);
 #pragma GCC unroll 8
       for (int r = 0; r < 4; ++r) {
-        const __m256i pairs = PairsU8(u[r], Load32(aq + 32 * r));
         // Low lane (elements 0-15): scale 2r of this half; high lane: 2r + 1.
         const __m256i scales = _mm256_shuffle_epi8(
             sc_half[h], _mm256_set_m128i(Int16Picker(2 * r + 1), Int16Picker(2 * r)));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, scales));
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; ++b) {
+          const __m256i pairs = PairsU8(u[r], Load32(a[b][i].qs + 128 * h + 32 * r));
+          isum[b] = _mm256_add_epi32(isum[b], _mm256_madd_epi16(pairs, scales));
+        }
       }
     }
-    isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(offsets, 5));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(HalfToFloat(w[i].d) * a[i].d), _mm256_cvtepi32_ps(isum),
-                          acc);
+    const float dw = HalfToFloat(w[i].d);
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; ++b) {
+      // Quants are stored as u = q + 32; the 32·Σa part comes from the activation's bsums.
+      const __m256i offsets = _mm256_madd_epi16(Load32(a[b][i].bsums), sc16);
+      isum[b] = _mm256_sub_epi32(isum[b], _mm256_slli_epi32(offsets, 5));
+      acc[b] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a[b][i].d), _mm256_cvtepi32_ps(isum[b]), acc[b]);
+    }
   }
-  return HorizontalSum(acc);
+  for (int b = 0; b < NB; ++b) out[b] = HorizontalSum(acc[b]);
 }
 
 __m256i DotU8(__m256i u, __m256i a) {
@@ -286,38 +333,78 @@ float DotQ3_K(const void* wp, const void* ap, int64_t n) {
   return HorizontalSum(acc);
 }
 
+// The types without a multi-vector kernel: one vector after the other.
+template <float (*kDot)(const void*, const void*, int64_t)>
+void OneVector(const void* w, const void* a, size_t stride, int nb, int64_t n, float* out) {
+  for (int b = 0; b < nb; ++b) out[b] = kDot(w, static_cast<const uint8_t*>(a) + b * stride, n);
+}
+
+#define TESSERA_DOT_FAMILY(NAME)                                                                \
+  float NAME##One(const void* w, const void* a, int64_t n) {                                    \
+    float r;                                                                                    \
+    NAME<1>(w, a, 0, n, &r);                                                                    \
+    return r;                                                                                   \
+  }                                                                                             \
+  void NAME##Many(const void* w, const void* a, size_t stride, int nb, int64_t n, float* out) { \
+    switch (nb) {                                                                               \
+      case 1:                                                                                   \
+        return NAME<1>(w, a, stride, n, out);                                                   \
+      case 2:                                                                                   \
+        return NAME<2>(w, a, stride, n, out);                                                   \
+      case 3:                                                                                   \
+        return NAME<3>(w, a, stride, n, out);                                                   \
+      default:                                                                                  \
+        return NAME<4>(w, a, stride, n, out);                                                   \
+    }                                                                                           \
+  }
+
+TESSERA_DOT_FAMILY(DotQ8_0)
+TESSERA_DOT_FAMILY(DotQ4_0)
+TESSERA_DOT_FAMILY(DotQ5_0)
+TESSERA_DOT_FAMILY(DotIQ4_NL)
+TESSERA_DOT_FAMILY(DotQ4_K)
+TESSERA_DOT_FAMILY(DotQ5_K)
+TESSERA_DOT_FAMILY(DotQ6_K)
+#undef TESSERA_DOT_FAMILY
+
+struct DotKernels {
+  gguf::GgmlType type;
+  VecDotFn one;
+  VecDotManyFn many;
+};
+
+constexpr DotKernels kDotKernels[] = {
+    {gguf::GgmlType::kQ4_0, DotQ4_0One, DotQ4_0Many},
+    {gguf::GgmlType::kQ8_0, DotQ8_0One, DotQ8_0Many},
+    {gguf::GgmlType::kQ4_K, DotQ4_KOne, DotQ4_KMany},
+    {gguf::GgmlType::kQ6_K, DotQ6_KOne, DotQ6_KMany},
+    {gguf::GgmlType::kQ4_1, DotQ4_1, OneVector<DotQ4_1>},
+    {gguf::GgmlType::kQ5_0, DotQ5_0One, DotQ5_0Many},
+    {gguf::GgmlType::kQ5_1, DotQ5_1, OneVector<DotQ5_1>},
+    {gguf::GgmlType::kIQ4_NL, DotIQ4_NLOne, DotIQ4_NLMany},
+    {gguf::GgmlType::kQ2_K, DotQ2_K, OneVector<DotQ2_K>},
+    {gguf::GgmlType::kQ3_K, DotQ3_K, OneVector<DotQ3_K>},
+    {gguf::GgmlType::kQ5_K, DotQ5_KOne, DotQ5_KMany},
+    {gguf::GgmlType::kIQ4_XS, DotIQ4_XS, OneVector<DotIQ4_XS>},
+};
+
+const DotKernels* FindDotKernels(gguf::GgmlType type) {
+  for (const DotKernels& k : kDotKernels) {
+    if (k.type == type) return &k;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 VecDotFn IntegerDot(gguf::GgmlType type) {
-  using gguf::GgmlType;
-  switch (type) {
-    case GgmlType::kQ4_0:
-      return DotQ4_0;
-    case GgmlType::kQ8_0:
-      return DotQ8_0;
-    case GgmlType::kQ4_K:
-      return DotQ4_K;
-    case GgmlType::kQ6_K:
-      return DotQ6_K;
-    case GgmlType::kQ4_1:
-      return DotQ4_1;
-    case GgmlType::kQ5_0:
-      return DotQ5_0;
-    case GgmlType::kQ5_1:
-      return DotQ5_1;
-    case GgmlType::kIQ4_NL:
-      return DotIQ4_NL;
-    case GgmlType::kQ2_K:
-      return DotQ2_K;
-    case GgmlType::kQ3_K:
-      return DotQ3_K;
-    case GgmlType::kQ5_K:
-      return DotQ5_K;
-    case GgmlType::kIQ4_XS:
-      return DotIQ4_XS;
-    default:
-      return nullptr;
-  }
+  const DotKernels* k = FindDotKernels(type);
+  return k == nullptr ? nullptr : k->one;
+}
+
+VecDotManyFn IntegerDots(gguf::GgmlType type) {
+  const DotKernels* k = FindDotKernels(type);
+  return k == nullptr ? nullptr : k->many;
 }
 
 }  // namespace tessera::cpu::avx2

@@ -2,6 +2,7 @@
 // at awkward sizes, both paths, every instruction-set level the host has, 1–3 threads.
 #include "kernels/cpu/matmul.h"
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <string>
@@ -233,6 +234,65 @@ TEST(MatmulTest, HotTypesTakeTheIntegerPathWithAvx2) {
     EXPECT_TRUE(HasIntegerKernel(type, Isa::kAvx2)) << static_cast<int>(type);
   }
   EXPECT_FALSE(HasIntegerKernel(GgmlType::kQ4_K, Isa::kScalar));
+}
+
+// Decode rows share a pass over each weight row (up to four vectors per weight-block decode),
+// and each row's result must keep the bits it gets alone: batch-invariant serving depends
+// on it. Also for the activations quantized once and shared (MatmulQuantized).
+TEST(MatmulDotsTest, EachVectorGetsTheBitsItGetsAlone) {
+  if (!IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "host has no AVX2";
+  uint64_t seed = 91;
+  for (const quant::QuantTraits& t : quant::SupportedQuantTypes()) {
+    if (!HasIntegerKernel(t.type)) continue;
+    SCOPED_TRACE(t.name);
+    const int64_t rows = 5, cols = 512, batch = 11;
+    const Problem p = MakeProblem(t.type, rows, cols, batch, seed++);
+    auto w = QuantMatrix::Make(p.type, rows, cols, p.w, "w");
+    ASSERT_TRUE(w.ok()) << w.status();
+    ThreadPool pool(2);
+    MatmulOptions opt;
+    opt.path = MatmulPath::kDots;
+    opt.min_parallel_macs = 0;
+    std::vector<float> all(batch * rows), alone(rows);
+    ASSERT_TRUE(Matmul(*w, 0, rows, p.x.data(), batch, all.data(), rows, &pool, opt).ok());
+    for (int64_t b = 0; b < batch; ++b) {
+      ASSERT_TRUE(
+          Matmul(*w, 0, rows, p.x.data() + b * cols, 1, alone.data(), rows, nullptr, opt).ok());
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(all[b * rows + r]), std::bit_cast<uint32_t>(alone[r]))
+            << "vector " << b << " row " << r;
+      }
+    }
+    QuantizedActivations xq;
+    QuantizeActivations(ActivationFormat(t.type), p.x.data(), batch, cols, &xq);
+    std::vector<float> shared(batch * rows);
+    ASSERT_TRUE(MatmulQuantized(*w, 1, rows, xq, shared.data(), rows, &pool).ok());
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t r = 1; r < rows; ++r) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(shared[b * rows + r - 1]),
+                  std::bit_cast<uint32_t>(all[b * rows + r]))
+            << "shared activations, vector " << b << " row " << r;
+      }
+    }
+  }
+}
+
+TEST(MatmulDotsTest, SharedActivationsMustFitTheMatrix) {
+  if (!IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "host has no AVX2";
+  std::vector<uint8_t> bytes(34 * 16);  // 2 rows of 8 Q8_0 blocks
+  auto w = QuantMatrix::Make(GgmlType::kQ8_0, 2, 256, bytes, "w");
+  ASSERT_TRUE(w.ok());
+  std::vector<float> x(256, 0.5f), y(2);
+  QuantizedActivations k_format;
+  QuantizeActivations(GgmlType::kQ8_K, x.data(), 1, 256, &k_format);
+  auto s = MatmulQuantized(*w, 0, 2, k_format, y.data(), 2, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("q8_K"));
+  QuantizedActivations ok;
+  QuantizeActivations(ActivationFormat(GgmlType::kQ8_0), x.data(), 1, 256, &ok);
+  EXPECT_EQ(ActivationFormat(GgmlType::kQ8_0), GgmlType::kQ8_0);
+  EXPECT_FALSE(MatmulQuantized(*w, 0, 3, ok, y.data(), 3, nullptr).ok());
+  EXPECT_TRUE(MatmulQuantized(*w, 0, 2, ok, y.data(), 2, nullptr).ok());
 }
 
 }  // namespace

@@ -38,3 +38,8 @@ tessera_test(nn_ops_vector_test
   DEPS tessera_nn_cpu tessera_nn_reference
   LABELS unit quant sanitize
   TIMEOUT 60)
+tessera_test(paged_attention_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/paged_attention_test.cc
+  DEPS tessera_nn_cpu
+  LABELS unit quant sanitize
+  TIMEOUT 60)

@@ -22,6 +22,40 @@ void AddBias(std::vector<float>& y, const std::vector<float>& bias, int64_t rows
 
 }  // namespace
 
+bool Executor::Impl::AttendInPlace(int64_t new_tokens) const {
+  return new_tokens == 1 && !options.exact;
+}
+
+cpu::PagedAttentionArgs Executor::Impl::PagedArgs(int layer, const SequenceInput& seq,
+                                                  int64_t n_keys) const {
+  const KvCacheShape& cs = cache->shape();
+  cpu::PagedAttentionArgs a;
+  const cpu::KvElem elem = cs.dtype == CacheDtype::kF16    ? cpu::KvElem::kF16
+                           : cs.dtype == CacheDtype::kBF16 ? cpu::KvElem::kBF16
+                                                           : cpu::KvElem::kF32;
+  a.k = {cache->KData(layer), elem, cs.k_width, 0};
+  a.v.elem = elem;
+  a.block_table = seq.block_table.data();
+  a.block_size = cs.block_size;
+  a.n_keys = n_keys;
+  a.scale = attn_scale;
+  return a;
+}
+
+void Executor::Impl::RunPaged(const std::vector<cpu::PagedAttentionArgs>& calls) {
+  if (calls.empty()) return;
+  attn_scratch.resize(pool->size());
+  int64_t work = 0;
+  for (const cpu::PagedAttentionArgs& a : calls) work += a.n_keys * a.nq * (a.dk + a.dv);
+  auto run = [&](int64_t t, int thread) { cpu::PagedAttention(calls[t], &attn_scratch[thread]); };
+  // Short contexts are cheaper than a hand-off to the threads.
+  if (calls.size() == 1 || work < matmul.min_parallel_macs) {
+    for (size_t t = 0; t < calls.size(); ++t) run(static_cast<int64_t>(t), 0);
+    return;
+  }
+  pool->ParallelFor(static_cast<int64_t>(calls.size()), run);
+}
+
 absl::Status Executor::Impl::AttendRows(const float* q, int64_t nq, int64_t dk, const float* k,
                                         const float* v_t, int64_t dv, int64_t n_keys, float scale,
                                         const std::vector<int64_t>& last,
@@ -88,9 +122,29 @@ absl::Status Executor::Impl::GqaAttention(int layer, const Batch& b, const std::
 
   std::vector<float> attn(T * H * dv);
   const KvCacheShape& cs = cache->shape();
+  std::vector<cpu::PagedAttentionArgs> paged;
   for (size_t s = 0; s < b.seqs.size(); ++s) {
     const int64_t t0 = b.seq_begin[s], t1 = b.seq_begin[s + 1], nt = t1 - t0;
     const int64_t n_keys = b.pos[t1 - 1] + 1;
+    if (AttendInPlace(nt)) {
+      // A decode token: each KV head's query group reads the cache where it lies (below,
+      // all decode tokens' heads as tasks of the pool).
+      for (int64_t g = 0; g < Hkv; ++g) {
+        cpu::PagedAttentionArgs a = PagedArgs(layer, b.seqs[s], n_keys);
+        a.q = &q[(t0 * H + g * group) * dk];
+        a.nq = static_cast<int>(group);
+        a.ldq = a.dk = static_cast<int>(dk);
+        a.k.offset = g * dk;
+        a.v.data = cache->VData(layer);
+        a.v.slot_stride = cs.v_width;
+        a.v.offset = g * dv;
+        a.dv = static_cast<int>(dv);
+        a.out = &attn[(t0 * H + g * group) * dv];
+        a.ld_out = dv;
+        paged.push_back(a);
+      }
+      continue;
+    }
     // This sequence's cached keys and values, in position order.
     std::vector<float> krows(n_keys * cs.k_width), vrows(n_keys * cs.v_width);
     for (int64_t p = 0; p < n_keys; ++p) {
@@ -123,6 +177,7 @@ absl::Status Executor::Impl::GqaAttention(int layer, const Batch& b, const std::
       }
     }
   }
+  RunPaged(paged);
   Round(attn.data(), T * H * dv);
   out.resize(T * d);
   if (auto s = MatMulMany({{&L.wo, attn.data(), out.data()}}, T); !s.ok()) return s;
@@ -253,9 +308,24 @@ absl::Status Executor::Impl::MlaAttention(int layer, Batch& b, const std::vector
   // 7. Attention of every head against the single latent K = [c_KV | k_rope], V = c_KV.
   std::vector<float> a(T * H * c);
   const KvCacheShape& cs = cache->shape();
+  std::vector<cpu::PagedAttentionArgs> paged;
   for (size_t s = 0; s < b.seqs.size(); ++s) {
     const int64_t t0 = b.seq_begin[s], t1 = b.seq_begin[s + 1], nt = t1 - t0;
     const int64_t n_keys = b.pos[t1 - 1] + 1;
+    if (!dsa && AttendInPlace(nt)) {
+      // A decode token: every head against the latent rows where they lie (V = the first c
+      // values of each K row).
+      cpu::PagedAttentionArgs pa = PagedArgs(layer, b.seqs[s], n_keys);
+      pa.q = &qa[t0 * H * (c + r)];
+      pa.nq = static_cast<int>(H);
+      pa.ldq = pa.dk = static_cast<int>(c + r);
+      pa.v = pa.k;
+      pa.dv = static_cast<int>(c);
+      pa.out = &a[t0 * H * c];
+      pa.ld_out = c;
+      paged.push_back(pa);
+      continue;
+    }
     std::vector<float> krows(n_keys * cs.k_width), c_t(c * n_keys);
     for (int64_t p = 0; p < n_keys; ++p) {
       cache->ReadK(layer, cache->Slot(b.seqs[s].block_table, p), &krows[p * cs.k_width]);
@@ -280,6 +350,7 @@ absl::Status Executor::Impl::MlaAttention(int layer, Batch& b, const std::vector
       return st;
     }
   }
+  RunPaged(paged);
   // 8. Decompress per head with W_UV, 9. output projection.
   std::vector<float> o(T * H * v), ah(T * c);
   for (int64_t hh = 0; hh < H; ++hh) {

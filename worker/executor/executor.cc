@@ -345,29 +345,72 @@ absl::Status Executor::Impl::MatMulRows(const QuantMatrix& w, int64_t row_begin,
   return absl::OkStatus();
 }
 
-absl::Status Executor::Impl::MatMulMany(std::initializer_list<Product> products, int64_t batch) {
-  if (batch >= cpu::kPrefillBatch || pool->size() == 1) {
+absl::Status Executor::Impl::MatMulMany(absl::Span<const Product> products, int64_t batch) {
+  auto batch_of = [batch](const Product& p) { return p.batch >= 0 ? p.batch : batch; };
+  int64_t largest = 0;
+  for (const Product& p : products) largest = std::max(largest, batch_of(p));
+  if (largest >= cpu::kPrefillBatch || pool->size() == 1) {
     for (const Product& p : products) {
-      if (auto s = MatMul(*p.w, p.x, batch, p.y); !s.ok()) return s;
+      if (batch_of(p) == 0) continue;
+      if (auto s = MatMul(*p.w, p.x, batch_of(p), p.y); !s.ok()) return s;
     }
     return absl::OkStatus();
   }
   struct Chunk {
     const Product* p;
     int64_t r0, r1;
+    const cpu::QuantizedActivations* xq;  // x quantized once for the product's integer dots
   };
-  std::vector<Chunk> chunks;
+  // Each input is quantized once per activation format, not once per chunk (the chunks of
+  // a product, and products over the same x such as Q/K/V, gate/up or the experts of a
+  // decode token, share it).
+  struct Quantized {
+    const float* x;
+    int64_t batch;
+    gguf::GgmlType format;
+  };
+  std::vector<Quantized> quantized;
+  std::vector<int> xq_of;  // index into act_scratch, -1: Matmul quantizes (or not) itself
   for (const Product& p : products) {
+    const int64_t n = batch_of(p);
+    int xq = -1;
+    if (n > 0 && cpu::UsesIntegerDots(p.w->type, n, matmul)) {
+      const gguf::GgmlType format = cpu::ActivationFormat(p.w->type);
+      size_t i = 0;
+      while (i < quantized.size() &&
+             (quantized[i].x != p.x || quantized[i].batch != n || quantized[i].format != format)) {
+        ++i;
+      }
+      if (i == quantized.size()) {
+        if (act_scratch.size() <= i) act_scratch.resize(i + 1);
+        cpu::QuantizeActivations(format, p.x, n, p.w->cols, &act_scratch[i]);
+        quantized.push_back({p.x, n, format});
+      }
+      xq = static_cast<int>(i);
+    }
+    xq_of.push_back(xq);
+  }
+  std::vector<Chunk> chunks;
+  size_t product_index = 0;
+  for (const Product& p : products) {
+    const int i = xq_of[product_index++];
+    if (batch_of(p) == 0) continue;
+    const cpu::QuantizedActivations* xq = i < 0 ? nullptr : &act_scratch[i];
     // About four chunks per thread per product keeps the threads busy to the end.
     const int64_t rows = p.w->rows;
     const int64_t step = std::max<int64_t>(16, (rows + 4 * pool->size() - 1) / (4 * pool->size()));
-    for (int64_t r = 0; r < rows; r += step) chunks.push_back({&p, r, std::min(rows, r + step)});
+    for (int64_t r = 0; r < rows; r += step) {
+      chunks.push_back({&p, r, std::min(rows, r + step), xq});
+    }
   }
   std::vector<absl::Status> status(pool->size());
   pool->ParallelFor(static_cast<int64_t>(chunks.size()), [&](int64_t t, int thread) {
     const Chunk& c = chunks[t];
-    absl::Status s = cpu::Matmul(*c.p->w, c.r0, c.r1, c.p->x, batch, c.p->y + c.r0, c.p->w->rows,
-                                 nullptr, matmul);
+    absl::Status s = c.xq != nullptr
+                         ? cpu::MatmulQuantized(*c.p->w, c.r0, c.r1, *c.xq, c.p->y + c.r0,
+                                                c.p->w->rows, nullptr, matmul)
+                         : cpu::Matmul(*c.p->w, c.r0, c.r1, c.p->x, batch_of(*c.p), c.p->y + c.r0,
+                                       c.p->w->rows, nullptr, matmul);
     if (!s.ok()) status[thread] = s;
   });
   for (const absl::Status& s : status) {
@@ -381,6 +424,36 @@ void Executor::Impl::Round(float* x, int64_t n) const {
     for (int64_t i = 0; i < n; ++i) x[i] = Bf16ToFloat(FloatToBf16(x[i]));
   } else if (act_dtype == ComputeDtype::kFloat16) {
     for (int64_t i = 0; i < n; ++i) x[i] = Fp16ToFloat(FloatToFp16(x[i]));
+  }
+}
+
+void Executor::Impl::CalibrateKernels() {
+  kernel_summary = absl::StrCat(
+      "cpu ", cpu::CpuModelName(), ", ", cpu::IsaName(matmul.isa),
+      "; attention: ", options.exact ? "gathered (exact path)" : "paged in place (decode)");
+  if (options.exact) return;  // the float path everywhere: nothing to choose
+  // One matrix of each weight type the layers use (the widest of the first layer that has
+  // it), plus the head.
+  std::vector<const QuantMatrix*> of_type;
+  auto consider = [&](const QuantMatrix& m) {
+    if (m.data == nullptr || m.type == gguf::GgmlType::kF32) return;
+    for (const QuantMatrix*& seen : of_type) {
+      if (seen->type != m.type) continue;
+      if (m.cols > seen->cols) seen = &m;
+      return;
+    }
+    of_type.push_back(&m);
+  };
+  for (const LayerWeights& L : layers) {
+    for (const QuantMatrix* m :
+         {&L.wq, &L.wk, &L.wv, &L.wo, &L.wq_a, &L.wq_b, &L.wkv_a, &L.w_gate, &L.w_up, &L.w_down,
+          &L.gate_exps, &L.up_exps, &L.down_exps, &L.gate_sh, &L.up_sh, &L.down_sh}) {
+      consider(*m);
+    }
+  }
+  consider(output);
+  for (const QuantMatrix* m : of_type) {
+    absl::StrAppend(&kernel_summary, "; ", cpu::CalibrateMatmul(*m, &matmul));
   }
 }
 
@@ -565,6 +638,7 @@ std::string Executor::device_name() const {
 }
 int Executor::threads() const { return impl_->pool->size(); }
 uint64_t Executor::planned_read_bytes() const { return impl_->planned_read_bytes; }
+const std::string& Executor::kernel_summary() const { return impl_->kernel_summary; }
 std::map<std::string, double> Executor::Profile() const { return impl_->profile; }
 void Executor::ResetProfile() { impl_->profile.clear(); }
 
@@ -647,6 +721,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& mo
   impl->pool =
       std::make_unique<cpu::ThreadPool>(options.device == Device::kCuda ? 1 : options.threads);
   impl->matmul.path = options.exact ? cpu::MatmulPath::kFloat : cpu::MatmulPath::kAuto;
+  if (options.device == Device::kCpu) impl->CalibrateKernels();
   CacheDtype kv_dtype = CacheDtype::kF32;
   impl->act_dtype = ComputeDtype::kFloat32;
   if (!options.exact) {

@@ -108,6 +108,11 @@ class Executor {
   std::string device_name() const;
   // File bytes this rank's shard plan names (what it read or mapped to load).
   uint64_t planned_read_bytes() const;
+  // The CPU, instruction set and kernels chosen for this model on this machine, with the
+  // rates measured at load ("cpu AMD EPYC (family 26 model 2), avx512; attention: ...;
+  // q4_K (768 cols): prefill int8 GEMM (...); decode dots 4 vectors/pass (...)"). Empty on
+  // a GPU.
+  const std::string& kernel_summary() const;
 
   // Seconds spent per phase since the last ResetProfile(): "attention" (projections and
   // attention, the DSA indexer excluded), "indexer", "router", "experts" (routed and shared),

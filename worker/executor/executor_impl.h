@@ -17,6 +17,7 @@
 #include "common/model/tensor_map.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/nn_ops.h"
+#include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/thread_pool.h"
 #include "worker/executor/arch_config.h"
 #include "worker/executor/executor.h"
@@ -36,6 +37,14 @@ inline QuantMatrix FloatMatrix(const float* data, int64_t rows, int64_t cols) {
   q.cols = cols;
   q.row_bytes = static_cast<size_t>(cols) * sizeof(float);
   q.data = reinterpret_cast<const uint8_t*>(data);
+  return q;
+}
+
+// Rows [r0, r1) of `w` as a matrix of their own (an expert of a stacked 3-D tensor).
+inline QuantMatrix RowsOf(const QuantMatrix& w, int64_t r0, int64_t r1) {
+  QuantMatrix q = w;
+  q.rows = r1 - r0;
+  q.data = w.data + r0 * w.row_bytes;
   return q;
 }
 
@@ -108,6 +117,10 @@ struct Executor::Impl {
   std::unique_ptr<PagedKvCache> cache;          // K/V, or the MLA latent + rope key (CPU)
   std::unique_ptr<PagedKvCache> indexer_cache;  // DSA indexer keys (float32)
   cpu::MatmulOptions matmul;
+  // Measures the matmul kernels on this machine for the model's weight types (CPU only) and
+  // records the choices in `matmul` and `kernel_summary`.
+  void CalibrateKernels();
+  std::string kernel_summary;
   std::map<std::string, double> profile;  // seconds per phase (Executor::Profile)
 
   explicit Impl(gguf::GgufModel f);
@@ -142,9 +155,11 @@ struct Executor::Impl {
   struct Product {
     const QuantMatrix* w;
     const float* x;
-    float* y;  // [batch][w->rows]
+    float* y;            // [batch][w->rows]
+    int64_t batch = -1;  // this product's vectors; -1: the call's batch
   };
-  absl::Status MatMulMany(std::initializer_list<Product> products, int64_t batch);
+  absl::Status MatMulMany(absl::Span<const Product> products, int64_t batch);
+  std::vector<cpu::QuantizedActivations> act_scratch;  // MatMulMany's quantized inputs
 
   absl::StatusOr<std::vector<std::vector<float>>> Step(absl::Span<const SequenceInput> seqs,
                                                        StepTrace* trace);
@@ -165,6 +180,17 @@ struct Executor::Impl {
   // scale over the keys [0, last[row]] (causal), further limited to mask[row][key] != 0 when
   // `mask` is given (DSA), then out = P V. K is [n_keys][dk], V^T is [dv][n_keys], both
   // contiguous float32.
+  // True when a sequence with `new_tokens` tokens in the step attends through
+  // cpu::PagedAttention, reading the cache in place (decode tokens on the fast path; the
+  // exact path and prefill chunks gather keys and values and multiply them as matrices).
+  bool AttendInPlace(int64_t new_tokens) const;
+  // PagedAttention's arguments for `seq`'s first `n_keys` keys of `layer` (K rows of the
+  // whole slot; the caller sets the head offsets, V, the queries and the output).
+  cpu::PagedAttentionArgs PagedArgs(int layer, const SequenceInput& seq, int64_t n_keys) const;
+  // Runs the calls (independent heads or sequences) as tasks of the pool.
+  void RunPaged(const std::vector<cpu::PagedAttentionArgs>& calls);
+  std::vector<std::vector<float>> attn_scratch;  // PagedAttention's scores, per thread
+
   absl::Status AttendRows(const float* q, int64_t nq, int64_t dk, const float* k, const float* v_t,
                           int64_t dv, int64_t n_keys, float scale, const std::vector<int64_t>& last,
                           const std::vector<const char*>* mask, float* out, int64_t ld_out);

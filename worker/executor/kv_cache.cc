@@ -111,4 +111,14 @@ void PagedKvCache::ReadV(int layer, int64_t slot, float* out) const {
        shape_.v_width);
 }
 
+const void* PagedKvCache::KData(int layer) const {
+  return shape_.dtype == CacheDtype::kF32 ? static_cast<const void*>(LayerData(k_f32_, layer))
+                                          : static_cast<const void*>(LayerData(k_16_, layer));
+}
+
+const void* PagedKvCache::VData(int layer) const {
+  return shape_.dtype == CacheDtype::kF32 ? static_cast<const void*>(LayerData(v_f32_, layer))
+                                          : static_cast<const void*>(LayerData(v_16_, layer));
+}
+
 }  // namespace tessera::executor

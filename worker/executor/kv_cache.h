@@ -43,6 +43,10 @@ class PagedKvCache {
   // Reads one token's K or V into float32.
   void ReadK(int layer, int64_t slot, float* out) const;
   void ReadV(int layer, int64_t slot, float* out) const;
+  // One layer's K or V storage as attention reads it in place: slot s's values start at
+  // element s · k_width (v_width), of the cache's dtype (float or 16-bit).
+  const void* KData(int layer) const;
+  const void* VData(int layer) const;
 
  private:
   // Element `at` of one layer's K or V storage, whichever width the dtype uses.

@@ -97,8 +97,62 @@ absl::Status Executor::Impl::MoeFfn(int layer, const Batch& b, const std::vector
     }
   }
   out.assign(T * d, 0.0f);
+  // Adds expert e's output rows (down, n x d) for its tokens, weighted by their routes.
+  auto combine = [&](int64_t e, const float* down) {
+    const std::vector<int64_t>& ts = tokens_of[e];
+    for (size_t i = 0; i < ts.size(); ++i) {
+      const Route& r = routes[ts[i]];
+      const float w =
+          r.weights[std::find(r.experts.begin(), r.experts.end(), e) - r.experts.begin()];
+      for (int64_t j = 0; j < d; ++j) out[ts[i] * d + j] += w * down[i * d + j];
+    }
+  };
+  if (T < cpu::kPrefillBatch) {
+    // Decode-sized steps: every chosen expert's gate and up products in one hand-off to the
+    // threads, then every down product in another (per-vector kernels, as MatMulRows
+    // takes below the prefill batch), instead of three hand-offs per expert. A token's row
+    // of h is read in place, so its quantized form is shared by all its experts.
+    std::vector<QuantMatrix> views;
+    std::vector<int64_t> used;
+    for (int64_t e = 0; e < E; ++e) {
+      if (!tokens_of[e].empty()) used.push_back(e);
+    }
+    const size_t U = used.size();
+    std::vector<std::vector<float>> xs(U), gates(U), ups(U), downs(U);
+    views.reserve(3 * U);
+    std::vector<Product> products;
+    for (size_t u = 0; u < U; ++u) {
+      const int64_t e = used[u];
+      const std::vector<int64_t>& ts = tokens_of[e];
+      const int64_t n = static_cast<int64_t>(ts.size());
+      const float* x = &h[ts[0] * d];
+      if (n > 1) {
+        xs[u].resize(n * d);
+        for (int64_t i = 0; i < n; ++i) std::copy_n(&h[ts[i] * d], d, &xs[u][i * d]);
+        x = xs[u].data();
+      }
+      gates[u].resize(n * F);
+      ups[u].resize(n * F);
+      downs[u].resize(n * d);
+      views.push_back(RowsOf(L.gate_exps, e * F, (e + 1) * F));
+      views.push_back(RowsOf(L.up_exps, e * F, (e + 1) * F));
+      views.push_back(RowsOf(L.down_exps, e * d, (e + 1) * d));
+      products.push_back({&views[3 * u], x, gates[u].data(), n});
+      products.push_back({&views[3 * u + 1], x, ups[u].data(), n});
+    }
+    if (auto s = MatMulMany(products, T); !s.ok()) return s;
+    products.clear();
+    for (size_t u = 0; u < U; ++u) {
+      const int64_t n = static_cast<int64_t>(tokens_of[used[u]].size());
+      cpu::SiluMul(gates[u].data(), ups[u].data(), n * F, gates[u].data());
+      Round(gates[u].data(), n * F);
+      products.push_back({&views[3 * u + 2], gates[u].data(), downs[u].data(), n});
+    }
+    if (auto s = MatMulMany(products, T); !s.ok()) return s;
+    for (size_t u = 0; u < U; ++u) combine(used[u], downs[u].data());
+  }
   std::vector<float> xe, gate, up, down;
-  for (int64_t e = 0; e < E; ++e) {
+  for (int64_t e = 0; e < E && T >= cpu::kPrefillBatch; ++e) {
     const std::vector<int64_t>& ts = tokens_of[e];
     if (ts.empty()) continue;
     const int64_t n = static_cast<int64_t>(ts.size());
@@ -124,12 +178,7 @@ absl::Status Executor::Impl::MoeFfn(int layer, const Batch& b, const std::vector
         !s.ok()) {
       return s;
     }
-    for (int64_t i = 0; i < n; ++i) {
-      const Route& r = routes[ts[i]];
-      const float w =
-          r.weights[std::find(r.experts.begin(), r.experts.end(), e) - r.experts.begin()];
-      for (int64_t j = 0; j < d; ++j) out[ts[i] * d + j] += w * down[i * d + j];
-    }
+    combine(e, down.data());
   }
   if (L.gate_sh.data != nullptr) {
     const int64_t S = L.gate_sh.rows;

@@ -268,6 +268,10 @@ int Run(const Flags& flags) {
       who.c_str(), setup.model_path().c_str(), device.c_str(), load_seconds,
       static_cast<unsigned long long>(bytes_read), static_cast<unsigned long long>(mapped_bytes),
       static_cast<unsigned long long>(pread_bytes));
+  if (!engine.executor().kernel_summary().empty()) {
+    std::fprintf(stderr, "tessera-worker %s: kernels: %s\n", who.c_str(),
+                 engine.executor().kernel_summary().c_str());
+  }
 
   std::map<uint64_t, std::string> request_of;  // sequence -> request id, for errors
   while (stream->Read(&msg)) {
