@@ -92,10 +92,16 @@ std::string CpuModelName() {
     const size_t start = l.find_first_not_of(" \t", colon + 1);
     return start == std::string::npos ? std::string() : l.substr(start);
   };
+  auto key = [](const std::string& l) {
+    const size_t end = l.find_last_not_of(" \t", l.find(':') - 1);
+    return end == std::string::npos ? std::string() : l.substr(0, end + 1);
+  };
   while (std::getline(in, line) && !line.empty()) {
-    if (line.rfind("model name", 0) == 0) name = value(line);
-    if (line.rfind("cpu family", 0) == 0) family = value(line);
-    if (line.rfind("model\t", 0) == 0 || line.rfind("model ", 0) == 0) model = value(line);
+    if (line.find(':') == std::string::npos) continue;
+    const std::string k = key(line);
+    if (k == "model name") name = value(line);
+    if (k == "cpu family") family = value(line);
+    if (k == "model") model = value(line);
   }
   if (name.empty()) return "unknown CPU";
   if (!family.empty() && !model.empty()) name += " (family " + family + " model " + model + ")";

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <cerrno>
@@ -142,6 +143,20 @@ void Prefault(absl::Span<const uint8_t> bytes) {
   uint8_t acc = 0;
   for (; p < end; p += page) acc ^= *reinterpret_cast<const volatile uint8_t*>(p);
   asm volatile("" : : "r"(acc));
+}
+
+// A CPU step allocates its activations (megabytes for a prefill chunk) afresh in every layer.
+// Above glibc's mmap threshold each one was a new mapping: page faults and kernel zeroing on
+// every allocation, a third of a 512-token prefill. Up to 32 MiB (glibc's largest threshold)
+// they come from the heap instead, and freed memory stays for the next layer and step
+// rather than being trimmed back to the system.
+void KeepStepBuffersInTheHeap() {
+  static const bool done = [] {
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    return true;
+  }();
+  (void)done;
 }
 
 }  // namespace
@@ -721,7 +736,10 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& mo
   impl->pool =
       std::make_unique<cpu::ThreadPool>(options.device == Device::kCuda ? 1 : options.threads);
   impl->matmul.path = options.exact ? cpu::MatmulPath::kFloat : cpu::MatmulPath::kAuto;
-  if (options.device == Device::kCpu) impl->CalibrateKernels();
+  if (options.device == Device::kCpu) {
+    KeepStepBuffersInTheHeap();
+    impl->CalibrateKernels();
+  }
   CacheDtype kv_dtype = CacheDtype::kF32;
   impl->act_dtype = ComputeDtype::kFloat32;
   if (!options.exact) {
