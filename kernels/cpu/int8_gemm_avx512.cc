@@ -1,10 +1,11 @@
 // AVX-512 VNNI int8 GEMM for prefill (operand formats in int8_gemm_format.h). A register
 // tile is RT panels (16 weight rows each, one row per int32 lane) × CT tokens: per 4
 // elements, RT panel loads and CT activation broadcasts feed RT·CT vpdpbusd. Each group's
-// int32 sum times its integer scale joins a float block sum (exact below 2^24), which
-// (d_w·d_a) scales into the accumulators, minus (dmin·d_a)·Σ m_g·Σa from vpdpwssd: the
-// order llama.cpp's dot products use, so results stay as close to its logits as the
-// integer-dot path. Lanes are already y's rows, so stores need no transpose.
+// int32 sum times its integer scale joins an int32 block sum (exact), which (d_w·d_a)
+// scales into the accumulators, minus (dmin·d_a)·Σ m_g·Σa from vpdpwssd, block after block:
+// the arithmetic of the integer dots (vec_dot_avx2.cc), so a (row, token) gets the same
+// bits from either kernel and decode rows may take whichever is faster. Lanes are already
+// y's rows, so stores need no transpose.
 // GCC 12 reports the deliberately undefined pass-through operands of _mm512_cvtepi32_ps,
 // _mm512_cvtps_epi32, ... (_mm512_undefined_*) as uninitialized once inlined here.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -42,12 +43,14 @@ void Tile(const Int8Panel* panels, const __mmask16* store_mask, const Int8Activa
     }
   }
   for (int64_t kb = k0; kb < k1; kb += A) {
-    // Σ_g sc_g·(group dot) of the block: exact integers in float while below 2^24.
-    __m512 block[RT][CT];
+    // Σ_g sc_g·(group dot) of the block, exact in int32, converted to float once: the
+    // integer dots (vec_dot_avx2.cc) form the same block sums, so every (row, token) gets
+    // the same bits from either kernel.
+    __m512i block[RT][CT];
 #pragma GCC unroll 8
     for (int r = 0; r < RT; ++r) {
 #pragma GCC unroll 8
-      for (int c = 0; c < CT; ++c) block[r][c] = _mm512_setzero_ps();
+      for (int c = 0; c < CT; ++c) block[r][c] = _mm512_setzero_si512();
     }
     for (int64_t kg = kb; kg < kb + A; kg += G) {
       const int64_t g = kg / G;
@@ -77,12 +80,16 @@ void Tile(const Int8Panel* panels, const __mmask16* store_mask, const Int8Activa
       }
 #pragma GCC unroll 8
       for (int r = 0; r < RT; ++r) {
-        const __m512 scale = _mm512_loadu_ps(panels[r].scale + 16 * g);
+        // Groups as long as the block have scale 1 (Q8_0, Q4_0).
+        if constexpr (G == A) {
 #pragma GCC unroll 8
-        for (int c = 0; c < CT; ++c) {
-          const __m512 dotf = _mm512_cvtepi32_ps(dot[r][c]);
-          // Groups as long as the block have scale 1 (Q8_0, Q4_0).
-          block[r][c] = G == A ? dotf : _mm512_fmadd_ps(dotf, scale, block[r][c]);
+          for (int c = 0; c < CT; ++c) block[r][c] = dot[r][c];
+        } else {
+          const __m512i scale = _mm512_cvttps_epi32(_mm512_loadu_ps(panels[r].scale + 16 * g));
+#pragma GCC unroll 8
+          for (int c = 0; c < CT; ++c) {
+            block[r][c] = _mm512_add_epi32(block[r][c], _mm512_mullo_epi32(dot[r][c], scale));
+          }
         }
       }
     }
@@ -93,7 +100,7 @@ void Tile(const Int8Panel* panels, const __mmask16* store_mask, const Int8Activa
 #pragma GCC unroll 8
       for (int r = 0; r < RT; ++r) {
         const __m512 d = _mm512_mul_ps(_mm512_loadu_ps(panels[r].d + 16 * blk), da);
-        acc[r][c] = _mm512_fmadd_ps(d, block[r][c], acc[r][c]);
+        acc[r][c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(block[r][c]), acc[r][c]);
       }
     }
     if constexpr (kMins) {

@@ -65,10 +65,11 @@ enum class MatmulPath {
   kInteger,  // quantized activations: the int8 GEMM where it applies, integer dots otherwise
              // (falls back to float where neither is available)
   kFloat,    // dequantize + float32 products
-  kDots,     // per-vector kernels whatever the batch: integer dots where they exist, else the
-             // row-by-row float kernel. Each output depends on its own vector only, so a row
-             // gets the same bits however many vectors share the call (the executor's decode
-             // rows, for batch-invariant serving).
+  kDots,     // per-vector arithmetic whatever the batch: integer dots where they exist (or,
+             // from 16 vectors on, the int8 GEMM, which gives each (row, vector)
+             // the dots' bits), else the row-by-row float kernel. Each output depends on its
+             // own vector only, so a row gets the same bits however many vectors share the
+             // call (the executor's decode rows, for batch-invariant serving).
 };
 
 inline constexpr int64_t kPrefillBatch = 8;

@@ -34,20 +34,79 @@ __m512 Load16(const void* base, int64_t at) {
   }
 }
 
+// Bytes per cached value.
+constexpr int ElemBytes(KvElem e) { return e == KvElem::kF32 ? 4 : 2; }
+
+// Visits keys in position order with their slots, asking for the rows (`bytes` from element
+// `rows.offset` of each slot) kPrefetchKeys keys ahead: the cache of every layer does not fit
+// in L2, and a row's slots are a stride apart that crosses pages every few keys, where the
+// hardware prefetcher stops.
+constexpr int kPrefetchKeys = 6;
+
 template <typename Visit>
-void ForEachKey(const PagedAttentionArgs& a, Visit visit) {
+void ForEachKey(const PagedAttentionArgs& a, const PagedRows& rows, int bytes, Visit visit) {
+  const auto* data = static_cast<const char*>(rows.data);
+  const int64_t row_bytes = rows.slot_stride * ElemBytes(rows.elem);
+  const int64_t offset_bytes = rows.offset * ElemBytes(rows.elem);
+  auto prefetch = [&](int64_t slot) {
+    const char* p = data + slot * row_bytes + offset_bytes;
+    for (int off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+  };
   for (int64_t j0 = 0; j0 < a.n_keys; j0 += a.block_size) {
     const int64_t base = int64_t{a.block_table[j0 / a.block_size]} * a.block_size;
     const int64_t left = a.n_keys - j0;
     const int64_t n = left < a.block_size ? left : a.block_size;
-    for (int64_t i = 0; i < n; ++i) visit(j0 + i, base + i);
+    // The next block's first keys, while this block's last ones are visited.
+    const int64_t next_j0 = j0 + a.block_size;
+    const int64_t next_base =
+        next_j0 < a.n_keys ? int64_t{a.block_table[next_j0 / a.block_size]} * a.block_size : -1;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t ahead = i + kPrefetchKeys;
+      if (ahead < n) {
+        prefetch(base + ahead);
+      } else if (next_base >= 0 && next_j0 + (ahead - a.block_size) < a.n_keys &&
+                 ahead - a.block_size < a.block_size) {
+        prefetch(next_base + (ahead - a.block_size));
+      }
+      visit(j0 + i, base + i);
+    }
   }
+}
+
+// The 16 lanes of a sum folded to 8 (the first step of a horizontal sum, shared below).
+inline __m256 Fold(__m512 v) {
+  return _mm256_add_ps(_mm512_castps512_ps256(v),
+                       _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
 }
 
 template <KvElem E, int R>
 void Scores(const PagedAttentionArgs& a, int r0, float* scores) {
   const int chunks = a.dk / 16;
-  ForEachKey(a, [&](int64_t j, int64_t slot) {
+  // Partial sums of 8 consecutive keys are folded to 8 lanes and transposed into one vector
+  // of 8 scores per row (hadd tree), instead of a full horizontal sum per key.
+  float pending[R][8];
+  int n_pending = 0;
+  int64_t first = 0;
+  __m256 partial[R][8];
+  auto flush = [&]() {
+    for (int r = 0; r < R; ++r) {
+      for (int i = n_pending; i < 8; ++i) partial[r][i] = _mm256_setzero_ps();
+      const __m256 s01 = _mm256_hadd_ps(partial[r][0], partial[r][1]);
+      const __m256 s23 = _mm256_hadd_ps(partial[r][2], partial[r][3]);
+      const __m256 s45 = _mm256_hadd_ps(partial[r][4], partial[r][5]);
+      const __m256 s67 = _mm256_hadd_ps(partial[r][6], partial[r][7]);
+      const __m256 s0123 = _mm256_hadd_ps(s01, s23);
+      const __m256 s4567 = _mm256_hadd_ps(s45, s67);
+      // Lanes: [k0 k1 k2 k3 | k0 k1 k2 k3] halves of s0123 (and of s4567 for k4-k7).
+      const __m256 lo = _mm256_permute2f128_ps(s0123, s4567, 0x20);
+      const __m256 hi = _mm256_permute2f128_ps(s0123, s4567, 0x31);
+      _mm256_storeu_ps(pending[r], _mm256_mul_ps(_mm256_add_ps(lo, hi), _mm256_set1_ps(a.scale)));
+      for (int i = 0; i < n_pending; ++i) scores[(r0 + r) * a.n_keys + first + i] = pending[r][i];
+    }
+    n_pending = 0;
+  };
+  ForEachKey(a, a.k, a.dk * ElemBytes(E), [&](int64_t j, int64_t slot) {
+    if (n_pending == 0) first = j;
     const int64_t at = slot * a.k.slot_stride + a.k.offset;
     __m512 acc[R];
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
@@ -57,10 +116,10 @@ void Scores(const PagedAttentionArgs& a, int r0, float* scores) {
         acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(a.q + (r0 + r) * a.ldq + 16 * c), kc, acc[r]);
       }
     }
-    for (int r = 0; r < R; ++r) {
-      scores[(r0 + r) * a.n_keys + j] = _mm512_reduce_add_ps(acc[r]) * a.scale;
-    }
+    for (int r = 0; r < R; ++r) partial[r][n_pending] = Fold(acc[r]);
+    if (++n_pending == 8) flush();
   });
+  if (n_pending > 0) flush();
 }
 
 template <KvElem E, int R>
@@ -72,7 +131,10 @@ void WeightedValues(const PagedAttentionArgs& a, int r0, const float* p) {
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < kChunkBlock; ++c) acc[r][c] = _mm512_setzero_ps();
     }
-    ForEachKey(a, [&](int64_t j, int64_t slot) {
+    // Only the chunks this pass reads are asked for.
+    PagedRows part = a.v;
+    part.offset += 16 * c0;
+    ForEachKey(a, part, 16 * nc * ElemBytes(E), [&](int64_t j, int64_t slot) {
       const int64_t at = slot * a.v.slot_stride + a.v.offset + 16 * c0;
       __m512 vc[kChunkBlock];
       for (int c = 0; c < nc; ++c) vc[c] = Load16<E>(a.v.data, at + 16 * c);
@@ -89,15 +151,42 @@ void WeightedValues(const PagedAttentionArgs& a, int r0, const float* p) {
   }
 }
 
+// Rows in blocks of kRowBlock, the rest (a GQA group of 3, say) as one block of its own.
 template <KvElem EK, KvElem EV>
 void Attend(const PagedAttentionArgs& a, float* scores) {
-  int r0 = 0;
-  for (; r0 + kRowBlock <= a.nq; r0 += kRowBlock) Scores<EK, kRowBlock>(a, r0, scores);
-  for (; r0 < a.nq; ++r0) Scores<EK, 1>(a, r0, scores);
+  for (int r0 = 0; r0 < a.nq; r0 += kRowBlock) {
+    switch (a.nq - r0 < kRowBlock ? a.nq - r0 : kRowBlock) {
+      case 1:
+        Scores<EK, 1>(a, r0, scores);
+        break;
+      case 2:
+        Scores<EK, 2>(a, r0, scores);
+        break;
+      case 3:
+        Scores<EK, 3>(a, r0, scores);
+        break;
+      default:
+        Scores<EK, kRowBlock>(a, r0, scores);
+        break;
+    }
+  }
   for (int r = 0; r < a.nq; ++r) Softmax(scores + r * a.n_keys, a.n_keys);
-  r0 = 0;
-  for (; r0 + kRowBlock <= a.nq; r0 += kRowBlock) WeightedValues<EV, kRowBlock>(a, r0, scores);
-  for (; r0 < a.nq; ++r0) WeightedValues<EV, 1>(a, r0, scores);
+  for (int r0 = 0; r0 < a.nq; r0 += kRowBlock) {
+    switch (a.nq - r0 < kRowBlock ? a.nq - r0 : kRowBlock) {
+      case 1:
+        WeightedValues<EV, 1>(a, r0, scores);
+        break;
+      case 2:
+        WeightedValues<EV, 2>(a, r0, scores);
+        break;
+      case 3:
+        WeightedValues<EV, 3>(a, r0, scores);
+        break;
+      default:
+        WeightedValues<EV, kRowBlock>(a, r0, scores);
+        break;
+    }
+  }
 }
 
 template <KvElem EK>

@@ -1,9 +1,14 @@
 // AVX2 integer dot products of a weight row with an activation row quantized to Q8_0 or
-// Q8_K. Within a block everything is exact int8×int8→int16→int32 arithmetic; each block's
-// integer sum is then scaled in float and accumulated with FMA. So the result differs from
-// the exact product of the dequantized operands only by float32 accumulation rounding.
+// Q8_K. Within a block everything is exact int8×int8→int16→int32 arithmetic; for the types
+// the int8 GEMM covers (q4_0, q8_0, q4_K, q5_K, q6_K) each activation block's integer sum is
+// then formed exactly in int32 and accumulated block after block in one float (d_w·d_a ·
+// sum by FMA, minus dmin·d_a · Σ m·Σa), which is what the GEMM computes for every (row,
+// token): the two kernels give the same bits, so decode rows can take either. The result
+// differs from the exact product of the dequantized operands only by float32 accumulation
+// rounding.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "common/quant/blocks.h"
@@ -38,29 +43,59 @@ void ActRows(const void* ap, size_t stride, const ActBlock* (&a)[NB]) {
   }
 }
 
-// The 32-element types with signed quants against Q8_0: Σ_blocks d_w·d_a·Σ q·a, where
-// `quants(block)` gives the block's 32 quants as signed bytes. NB vectors share each weight
-// block's decode; every vector's arithmetic is that of the one-vector dot (NB = 1), so a
-// row's result does not depend on how many vectors share the call.
+// Eight int32 vectors' lane sums as one vector (lane j = Σ of v[j]'s lanes), exact.
+__m256i SumLanes8(const __m256i v[8]) {
+  const __m256i s01 = _mm256_hadd_epi32(v[0], v[1]), s23 = _mm256_hadd_epi32(v[2], v[3]);
+  const __m256i s45 = _mm256_hadd_epi32(v[4], v[5]), s67 = _mm256_hadd_epi32(v[6], v[7]);
+  const __m256i s0123 = _mm256_hadd_epi32(s01, s23), s4567 = _mm256_hadd_epi32(s45, s67);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20),
+                          _mm256_permute2x128_si256(s0123, s4567, 0x31));
+}
+
+// The 32-element types with signed quants against Q8_0: Σ_blocks (d_w·d_a)·Σ q·a, where
+// `quants(block)` gives the block's 32 quants as signed bytes; each block's integer sum
+// exact, the blocks accumulated in order in one float. NB vectors share each weight block's
+// decode; every vector's arithmetic is that of the one-vector dot (NB = 1), so a row's
+// result does not depend on how many vectors share the call. Eight blocks at a time have
+// their lane sums transposed into one vector.
 template <typename Block, int NB, typename SignedQuants>
 void DotSigned(const void* wp, const void* ap, size_t stride, int64_t n, float* out,
                SignedQuants quants) {
   const auto* w = static_cast<const Block*>(wp);
   const quant::BlockQ8_0* a[NB];
   ActRows(ap, stride, a);
-  __m256 acc[NB];
-  for (int b = 0; b < NB; ++b) acc[b] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    PrefetchAhead(w + i, sizeof(Block));
-    const float dw = HalfToFloat(w[i].d);
-    const __m256i q = quants(w[i]);
+  float acc[NB];
+  for (int b = 0; b < NB; ++b) acc[b] = 0.0f;
+  const int64_t n_blocks = n / kQK;
+  int64_t i = 0;
+  for (; i + 8 <= n_blocks; i += 8) {
+    __m256i sums[NB][8];
+    float dw[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      PrefetchAhead(w + i + j, sizeof(Block));
+      dw[j] = HalfToFloat(w[i + j].d);
+      const __m256i q = quants(w[i + j]);
 #pragma GCC unroll 4
+      for (int b = 0; b < NB; ++b) sums[b][j] = DotI8(q, Load32(a[b][i + j].qs));
+    }
     for (int b = 0; b < NB; ++b) {
-      const __m256 d = _mm256_set1_ps(dw * HalfToFloat(a[b][i].d));
-      acc[b] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(DotI8(q, Load32(a[b][i].qs))), acc[b]);
+      alignas(32) int32_t total[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(total), SumLanes8(sums[b]));
+      for (int j = 0; j < 8; ++j) {
+        acc[b] = std::fma(dw[j] * HalfToFloat(a[b][i + j].d), static_cast<float>(total[j]), acc[b]);
+      }
     }
   }
-  for (int b = 0; b < NB; ++b) out[b] = HorizontalSum(acc[b]);
+  for (; i < n_blocks; ++i) {
+    const float dw = HalfToFloat(w[i].d);
+    const __m256i q = quants(w[i]);
+    for (int b = 0; b < NB; ++b) {
+      const int total = HorizontalSumI32(DotI8(q, Load32(a[b][i].qs)));
+      acc[b] = std::fma(dw * HalfToFloat(a[b][i].d), static_cast<float>(total), acc[b]);
+    }
+  }
+  for (int b = 0; b < NB; ++b) out[b] = acc[b];
 }
 
 template <int NB>
@@ -108,8 +143,8 @@ void DotK4(const void* wp, const void* ap, size_t stride, int64_t n, float* out)
   ActRows(ap, stride, a);
   constexpr bool kFifthBit = sizeof(Block) == sizeof(quant::BlockQ5_K);
   const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-  __m256 acc[NB];
-  for (int b = 0; b < NB; ++b) acc[b] = _mm256_setzero_ps();
+  float acc[NB];
+  for (int b = 0; b < NB; ++b) acc[b] = 0.0f;
   for (int64_t i = 0; i < n / kQKK; ++i) {
     PrefetchAhead(w + i, sizeof(Block));
     uint64_t sc, m;
@@ -140,17 +175,16 @@ void DotK4(const void* wp, const void* ap, size_t stride, int64_t n, float* out)
         isum[b] = _mm256_add_epi32(isum[b], _mm256_madd_epi16(phi, s_hi));
       }
     }
-    const __m256 dw = _mm256_set1_ps(HalfToFloat(w[i].d));
-    const __m256 dmin = _mm256_set1_ps(HalfToFloat(w[i].dmin));
+    const float dw = HalfToFloat(w[i].d), dmin = HalfToFloat(w[i].dmin);
 #pragma GCC unroll 4
     for (int b = 0; b < NB; ++b) {
       const __m256i min_sums = _mm256_madd_epi16(Load32(a[b][i].bsums), mins16);
-      const __m256 da = _mm256_set1_ps(a[b][i].d);
-      acc[b] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(isum[b]), acc[b]);
-      acc[b] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, da), _mm256_cvtepi32_ps(min_sums), acc[b]);
+      const float da = a[b][i].d;
+      acc[b] = std::fma(dw * da, static_cast<float>(HorizontalSumI32(isum[b])), acc[b]);
+      acc[b] = std::fma(-(dmin * da), static_cast<float>(HorizontalSumI32(min_sums)), acc[b]);
     }
   }
-  for (int b = 0; b < NB; ++b) out[b] = HorizontalSum(acc[b]);
+  for (int b = 0; b < NB; ++b) out[b] = acc[b];
 }
 
 template <int NB>
@@ -167,8 +201,8 @@ void DotQ6_K(const void* wp, const void* ap, size_t stride, int64_t n, float* ou
   const auto* w = static_cast<const quant::BlockQ6_K*>(wp);
   const quant::BlockQ8_K* a[NB];
   ActRows(ap, stride, a);
-  __m256 acc[NB];
-  for (int b = 0; b < NB; ++b) acc[b] = _mm256_setzero_ps();
+  float acc[NB];
+  for (int b = 0; b < NB; ++b) acc[b] = 0.0f;
   for (int64_t i = 0; i < n / kQKK; ++i) {
     PrefetchAhead(w + i, sizeof(quant::BlockQ6_K));
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].scales));
@@ -201,10 +235,10 @@ void DotQ6_K(const void* wp, const void* ap, size_t stride, int64_t n, float* ou
       // Quants are stored as u = q + 32; the 32·Σa part comes from the activation's bsums.
       const __m256i offsets = _mm256_madd_epi16(Load32(a[b][i].bsums), sc16);
       isum[b] = _mm256_sub_epi32(isum[b], _mm256_slli_epi32(offsets, 5));
-      acc[b] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a[b][i].d), _mm256_cvtepi32_ps(isum[b]), acc[b]);
+      acc[b] = std::fma(dw * a[b][i].d, static_cast<float>(HorizontalSumI32(isum[b])), acc[b]);
     }
   }
-  for (int b = 0; b < NB; ++b) out[b] = HorizontalSum(acc[b]);
+  for (int b = 0; b < NB; ++b) out[b] = acc[b];
 }
 
 __m256i DotU8(__m256i u, __m256i a) {

@@ -236,7 +236,8 @@ TEST(MatmulTest, HotTypesTakeTheIntegerPathWithAvx2) {
   EXPECT_FALSE(HasIntegerKernel(GgmlType::kQ4_K, Isa::kScalar));
 }
 
-// Decode rows share a pass over each weight row (up to four vectors per weight-block decode),
+// Decode rows share a pass over each weight row (up to four vectors per weight-block decode;
+// from 16 vectors on the int8 GEMM where the type has one),
 // and each row's result must keep the bits it gets alone: batch-invariant serving depends
 // on it. Also for the activations quantized once and shared (MatmulQuantized).
 TEST(MatmulDotsTest, EachVectorGetsTheBitsItGetsAlone) {
@@ -245,7 +246,7 @@ TEST(MatmulDotsTest, EachVectorGetsTheBitsItGetsAlone) {
   for (const quant::QuantTraits& t : quant::SupportedQuantTypes()) {
     if (!HasIntegerKernel(t.type)) continue;
     SCOPED_TRACE(t.name);
-    const int64_t rows = 5, cols = 512, batch = 11;
+    const int64_t rows = 5, cols = 512, batch = 19;
     const Problem p = MakeProblem(t.type, rows, cols, batch, seed++);
     auto w = QuantMatrix::Make(p.type, rows, cols, p.w, "w");
     ASSERT_TRUE(w.ok()) << w.status();
@@ -275,6 +276,43 @@ TEST(MatmulDotsTest, EachVectorGetsTheBitsItGetsAlone) {
       }
     }
   }
+}
+
+// The int8 GEMM (prefill batches, and decode batches of 8+ on the kDots path) and the
+// integer dots form the same exact block sums and accumulate them in the same order: every
+// (row, token) must get the same bits from both, also where block sums pass 2^24 (all
+// activations at the top of their range, which float accumulation of the sums would round).
+TEST(MatmulDotsTest, Int8GemmGivesTheBitsOfTheDots) {
+  if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "host has no AVX-512 VNNI";
+  uint64_t seed = 131;
+  int types = 0;
+  for (const quant::QuantTraits& t : quant::SupportedQuantTypes()) {
+    if (!HasIntegerKernel(t.type) || !RoundsActivations(t.type, 64, {})) continue;
+    ++types;
+    for (bool extreme : {false, true}) {
+      SCOPED_TRACE(testing::Message() << t.name << (extreme ? " extreme" : ""));
+      const int64_t rows = 37, cols = 1024, batch = 24;
+      Problem p = MakeProblem(t.type, rows, cols, batch, seed++);
+      if (extreme) {
+        for (size_t i = 0; i < p.x.size(); ++i) p.x[i] = (i / cols) % 2 == 0 ? 3.0f : -3.0f;
+      }
+      auto w = QuantMatrix::Make(p.type, rows, cols, p.w, "w");
+      ASSERT_TRUE(w.ok()) << w.status();
+      MatmulOptions auto_path;  // batch 24: the int8 GEMM where the type has one
+      std::vector<float> gemm(batch * rows), alone(rows);
+      ASSERT_TRUE(
+          Matmul(*w, 0, rows, p.x.data(), batch, gemm.data(), rows, nullptr, auto_path).ok());
+      for (int64_t b = 0; b < batch; ++b) {
+        ASSERT_TRUE(
+            Matmul(*w, 0, rows, p.x.data() + b * cols, 1, alone.data(), rows, nullptr, {}).ok());
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(gemm[b * rows + r]), std::bit_cast<uint32_t>(alone[r]))
+              << "token " << b << " row " << r << ": " << gemm[b * rows + r] << " vs " << alone[r];
+        }
+      }
+    }
+  }
+  EXPECT_EQ(types, 5) << "q4_0, q8_0, q4_K, q5_K and q6_K have the int8 GEMM";
 }
 
 TEST(MatmulDotsTest, SharedActivationsMustFitTheMatrix) {

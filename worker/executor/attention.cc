@@ -49,7 +49,7 @@ void Executor::Impl::RunPaged(const std::vector<cpu::PagedAttentionArgs>& calls)
   for (const cpu::PagedAttentionArgs& a : calls) work += a.n_keys * a.nq * (a.dk + a.dv);
   auto run = [&](int64_t t, int thread) { cpu::PagedAttention(calls[t], &attn_scratch[thread]); };
   // Short contexts are cheaper than a hand-off to the threads.
-  if (calls.size() == 1 || work < matmul.min_parallel_macs) {
+  if (calls.size() == 1 || work < matmul.min_parallel_macs / 4) {
     for (size_t t = 0; t < calls.size(); ++t) run(static_cast<int64_t>(t), 0);
     return;
   }
