@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include <sys/resource.h>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -64,12 +66,44 @@ void ThreadPool::RunTasks(uint32_t gen, int thread) {
   }
 }
 
+// Whether this thread should poll before sleeping: not while the OS keeps preempting it
+// (more involuntary context switches than kMaxPreemptionsPerSecond over the last
+// kPreemptionWindow), which means other threads want its core and polling would take the
+// core from whoever runs the work it waits for.
+class SpinPolicy {
+ public:
+  bool Spin() {
+    const auto now = Clock::now();
+    if (now - window_start_ >= kPreemptionWindow) {
+      const long switches = InvoluntarySwitches();
+      const double seconds = std::chrono::duration<double>(now - window_start_).count();
+      spin_ = (switches - switches_) / seconds <= kMaxPreemptionsPerSecond;
+      switches_ = switches;
+      window_start_ = now;
+    }
+    return spin_;
+  }
+
+ private:
+  static constexpr auto kPreemptionWindow = std::chrono::milliseconds(50);
+  static constexpr double kMaxPreemptionsPerSecond = 200;
+  static long InvoluntarySwitches() {
+    rusage u{};
+    if (getrusage(RUSAGE_THREAD, &u) != 0) return 0;
+    return u.ru_nivcsw;
+  }
+  Clock::time_point window_start_ = Clock::now();
+  long switches_ = InvoluntarySwitches();
+  bool spin_ = true;
+};
+
 void ThreadPool::WorkerLoop(int thread) {
   uint32_t seen = 0;
+  SpinPolicy policy;
   for (;;) {
     // Poll for a new generation, then sleep until the caller bumps the epoch.
     uint32_t gen = GenerationOf(work_.load(std::memory_order_acquire));
-    const auto deadline = Clock::now() + kWorkerSpin;
+    const auto deadline = Clock::now() + (policy.Spin() ? kWorkerSpin : Clock::duration::zero());
     for (int i = 0; gen == seen && !stopping_.load(std::memory_order_relaxed); ++i) {
       Pause();
       if ((i & 63) == 63 && Clock::now() > deadline) {

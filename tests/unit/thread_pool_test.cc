@@ -53,6 +53,24 @@ TEST(ThreadPoolTest, ConcurrentCallersAreSerialised) {
   EXPECT_EQ(total.load(), 4 * 20 * (49 * 50 / 2));
 }
 
+// Back-to-back calls with fewer tasks than threads: workers arrive late, find a call over
+// or a newer one, and must never run an old call's function (its captures are gone: the
+// sanitizer build would report the stale access) nor a task twice or not at all. More
+// threads than cores makes late workers the rule.
+TEST(ThreadPoolTest, LateWorkersNeverRunAFinishedCall) {
+  ThreadPool pool(6);
+  for (int call = 0; call < 20000; ++call) {
+    std::vector<int> hits(1 + call % 4, 0);
+    std::atomic<int> total{0};
+    pool.ParallelFor(static_cast<int64_t>(hits.size()), [&hits, &total, call](int64_t t, int) {
+      hits[t] += 1 + call;
+      total.fetch_add(1);
+    });
+    ASSERT_EQ(total.load(), static_cast<int>(hits.size())) << "call " << call;
+    for (int h : hits) ASSERT_EQ(h, 1 + call) << "call " << call;
+  }
+}
+
 TEST(ThreadPoolTest, ConstructAndDestroyRepeatedly) {
   for (int i = 0; i < 50; ++i) {
     ThreadPool pool(3);
