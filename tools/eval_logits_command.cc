@@ -18,6 +18,7 @@ constexpr char kUsage[] =
     "usage: tessera eval-logits --model FILE --tokens 1,2,3,... --out PATH\n"
     "                           [--exact] [--dtype auto|float32|bfloat16|float16] [--threads N]\n"
     "                           [--device cpu|cuda|cuda:N] [--tp N [--worker-binary PATH]]\n"
+    "                           [--verbose]\n"
     "\n"
     "Runs the tokens through the model in ONE batch (teacher forcing) and writes float32\n"
     "little-endian logits [n_tokens x n_vocab] to PATH: row i holds the logits after token i.\n"
@@ -29,7 +30,9 @@ constexpr char kUsage[] =
     "  --tp N       run through N tessera-worker processes with tensor parallelism (Gloo),\n"
     "               as tesserad does; compare with the default in-process run\n"
     "  --device D   cpu (default), cuda (GPU 0) or cuda:N: the forward pass on that GPU;\n"
-    "               with --tp T, rank r on GPU N+r (NCCL between them)\n";
+    "               with --tp T, rank r on GPU N+r (NCCL between them)\n"
+    "  --verbose    print the CPU, instruction set and the kernels chosen for this model on\n"
+    "               this machine (in-process CPU runs)\n";
 
 }  // namespace
 

@@ -116,9 +116,11 @@ const OptionSpec kOptions[] = {
     {"batch-invariant", T::kBool, S::kParallelism, "true", "", "",
      "A request's tokens do not depend on what else shares its steps (same seed, same tokens "
      "alone or under load): prefill sequences are multiplied one by one and decode rows with "
-     "per-vector kernels. --no-batch-invariant lets a step's rows share one int8 GEMM: about "
-     "1.2-1.5x the throughput at 8-32 concurrent requests on CPUs, with results that may "
-     "differ in the last bits with the batch.",
+     "per-vector arithmetic. On CPUs with AVX-512 VNNI this costs nothing for q4_0, q8_0, "
+     "q4_K, q5_K and q6_K weights: the int8 GEMM that batches of 16+ decode rows take gives "
+     "each row the bits of its one-vector dot product. --no-batch-invariant lets a step's rows "
+     "share one product also for the other types and CPUs, with results that may differ in "
+     "the last bits with the batch.",
      &C::batch_invariant},
     // --- scheduling and limits ---
     {"max-model-len", T::kInt, S::kScheduling, "0", "0: the model's context length", "N",

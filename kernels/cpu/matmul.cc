@@ -316,6 +316,14 @@ bool RoundsActivations(gguf::GgmlType type, int64_t batch, const MatmulOptions& 
   return ChooseKernel(type, batch, options) != Kernel::kFloat;
 }
 
+bool DotsMatchAnyBatch(gguf::GgmlType type, const MatmulOptions& options) {
+  if (options.path != MatmulPath::kAuto && options.path != MatmulPath::kDots) return false;
+  const auto id = static_cast<uint32_t>(type);
+  const bool measured_float = id < 64 && ((options.float_prefill_types >> id) & 1) != 0;
+  return FindInt8GemmLayout(type) != nullptr && AtLeast(options.isa, Isa::kAvx512) &&
+         HasIntegerKernel(type, options.isa) && !measured_float;
+}
+
 bool UsesIntegerDots(gguf::GgmlType type, int64_t batch, const MatmulOptions& options) {
   return ChooseKernel(type, batch, options) == Kernel::kIntegerDots;
 }

@@ -135,6 +135,13 @@ absl::Status MatmulQuantized(const QuantMatrix& w, int64_t row_begin, int64_t ro
 // dots (so MatmulQuantized gives its result).
 bool UsesIntegerDots(gguf::GgmlType type, int64_t batch, const MatmulOptions& options);
 
+// True when MatmulPath::kDots over any batch gives every row the bits that the product of
+// its own rows alone gets under `options` (kAuto: the int8 GEMM or the dots, which agree):
+// q4_0, q8_0, q4_K, q5_K and q6_K on AVX-512 VNNI hosts, unless calibration chose the float
+// path for the type's prefill. A batch-invariant caller may then multiply a whole step's
+// rows in one product (each weight panel unpacked once) instead of sequence by sequence.
+bool DotsMatchAnyBatch(gguf::GgmlType type, const MatmulOptions& options);
+
 // True when Matmul would take the integer path for `type` at `isa`.
 bool HasIntegerKernel(gguf::GgmlType type, Isa isa = BestIsa());
 

@@ -340,6 +340,13 @@ absl::Status Executor::Impl::MatMulRows(const QuantMatrix& w, int64_t row_begin,
       row_seq == nullptr) {
     return cpu::Matmul(w, row_begin, row_end, x, batch, y, ldy, pool.get(), matmul);
   }
+  if (cpu::DotsMatchAnyBatch(w.type, matmul)) {
+    // Every row gets the bits of its own sequence's product from one product of all: the
+    // weight panels are unpacked once per step, not once per sequence.
+    cpu::MatmulOptions o = matmul;
+    o.path = cpu::MatmulPath::kDots;
+    return cpu::Matmul(w, row_begin, row_end, x, batch, y, ldy, pool.get(), o);
+  }
   auto decode = [&](int64_t i) { return step_seq_len[(*row_seq)[i]] == 1; };
   for (int64_t i = 0; i < batch;) {
     int64_t j = i + 1;
