@@ -132,24 +132,41 @@ int Generate(Options& o) {
   auto runner = OpenStepRunner(o.model, o.exec, o.backend, /*verbose=*/!o.json);
   if (!runner.ok()) return Fail(std::string(runner.status().message()));
 
-  // The first step carries the whole prompt and creates the sequence's sampler on rank 0;
-  // each later step feeds back the token just sampled.
+  // The prompt goes in chunks of kPrefillChunk tokens, as tesserad's scheduler feeds it
+  // (--max-num-batched-tokens): a step's activations stay a few megabytes whatever the
+  // prompt's length. The first chunk creates the sequence's sampler on rank 0, the last one
+  // samples; each later step feeds back the token just sampled.
+  constexpr size_t kPrefillChunk = 512;
   tessera::v1::StepRequest step;
   tessera::v1::StepSequence* seq = step.add_seqs();
   seq->set_seq_id(1);
-  for (int32_t t : *prompt) seq->add_tokens(t);
   for (int b = 0; b < (*runner)->n_blocks(); ++b) seq->add_block_table(b);
-  seq->set_sample(true);
   seq->set_new_sampler(true);
   *seq->mutable_sampling() = ToStepSampling(o.sampling);
   for (int32_t t : *prompt) seq->add_penalty_prompt(t);
+  auto t0 = Clock::now();
+  for (size_t start = 0; start + kPrefillChunk < prompt->size(); start += kPrefillChunk) {
+    seq->set_start_pos(static_cast<int64_t>(start));
+    seq->mutable_tokens()->Assign(prompt->begin() + start,
+                                  prompt->begin() + start + kPrefillChunk);
+    seq->set_sample(false);
+    step.set_step_id(step.step_id() + 1);
+    auto result = (*runner)->RunStep(step);
+    if (!result.ok()) return Fail(std::string(result.status().message()));
+    seq->set_new_sampler(false);
+    seq->clear_sampling();
+    seq->clear_penalty_prompt();
+  }
+  const size_t last = (prompt->size() - 1) / kPrefillChunk * kPrefillChunk;
+  seq->set_start_pos(static_cast<int64_t>(last));
+  seq->mutable_tokens()->Assign(prompt->begin() + last, prompt->end());
+  seq->set_sample(true);
   std::optional<tokenizer::StreamingDetokenizer> detok;
   if (tok) {
     tokenizer::DecodeOptions dopt;
     dopt.render_special = false;
     detok.emplace(&*tok, dopt);
   }
-  auto t0 = Clock::now();
   Clock::time_point t_first;
   int generated = 0;
   std::string finish = "length";

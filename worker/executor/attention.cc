@@ -60,13 +60,13 @@ absl::Status Executor::Impl::AttendRows(const float* q, int64_t nq, int64_t dk, 
                                         const float* v_t, int64_t dv, int64_t n_keys, float scale,
                                         const std::vector<int64_t>& last,
                                         const std::vector<const char*>* mask, float* out,
-                                        int64_t ld_out) {
+                                        int64_t ld_out, cpu::ThreadPool* threads) {
   std::vector<float> scores(nq * n_keys);
   // Float path whatever the options: these are activations, not weights.
   auto float_opts = matmul;
   float_opts.path = cpu::MatmulPath::kFloat;
   if (auto s = cpu::Matmul(FloatMatrix(k, n_keys, dk), 0, n_keys, q, nq, scores.data(), n_keys,
-                           pool.get(), float_opts);
+                           threads, float_opts);
       !s.ok()) {
     return s;
   }
@@ -84,8 +84,8 @@ absl::Status Executor::Impl::AttendRows(const float* q, int64_t nq, int64_t dk, 
     cpu::Softmax(row, n);
     std::fill(row + n, row + n_keys, 0.0f);
   }
-  return cpu::Matmul(FloatMatrix(v_t, dv, n_keys), 0, dv, scores.data(), nq, out, ld_out,
-                     pool.get(), float_opts);
+  return cpu::Matmul(FloatMatrix(v_t, dv, n_keys), 0, dv, scores.data(), nq, out, ld_out, threads,
+                     float_opts);
 }
 
 absl::Status Executor::Impl::GqaAttention(int layer, const Batch& b, const std::vector<float>& h,
@@ -123,6 +123,7 @@ absl::Status Executor::Impl::GqaAttention(int layer, const Batch& b, const std::
   std::vector<float> attn(T * H * dv);
   const KvCacheShape& cs = cache->shape();
   std::vector<cpu::PagedAttentionArgs> paged;
+  std::vector<std::pair<size_t, int64_t>> gathered;  // (sequence, KV head)
   for (size_t s = 0; s < b.seqs.size(); ++s) {
     const int64_t t0 = b.seq_begin[s], t1 = b.seq_begin[s + 1], nt = t1 - t0;
     const int64_t n_keys = b.pos[t1 - 1] + 1;
@@ -145,37 +146,46 @@ absl::Status Executor::Impl::GqaAttention(int layer, const Batch& b, const std::
       }
       continue;
     }
-    // This sequence's cached keys and values, in position order.
-    std::vector<float> krows(n_keys * cs.k_width), vrows(n_keys * cs.v_width);
+    for (int64_t g = 0; g < Hkv; ++g) gathered.push_back({s, g});
+  }
+  // Prefill chunks (and every sequence on the exact path): one task per (sequence, KV head)
+  // gathers that head's keys and values in position order and attends its query group, on
+  // one thread each, so the gathers, softmaxes and products of the heads run side by side.
+  std::vector<absl::Status> task_status(pool->size());
+  auto attend_group = [&](int64_t task, int thread) {
+    const auto [s, g] = gathered[task];
+    const int64_t t0 = b.seq_begin[s], t1 = b.seq_begin[s + 1], nt = t1 - t0;
+    const int64_t n_keys = b.pos[t1 - 1] + 1;
+    std::vector<float> kg(n_keys * dk), vg_t(dv * n_keys), vrow(dv), qg(nt * group * dk),
+        og(nt * group * dv);
     for (int64_t p = 0; p < n_keys; ++p) {
-      int64_t slot = cache->Slot(b.seqs[s].block_table, p);
-      cache->ReadK(layer, slot, &krows[p * cs.k_width]);
-      cache->ReadV(layer, slot, &vrows[p * cs.v_width]);
+      const int64_t slot = cache->Slot(b.seqs[s].block_table, p);
+      cache->ReadKPart(layer, slot, static_cast<int>(g * dk), static_cast<int>(dk), &kg[p * dk]);
+      cache->ReadVPart(layer, slot, static_cast<int>(g * dv), static_cast<int>(dv), vrow.data());
+      for (int64_t i = 0; i < dv; ++i) vg_t[i * n_keys + p] = vrow[i];
     }
-    std::vector<float> kg(n_keys * dk), vg_t(dv * n_keys), qg(nt * group * dk), og(nt * group * dv);
-    for (int64_t g = 0; g < Hkv; ++g) {
-      for (int64_t p = 0; p < n_keys; ++p) {
-        std::copy_n(&krows[p * cs.k_width + g * dk], dk, &kg[p * dk]);
-        for (int64_t i = 0; i < dv; ++i) vg_t[i * n_keys + p] = vrows[p * cs.v_width + g * dv + i];
-      }
-      for (int64_t t = 0; t < nt; ++t) {
-        for (int64_t j = 0; j < group; ++j) {
-          std::copy_n(&q[((t0 + t) * H + g * group + j) * dk], dk, &qg[(t * group + j) * dk]);
-        }
-      }
-      std::vector<int64_t> last(nt * group);
-      for (int64_t row = 0; row < nt * group; ++row) last[row] = b.pos[t0 + row / group];
-      if (auto st = AttendRows(qg.data(), nt * group, dk, kg.data(), vg_t.data(), dv, n_keys,
-                               attn_scale, last, nullptr, og.data(), dv);
-          !st.ok()) {
-        return st;
-      }
-      for (int64_t t = 0; t < nt; ++t) {
-        for (int64_t j = 0; j < group; ++j) {
-          std::copy_n(&og[(t * group + j) * dv], dv, &attn[((t0 + t) * H + g * group + j) * dv]);
-        }
+    for (int64_t t = 0; t < nt; ++t) {
+      for (int64_t j = 0; j < group; ++j) {
+        std::copy_n(&q[((t0 + t) * H + g * group + j) * dk], dk, &qg[(t * group + j) * dk]);
       }
     }
+    std::vector<int64_t> last(nt * group);
+    for (int64_t row = 0; row < nt * group; ++row) last[row] = b.pos[t0 + row / group];
+    if (auto st = AttendRows(qg.data(), nt * group, dk, kg.data(), vg_t.data(), dv, n_keys,
+                             attn_scale, last, nullptr, og.data(), dv, nullptr);
+        !st.ok()) {
+      task_status[thread] = st;
+      return;
+    }
+    for (int64_t t = 0; t < nt; ++t) {
+      for (int64_t j = 0; j < group; ++j) {
+        std::copy_n(&og[(t * group + j) * dv], dv, &attn[((t0 + t) * H + g * group + j) * dv]);
+      }
+    }
+  };
+  pool->ParallelFor(static_cast<int64_t>(gathered.size()), attend_group);
+  for (const absl::Status& st : task_status) {
+    if (!st.ok()) return st;
   }
   RunPaged(paged);
   Round(attn.data(), T * H * dv);
@@ -343,11 +353,22 @@ absl::Status Executor::Impl::MlaAttention(int layer, Batch& b, const std::vector
       }
       for (int64_t row = 0; row < nt * H; ++row) row_mask.push_back(keep_mask[row / H].data());
     }
-    if (auto st =
-            AttendRows(&qa[t0 * H * (c + r)], nt * H, c + r, krows.data(), c_t.data(), c, n_keys,
-                       attn_scale, last, dsa ? &row_mask : nullptr, &a[t0 * H * c], c);
-        !st.ok()) {
-      return st;
+    // The query rows (tokens x heads) in pieces over the threads, against the one latent.
+    const int64_t rows = nt * H;
+    const int64_t pieces = std::min<int64_t>(rows, 4 * pool->size());
+    std::vector<absl::Status> piece_status(pool->size());
+    pool->ParallelFor(pieces, [&](int64_t piece, int thread) {
+      const int64_t r0 = rows * piece / pieces, r1 = rows * (piece + 1) / pieces;
+      const std::vector<int64_t> piece_last(last.begin() + r0, last.begin() + r1);
+      std::vector<const char*> piece_mask;
+      if (dsa) piece_mask.assign(row_mask.begin() + r0, row_mask.begin() + r1);
+      absl::Status st = AttendRows(&qa[(t0 * H + r0) * (c + r)], r1 - r0, c + r, krows.data(),
+                                   c_t.data(), c, n_keys, attn_scale, piece_last,
+                                   dsa ? &piece_mask : nullptr, &a[(t0 * H + r0) * c], c, nullptr);
+      if (!st.ok()) piece_status[thread] = st;
+    });
+    for (const absl::Status& st : piece_status) {
+      if (!st.ok()) return st;
     }
   }
   RunPaged(paged);

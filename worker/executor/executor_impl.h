@@ -176,10 +176,6 @@ struct Executor::Impl {
   absl::Status MoeFfn(int layer, const Batch& b, const std::vector<float>& h,
                       std::vector<float>& out);
 
-  // Softmax attention of `nq` query rows against `n_keys` cached rows: scores = Q K^T *
-  // scale over the keys [0, last[row]] (causal), further limited to mask[row][key] != 0 when
-  // `mask` is given (DSA), then out = P V. K is [n_keys][dk], V^T is [dv][n_keys], both
-  // contiguous float32.
   // True when a sequence with `new_tokens` tokens in the step attends through
   // cpu::PagedAttention, reading the cache in place (decode tokens on the fast path; the
   // exact path and prefill chunks gather keys and values and multiply them as matrices).
@@ -191,9 +187,14 @@ struct Executor::Impl {
   void RunPaged(const std::vector<cpu::PagedAttentionArgs>& calls);
   std::vector<std::vector<float>> attn_scratch;  // PagedAttention's scores, per thread
 
+  // Softmax attention of `nq` query rows against `n_keys` cached rows: scores = Q K^T *
+  // scale over the keys [0, last[row]] (causal), further limited to mask[row][key] != 0 when
+  // `mask` is given (DSA), then out = P V. K is [n_keys][dk], V^T is [dv][n_keys], both
+  // contiguous float32. The products run on `threads` (null: the calling thread).
   absl::Status AttendRows(const float* q, int64_t nq, int64_t dk, const float* k, const float* v_t,
                           int64_t dv, int64_t n_keys, float scale, const std::vector<int64_t>& last,
-                          const std::vector<const char*>* mask, float* out, int64_t ld_out);
+                          const std::vector<const char*>* mask, float* out, int64_t ld_out,
+                          cpu::ThreadPool* threads);
 };
 
 }  // namespace tessera::executor

@@ -111,6 +111,14 @@ void PagedKvCache::ReadV(int layer, int64_t slot, float* out) const {
        shape_.v_width);
 }
 
+void PagedKvCache::ReadKPart(int layer, int64_t slot, int offset, int n, float* out) const {
+  Load(LayerData(k_f32_, layer), LayerData(k_16_, layer), slot * shape_.k_width + offset, out, n);
+}
+
+void PagedKvCache::ReadVPart(int layer, int64_t slot, int offset, int n, float* out) const {
+  Load(LayerData(v_f32_, layer), LayerData(v_16_, layer), slot * shape_.v_width + offset, out, n);
+}
+
 const void* PagedKvCache::KData(int layer) const {
   return shape_.dtype == CacheDtype::kF32 ? static_cast<const void*>(LayerData(k_f32_, layer))
                                           : static_cast<const void*>(LayerData(k_16_, layer));

@@ -43,6 +43,9 @@ class PagedKvCache {
   // Reads one token's K or V into float32.
   void ReadK(int layer, int64_t slot, float* out) const;
   void ReadV(int layer, int64_t slot, float* out) const;
+  // Values [offset, offset + n) of one token's K or V (one head's part).
+  void ReadKPart(int layer, int64_t slot, int offset, int n, float* out) const;
+  void ReadVPart(int layer, int64_t slot, int offset, int n, float* out) const;
   // One layer's K or V storage as attention reads it in place: slot s's values start at
   // element s · k_width (v_width), of the cache's dtype (float or 16-bit).
   const void* KData(int layer) const;
