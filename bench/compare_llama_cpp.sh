@@ -307,7 +307,7 @@ serve_runs() { # SIDE URL
         read -r tok failed req <<<"$parsed"
         log "$side concurrency $c run $r/$reps: $tok generated tok/s, $failed of $req failed"
         while IFS= read -r line; do
-          serve_notes+=("$side, concurrency $c: $line")
+          serve_notes+=("$side, concurrency $c, run $r/$reps: $line")
         done < <(helper bench-failures "$o" 2>/dev/null || true)
       else
         log "$side concurrency $c run $r/$reps: tessera bench failed: $(tail -n 3 "$o.err" | tr '\n' ' ')"

@@ -147,8 +147,7 @@ int Generate(Options& o) {
   auto t0 = Clock::now();
   for (size_t start = 0; start + kPrefillChunk < prompt->size(); start += kPrefillChunk) {
     seq->set_start_pos(static_cast<int64_t>(start));
-    seq->mutable_tokens()->Assign(prompt->begin() + start,
-                                  prompt->begin() + start + kPrefillChunk);
+    seq->mutable_tokens()->Assign(prompt->begin() + start, prompt->begin() + start + kPrefillChunk);
     seq->set_sample(false);
     step.set_step_id(step.step_id() + 1);
     auto result = (*runner)->RunStep(step);

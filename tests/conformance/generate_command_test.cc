@@ -1,9 +1,15 @@
+#include <algorithm>
+#include <cmath>
+#include <fstream>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/shared_data.h"
+#include "tests/support/synthetic_model.h"
 #include "tools/commands.h"
 
 namespace tessera::cli {
@@ -65,6 +71,46 @@ TEST(Generate, SameSeedSameTokensAndJsonSummary) {
   args[9] = "43";
   auto [ids_c, sum_c] = tokens(RunCli(args, &rc));
   EXPECT_NE(ids_a, ids_c);
+}
+
+// A prompt longer than one prefill chunk (512 tokens) goes in several steps, each attending
+// to what the earlier ones cached: its first greedy token must be the argmax of the last row
+// of the same tokens run in one step (eval-logits), on the exact path.
+TEST(Generate, LongPromptInChunksMatchesOneStep) {
+  model::SyntheticOptions o;
+  o.arch = "llama";
+  o.preset = "small";
+  o.quant = "Q8_0";
+  o.seed = 5;
+  const std::string model = testing::WriteSyntheticModel(o, "generate-chunks");
+  std::string ids;
+  const int n = 1100;  // chunks of 512, 512 and 76
+  for (int i = 0; i < n; ++i) absl::StrAppend(&ids, i ? "," : "", 3 + (i * 37) % 200);
+  int rc = 0;
+  std::string out = RunCli({"--model", model, "--prompt-tokens", ids, "--temperature", "0",
+                            "--max-tokens", "1", "--exact", "--json"},
+                           &rc);
+  ASSERT_EQ(rc, 0) << out;
+  const nlohmann::json first = nlohmann::json::parse(out.substr(0, out.find('\n')));
+  const std::string logits_path = ::testing::TempDir() + "/generate-chunks.f32";
+  ::testing::internal::CaptureStderr();
+  rc = RunEvalLogits({"--model", model, "--tokens", ids, "--out", logits_path, "--exact"});
+  ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(rc, 0);
+  std::ifstream f(logits_path, std::ios::binary | std::ios::ate);
+  const auto bytes = static_cast<size_t>(f.tellg());
+  ASSERT_EQ(bytes % (n * sizeof(float)), 0u);
+  const size_t vocab = bytes / (n * sizeof(float));
+  std::vector<float> last(vocab);
+  f.seekg(static_cast<std::streamoff>((n - 1) * vocab * sizeof(float)));
+  f.read(reinterpret_cast<char*>(last.data()), static_cast<std::streamsize>(vocab * sizeof(float)));
+  const int argmax = static_cast<int>(std::max_element(last.begin(), last.end()) - last.begin());
+  EXPECT_EQ(first["token"].get<int>(), argmax);
+  // And the same log-probability (the raw log-softmax of that row), which a chunk attending
+  // to the wrong positions or keys would move far beyond float reassociation.
+  double z = 0;
+  for (float l : last) z += std::exp(double{l} - last[argmax]);
+  EXPECT_NEAR(first["logprob"].get<double>(), -std::log(z), 1e-3);
 }
 
 TEST(Generate, UsageErrors) {
