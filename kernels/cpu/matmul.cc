@@ -263,17 +263,19 @@ constexpr int64_t kDotsGemmBatch = 16;
 
 Kernel ChooseKernel(gguf::GgmlType type, int64_t batch, const MatmulOptions& options) {
   if (options.path == MatmulPath::kFloat) return Kernel::kFloat;
+  const auto id = static_cast<uint32_t>(type);
   const bool has_gemm = FindInt8GemmLayout(type) != nullptr && AtLeast(options.isa, Isa::kAvx512);
   if (options.path == MatmulPath::kDots) {
     // The int8 GEMM gives every (row, vector) the bits of the integer dots, and from 16
     // vectors on it is faster (each weight panel is unpacked once for all; at 8 the head's
     // q6_K measured slower, the FFN's q4_K faster).
-    if (batch >= kDotsGemmBatch && has_gemm && HasIntegerKernel(type, options.isa)) {
+    const int64_t from =
+        id < 64 && options.dots_gemm_batch[id] != 0 ? options.dots_gemm_batch[id] : kDotsGemmBatch;
+    if (batch >= from && has_gemm && HasIntegerKernel(type, options.isa)) {
       return Kernel::kInt8Gemm;
     }
     return HasIntegerKernel(type, options.isa) ? Kernel::kIntegerDots : Kernel::kFloat;
   }
-  const auto id = static_cast<uint32_t>(type);
   const bool measured_float = id < 64 && ((options.float_prefill_types >> id) & 1) != 0;
   const bool gemm = batch >= kPrefillBatch && has_gemm && !measured_float;
   if (gemm) return Kernel::kInt8Gemm;
@@ -479,6 +481,25 @@ std::string CalibrateMatmul(const QuantMatrix& w, MatmulOptions* options) {
     options->dot_vectors[id] = static_cast<uint8_t>(best);
     absl::StrAppend(&line, " decode dots ", best, " vectors/pass (", rates,
                     " weight GB/s per vector count)");
+    // Decode batches: from how many vectors the GEMM (same bits) beats the dots.
+    if (layout != nullptr && AtLeast(options->isa, Isa::kAvx512)) {
+      int from = static_cast<int>(kDotsGemmBatch);
+      std::string gains;
+      for (int n : {8, 12}) {
+        QuantizedActivations xn;
+        QuantizeActivations(ActivationFormat(w.type), x.data(), n, w.cols, &xn);
+        const double dots =
+            BestSeconds(3, [&] { IntegerDotRows(w, 0, rows, xn, y.data(), rows, nullptr, best); });
+        const double gemm = BestSeconds(
+            3, [&] { Int8GemmMatmul(*layout, w, 0, rows, x.data(), n, y.data(), rows, nullptr); });
+        absl::StrAppend(&gains, gains.empty() ? "" : ", ", n, ": ",
+                        absl::StrFormat("%.2fx", dots / gemm));
+        if (gemm * 1.05 < dots && from == static_cast<int>(kDotsGemmBatch)) from = n;
+      }
+      options->dots_gemm_batch[id] = static_cast<uint8_t>(from);
+      absl::StrAppend(&line, "; decode GEMM from ", from, " rows (its speed over the dots at ",
+                      gains, ")");
+    }
   }
   return line;
 }

@@ -66,7 +66,8 @@ enum class MatmulPath {
              // (falls back to float where neither is available)
   kFloat,    // dequantize + float32 products
   kDots,     // per-vector arithmetic whatever the batch: integer dots where they exist (or,
-             // from 16 vectors on, the int8 GEMM, which gives each (row, vector)
+             // from 16 vectors on, or where measured faster, the int8 GEMM, which gives each
+             // (row, vector)
              // the dots' bits), else the row-by-row float kernel. Each output depends on its
              // own vector only, so a row gets the same bits however many vectors share the
              // call (the executor's decode rows, for batch-invariant serving).
@@ -86,14 +87,19 @@ struct MatmulOptions {
   // gives the same bits, only the speed differs).
   uint64_t float_prefill_types = 0;
   std::array<uint8_t, 64> dot_vectors{};
+  // Per type id, the batch from which MatmulPath::kDots takes the int8 GEMM (same bits as
+  // the dots) instead of the dots: 0 = 16.
+  std::array<uint8_t, 64> dots_gemm_batch{};
 };
 
 // Measures, on this machine, the kernels Matmul chooses between for `w`'s type and sets
 // them in `options`: the int8 GEMM against the float path for prefill batches (types the
 // GEMM covers, on AVX-512 VNNI hosts; the float path must win by 15% to be chosen, so that
 // timing noise does not flip a result-changing choice), and the vectors per weight-row
-// pass of the integer dots (1, 2 or 4). Runs on a slice of w's rows on the calling thread,
-// a few milliseconds. Returns a line naming the choices and the rates behind them.
+// pass of the integer dots (1, 2 or 4), and from how many vectors the int8 GEMM beats the
+// dots on the kDots path (8, 12 or 16; both give the same bits). Runs on a slice of w's
+// rows on the calling thread, a few milliseconds. Returns a line naming the choices and the
+// rates behind them.
 std::string CalibrateMatmul(const QuantMatrix& w, MatmulOptions* options);
 
 // y[b * ldy + (r − row_begin)] = Σ_k W[r][k] · x[b * cols + k] for r in [row_begin, row_end),
