@@ -151,42 +151,39 @@ void WeightedValues(const PagedAttentionArgs& a, int r0, const float* p) {
   }
 }
 
-// Rows in blocks of kRowBlock, the rest (a GQA group of 3, say) as one block of its own.
+template <int R>
+struct RowCount {
+  static constexpr int kValue = R;
+};
+
+// fn(RowCount<R>{}, r0) for the rows in blocks of kRowBlock, the rest (a GQA group of 3, say)
+// as one block of its own.
+template <typename Fn>
+void ForRowBlocks(int nq, Fn fn) {
+  for (int r0 = 0; r0 < nq; r0 += kRowBlock) {
+    switch (nq - r0 < kRowBlock ? nq - r0 : kRowBlock) {
+      case 1:
+        fn(RowCount<1>{}, r0);
+        break;
+      case 2:
+        fn(RowCount<2>{}, r0);
+        break;
+      case 3:
+        fn(RowCount<3>{}, r0);
+        break;
+      default:
+        fn(RowCount<kRowBlock>{}, r0);
+        break;
+    }
+  }
+}
+
 template <KvElem EK, KvElem EV>
 void Attend(const PagedAttentionArgs& a, float* scores) {
-  for (int r0 = 0; r0 < a.nq; r0 += kRowBlock) {
-    switch (a.nq - r0 < kRowBlock ? a.nq - r0 : kRowBlock) {
-      case 1:
-        Scores<EK, 1>(a, r0, scores);
-        break;
-      case 2:
-        Scores<EK, 2>(a, r0, scores);
-        break;
-      case 3:
-        Scores<EK, 3>(a, r0, scores);
-        break;
-      default:
-        Scores<EK, kRowBlock>(a, r0, scores);
-        break;
-    }
-  }
+  ForRowBlocks(a.nq, [&](auto rows, int r0) { Scores<EK, decltype(rows)::kValue>(a, r0, scores); });
   for (int r = 0; r < a.nq; ++r) Softmax(scores + r * a.n_keys, a.n_keys);
-  for (int r0 = 0; r0 < a.nq; r0 += kRowBlock) {
-    switch (a.nq - r0 < kRowBlock ? a.nq - r0 : kRowBlock) {
-      case 1:
-        WeightedValues<EV, 1>(a, r0, scores);
-        break;
-      case 2:
-        WeightedValues<EV, 2>(a, r0, scores);
-        break;
-      case 3:
-        WeightedValues<EV, 3>(a, r0, scores);
-        break;
-      default:
-        WeightedValues<EV, kRowBlock>(a, r0, scores);
-        break;
-    }
-  }
+  ForRowBlocks(
+      a.nq, [&](auto rows, int r0) { WeightedValues<EV, decltype(rows)::kValue>(a, r0, scores); });
 }
 
 template <KvElem EK>
