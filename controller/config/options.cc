@@ -117,7 +117,7 @@ const OptionSpec kOptions[] = {
      "A request's tokens do not depend on what else shares its steps (same seed, same tokens "
      "alone or under load): prefill sequences are multiplied one by one and decode rows with "
      "per-vector arithmetic. On CPUs with AVX-512 VNNI this costs nothing for q4_0, q8_0, "
-     "q4_K, q5_K and q6_K weights: the int8 GEMM that batches of 16+ decode rows take gives "
+     "q4_K, q5_K and q6_K weights: the int8 GEMM that larger batches of decode rows take gives "
      "each row the bits of its one-vector dot product. --no-batch-invariant lets a step's rows "
      "share one product also for the other types and CPUs, with results that may differ in "
      "the last bits with the batch.",
