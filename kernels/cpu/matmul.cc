@@ -42,14 +42,15 @@ int64_t RowsPerTask(int64_t rows, int threads, int64_t max_rows) {
   return std::clamp<int64_t>(rows / want_tasks, 1, max_rows);
 }
 
-// Integer dots of rows [row_begin, row_end) with activations already quantized: each
-// weight row meets up to kMaxDotVectors vectors per pass (decoded once for all of them).
+// The integer dots' vectors per weight-row pass for `type` (calibrated, else the most).
 int DotVectors(gguf::GgmlType type, const MatmulOptions& options) {
   const auto id = static_cast<size_t>(type);
   const int n = id < options.dot_vectors.size() ? options.dot_vectors[id] : 0;
   return n == 0 ? avx2::kMaxDotVectors : std::clamp(n, 1, avx2::kMaxDotVectors);
 }
 
+// Integer dots of rows [row_begin, row_end) with activations already quantized: each
+// weight row meets up to `max_vectors` vectors per pass (decoded once for all of them).
 void IntegerDotRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
                     const QuantizedActivations& xq, float* y, int64_t ldy, ThreadPool* pool,
                     int max_vectors) {
@@ -261,10 +262,21 @@ enum class Kernel { kIntegerDots, kInt8Gemm, kFloat };
 
 constexpr int64_t kDotsGemmBatch = 16;
 
+// True when the int8 GEMM covers `type` at options.isa.
+bool GemmCovers(gguf::GgmlType type, const MatmulOptions& options) {
+  return FindInt8GemmLayout(type) != nullptr && AtLeast(options.isa, Isa::kAvx512);
+}
+
+// True when calibration chose the float path for `type`'s prefill products.
+bool MeasuredFloat(gguf::GgmlType type, const MatmulOptions& options) {
+  const auto id = static_cast<uint32_t>(type);
+  return id < 64 && ((options.float_prefill_types >> id) & 1) != 0;
+}
+
 Kernel ChooseKernel(gguf::GgmlType type, int64_t batch, const MatmulOptions& options) {
   if (options.path == MatmulPath::kFloat) return Kernel::kFloat;
   const auto id = static_cast<uint32_t>(type);
-  const bool has_gemm = FindInt8GemmLayout(type) != nullptr && AtLeast(options.isa, Isa::kAvx512);
+  const bool has_gemm = GemmCovers(type, options);
   if (options.path == MatmulPath::kDots) {
     // The int8 GEMM gives every (row, vector) the bits of the integer dots, and from 16
     // vectors on it is faster (each weight panel is unpacked once for all; at 8 the head's
@@ -276,8 +288,7 @@ Kernel ChooseKernel(gguf::GgmlType type, int64_t batch, const MatmulOptions& opt
     }
     return HasIntegerKernel(type, options.isa) ? Kernel::kIntegerDots : Kernel::kFloat;
   }
-  const bool measured_float = id < 64 && ((options.float_prefill_types >> id) & 1) != 0;
-  const bool gemm = batch >= kPrefillBatch && has_gemm && !measured_float;
+  const bool gemm = batch >= kPrefillBatch && has_gemm && !MeasuredFloat(type, options);
   if (gemm) return Kernel::kInt8Gemm;
   const bool dots = options.path == MatmulPath::kInteger || batch < kPrefillBatch;
   return dots && HasIntegerKernel(type, options.isa) ? Kernel::kIntegerDots : Kernel::kFloat;
@@ -320,10 +331,8 @@ bool RoundsActivations(gguf::GgmlType type, int64_t batch, const MatmulOptions& 
 
 bool DotsMatchAnyBatch(gguf::GgmlType type, const MatmulOptions& options) {
   if (options.path != MatmulPath::kAuto && options.path != MatmulPath::kDots) return false;
-  const auto id = static_cast<uint32_t>(type);
-  const bool measured_float = id < 64 && ((options.float_prefill_types >> id) & 1) != 0;
-  return FindInt8GemmLayout(type) != nullptr && AtLeast(options.isa, Isa::kAvx512) &&
-         HasIntegerKernel(type, options.isa) && !measured_float;
+  return GemmCovers(type, options) && HasIntegerKernel(type, options.isa) &&
+         !MeasuredFloat(type, options);
 }
 
 bool UsesIntegerDots(gguf::GgmlType type, int64_t batch, const MatmulOptions& options) {
@@ -436,8 +445,7 @@ std::string CalibrateMatmul(const QuantMatrix& w, MatmulOptions* options) {
   if (id >= 64) return line + " not measured";
   // Prefill: the int8 GEMM against the float path, 64 tokens.
   const Int8GemmLayout* layout = FindInt8GemmLayout(w.type);
-  if (layout != nullptr && AtLeast(options->isa, Isa::kAvx512) &&
-      options->path == MatmulPath::kAuto) {
+  if (GemmCovers(w.type, *options) && options->path == MatmulPath::kAuto) {
     constexpr int64_t kTokens = 64;
     Int8GemmMatmul(*layout, w, 0, rows, x.data(), kTokens, y.data(), rows, nullptr);  // warm
     const double gemm = BestSeconds(3, [&] {
@@ -482,7 +490,7 @@ std::string CalibrateMatmul(const QuantMatrix& w, MatmulOptions* options) {
     absl::StrAppend(&line, " decode dots ", best, " vectors/pass (", rates,
                     " weight GB/s per vector count)");
     // Decode batches: from how many vectors the GEMM (same bits) beats the dots.
-    if (layout != nullptr && AtLeast(options->isa, Isa::kAvx512)) {
+    if (GemmCovers(w.type, *options)) {
       int from = static_cast<int>(kDotsGemmBatch);
       std::string gains;
       for (int n : {8, 12}) {

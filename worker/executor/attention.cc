@@ -34,7 +34,7 @@ cpu::PagedAttentionArgs Executor::Impl::PagedArgs(int layer, const SequenceInput
                            : cs.dtype == CacheDtype::kBF16 ? cpu::KvElem::kBF16
                                                            : cpu::KvElem::kF32;
   a.k = {cache->KData(layer), elem, cs.k_width, 0};
-  a.v.elem = elem;
+  a.v = {cache->VData(layer), elem, cs.v_width, 0};
   a.block_table = seq.block_table.data();
   a.block_size = cs.block_size;
   a.n_keys = n_keys;
@@ -121,7 +121,6 @@ absl::Status Executor::Impl::GqaAttention(int layer, const Batch& b, const std::
   }
 
   std::vector<float> attn(T * H * dv);
-  const KvCacheShape& cs = cache->shape();
   std::vector<cpu::PagedAttentionArgs> paged;
   std::vector<std::pair<size_t, int64_t>> gathered;  // (sequence, KV head)
   for (size_t s = 0; s < b.seqs.size(); ++s) {
@@ -136,8 +135,6 @@ absl::Status Executor::Impl::GqaAttention(int layer, const Batch& b, const std::
         a.nq = static_cast<int>(group);
         a.ldq = a.dk = static_cast<int>(dk);
         a.k.offset = g * dk;
-        a.v.data = cache->VData(layer);
-        a.v.slot_stride = cs.v_width;
         a.v.offset = g * dv;
         a.dv = static_cast<int>(dv);
         a.out = &attn[(t0 * H + g * group) * dv];

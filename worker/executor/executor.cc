@@ -454,8 +454,8 @@ void Executor::Impl::CalibrateKernels() {
       "cpu ", cpu::CpuModelName(), ", ", cpu::IsaName(matmul.isa),
       "; attention: ", options.exact ? "gathered (exact path)" : "paged in place (decode)");
   if (options.exact) return;  // the float path everywhere: nothing to choose
-  // One matrix of each weight type the layers use (the widest of the first layer that has
-  // it), plus the head.
+  // One matrix of each weight type the layers and the head use: the one with the longest
+  // rows.
   std::vector<const QuantMatrix*> of_type;
   auto consider = [&](const QuantMatrix& m) {
     if (m.data == nullptr || m.type == gguf::GgmlType::kF32) return;

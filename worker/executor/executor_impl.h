@@ -180,8 +180,8 @@ struct Executor::Impl {
   // cpu::PagedAttention, reading the cache in place (decode tokens on the fast path; the
   // exact path and prefill chunks gather keys and values and multiply them as matrices).
   bool AttendInPlace(int64_t new_tokens) const;
-  // PagedAttention's arguments for `seq`'s first `n_keys` keys of `layer` (K rows of the
-  // whole slot; the caller sets the head offsets, V, the queries and the output).
+  // PagedAttention's arguments for `seq`'s first `n_keys` keys of `layer` (K and V rows of
+  // the whole slot; the caller sets the head offsets, the queries and the output).
   cpu::PagedAttentionArgs PagedArgs(int layer, const SequenceInput& seq, int64_t n_keys) const;
   // Runs the calls (independent heads or sequences) as tasks of the pool.
   void RunPaged(const std::vector<cpu::PagedAttentionArgs>& calls);

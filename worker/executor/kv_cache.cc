@@ -102,13 +102,11 @@ void PagedKvCache::Write(int layer, int64_t slot, const float* k, const float* v
 }
 
 void PagedKvCache::ReadK(int layer, int64_t slot, float* out) const {
-  Load(LayerData(k_f32_, layer), LayerData(k_16_, layer), slot * shape_.k_width, out,
-       shape_.k_width);
+  ReadKPart(layer, slot, 0, shape_.k_width, out);
 }
 
 void PagedKvCache::ReadV(int layer, int64_t slot, float* out) const {
-  Load(LayerData(v_f32_, layer), LayerData(v_16_, layer), slot * shape_.v_width, out,
-       shape_.v_width);
+  ReadVPart(layer, slot, 0, shape_.v_width, out);
 }
 
 void PagedKvCache::ReadKPart(int layer, int64_t slot, int offset, int n, float* out) const {
