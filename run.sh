@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 tools/install-deps.sh
-cmake --preset default -DCMAKE_CUDA_ARCHITECTURES="80;90;120" >/dev/null
+# The same configuration as ./test.sh (no flags here or there), so neither undoes the other.
+cmake --preset default >/dev/null
 cmake --build --preset default -j "$(nproc)"
 http_port=8080 grpc_port=50051
 args=("$@")

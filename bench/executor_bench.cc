@@ -120,7 +120,8 @@ void Decode(benchmark::State& state, Model m, int n) {
   double total = 0;
   for (const auto& [phase, secs] : profile) total += secs;
   for (const char* phase : {"attention", "indexer", "router", "experts", "dense_ffn", "head"}) {
-    if (profile.count(phase) && total > 0) state.counters[std::string(phase) + "_share"] = profile[phase] / total;
+    if (profile.count(phase) && total > 0)
+      state.counters[std::string(phase) + "_share"] = profile[phase] / total;
   }
 }
 
@@ -156,8 +157,8 @@ void BM_ReadBandwidth(benchmark::State& state) {
     for (auto& th : ts) th.join();
     benchmark::DoNotOptimize(sums.data());
   }
-  state.counters["GB_per_s"] =
-      benchmark::Counter(static_cast<double>(n) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GB_per_s"] = benchmark::Counter(static_cast<double>(n) * state.iterations() / 1e9,
+                                                  benchmark::Counter::kIsRate);
 }
 
 constexpr Model kLlamaQ4{"llama", "124m", "Q4_K_M"};
@@ -169,12 +170,25 @@ constexpr Model kMoe1g{"deepseek2", "moe-1g", "Q8_0"};
 }  // namespace
 
 BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond)->MinTime(0.5);
-BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(1)->UseRealTime();
-#define TESSERA_BENCH_MODEL(name, model, prefill, decode)                                   \
-  BENCHMARK_CAPTURE(Prefill, name, model, prefill)                                          \
-      ->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(2)->UseRealTime();           \
-  BENCHMARK_CAPTURE(Decode, name, model, decode)                                            \
-      ->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(2)->UseRealTime()
+BENCHMARK(BM_ReadBandwidth)
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1)
+    ->UseRealTime();
+#define TESSERA_BENCH_MODEL(name, model, prefill, decode) \
+  BENCHMARK_CAPTURE(Prefill, name, model, prefill)        \
+      ->Arg(1)                                            \
+      ->Arg(2)                                            \
+      ->Unit(benchmark::kMillisecond)                     \
+      ->MinTime(2)                                        \
+      ->UseRealTime();                                    \
+  BENCHMARK_CAPTURE(Decode, name, model, decode)          \
+      ->Arg(1)                                            \
+      ->Arg(2)                                            \
+      ->Unit(benchmark::kMillisecond)                     \
+      ->MinTime(2)                                        \
+      ->UseRealTime()
 TESSERA_BENCH_MODEL(llama124m_q4_k_m, kLlamaQ4, 512, 128);
 TESSERA_BENCH_MODEL(llama124m_q8_0, kLlamaQ8, 512, 128);
 TESSERA_BENCH_MODEL(glm_dsa_tiny_q8_0, kDsaTiny, 128, 64);

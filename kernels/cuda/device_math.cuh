@@ -66,24 +66,23 @@ __device__ __forceinline__ float BlockMax(float v, float* scratch) {
 
 // Runs the statements with `T` bound to the C++ type of `dtype` (a macro: the CUDA sources
 // build as C++17, without templated lambdas).
-#define TESSERA_DISPATCH_DTYPE(dtype, T, ...) \
-  switch (dtype) {                            \
-    case ::tessera::cuda::DType::kF32: {      \
-      using T = float;                        \
-      __VA_ARGS__;                            \
-      break;                                  \
-    }                                         \
-    case ::tessera::cuda::DType::kF16: {      \
-      using T = __half;                       \
-      __VA_ARGS__;                            \
-      break;                                  \
-    }                                         \
-    case ::tessera::cuda::DType::kBF16: {     \
-      using T = __nv_bfloat16;                \
-      __VA_ARGS__;                            \
-      break;                                  \
-    }                                         \
-    default:                                  \
-      return absl::InvalidArgumentError(      \
-          "cuda: unknown activation dtype");  \
+#define TESSERA_DISPATCH_DTYPE(dtype, T, ...)                              \
+  switch (dtype) {                                                         \
+    case ::tessera::cuda::DType::kF32: {                                   \
+      using T = float;                                                     \
+      __VA_ARGS__;                                                         \
+      break;                                                               \
+    }                                                                      \
+    case ::tessera::cuda::DType::kF16: {                                   \
+      using T = __half;                                                    \
+      __VA_ARGS__;                                                         \
+      break;                                                               \
+    }                                                                      \
+    case ::tessera::cuda::DType::kBF16: {                                  \
+      using T = __nv_bfloat16;                                             \
+      __VA_ARGS__;                                                         \
+      break;                                                               \
+    }                                                                      \
+    default:                                                               \
+      return absl::InvalidArgumentError("cuda: unknown activation dtype"); \
   }

@@ -198,21 +198,22 @@ TEST(Validate, MissingRequiredKeyAndHfConfigOverride) {
 TEST(Validate, LegacyKvBIsSplitAtLoad) {
   // A pre-2025-04 deepseek2 file (spec 10.4): one attn_kv_b {c, H*(n+v)}, no *_mla keys,
   // per-head key/value lengths and head_count_kv = H.
-  std::string path = Rewrite(Synthetic("deepseek2"), "legacy", [](gguf::Metadata& md, auto& tensors) {
-    md.Erase("deepseek2.attention.key_length_mla");
-    md.Erase("deepseek2.attention.value_length_mla");
-    md.Set("deepseek2.attention.key_length", gguf::Value::U32(96));
-    md.Set("deepseek2.attention.value_length", gguf::Value::U32(64));
-    md.Set("deepseek2.attention.head_count_kv", gguf::Value::U32(4));
-    std::erase_if(tensors, [](const gguf::TensorInfo& t) {
-      return t.name.find("attn_v_b") != std::string::npos;
-    });
-    for (auto& t : tensors) {
-      if (t.name.find("attn_k_b") == std::string::npos) continue;
-      t.name.replace(t.name.find("attn_k_b"), 8, "attn_kv_b");
-      t.dims = {256, 4 * (64 + 64)};  // c = 256; 4 heads of n = 64 nope + v = 64
-    }
-  });
+  std::string path =
+      Rewrite(Synthetic("deepseek2"), "legacy", [](gguf::Metadata& md, auto& tensors) {
+        md.Erase("deepseek2.attention.key_length_mla");
+        md.Erase("deepseek2.attention.value_length_mla");
+        md.Set("deepseek2.attention.key_length", gguf::Value::U32(96));
+        md.Set("deepseek2.attention.value_length", gguf::Value::U32(64));
+        md.Set("deepseek2.attention.head_count_kv", gguf::Value::U32(4));
+        std::erase_if(tensors, [](const gguf::TensorInfo& t) {
+          return t.name.find("attn_v_b") != std::string::npos;
+        });
+        for (auto& t : tensors) {
+          if (t.name.find("attn_k_b") == std::string::npos) continue;
+          t.name.replace(t.name.find("attn_k_b"), 8, "attn_kv_b");
+          t.dims = {256, 4 * (64 + 64)};  // c = 256; 4 heads of n = 64 nope + v = 64
+        }
+      });
   Result r = Validate({"--model", path, "--tp", "2"});
   EXPECT_EQ(r.rc, 0) << r.problems;
   EXPECT_EQ(r.json["hyperparameters"]["mla_form"], "legacy attn_kv_b");

@@ -1,0 +1,31 @@
+# tessera_resolve_cuda_archs(OUT): the CUDA architectures TESSERA_CUDA_ARCHS names, as a list
+# for CMAKE_CUDA_ARCHITECTURES. `auto` asks nvidia-smi for the compute capability of every GPU
+# present ("9.0" -> 90, "12.0" -> 120), one entry per distinct one; with no GPU (or no
+# nvidia-smi) it is 90, so that the CUDA sources still compile and cost one architecture.
+function(tessera_resolve_cuda_archs out)
+  if(NOT TESSERA_CUDA_ARCHS STREQUAL "auto")
+    set(${out} "${TESSERA_CUDA_ARCHS}" PARENT_SCOPE)
+    return()
+  endif()
+  set(archs "")
+  find_program(TESSERA_NVIDIA_SMI nvidia-smi)
+  if(TESSERA_NVIDIA_SMI)
+    execute_process(COMMAND ${TESSERA_NVIDIA_SMI} --query-gpu=compute_cap --format=csv,noheader
+      OUTPUT_VARIABLE caps RESULT_VARIABLE rc ERROR_QUIET TIMEOUT 20)
+    if(rc EQUAL 0)
+      string(REPLACE "\n" ";" caps "${caps}")
+      foreach(cap IN LISTS caps)
+        string(STRIP "${cap}" cap)
+        if(cap MATCHES "^([0-9]+)\\.([0-9]+)$")
+          list(APPEND archs "${CMAKE_MATCH_1}${CMAKE_MATCH_2}")
+        endif()
+      endforeach()
+      list(REMOVE_DUPLICATES archs)
+      list(SORT archs COMPARE NATURAL)
+    endif()
+  endif()
+  if(archs STREQUAL "")
+    set(archs 90)
+  endif()
+  set(${out} "${archs}" PARENT_SCOPE)
+endfunction()
