@@ -11,7 +11,7 @@ packages=(
   # libraries
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   libgloo-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-  libyaml-cpp-dev libpcre2-dev libboost-dev
+  libyaml-cpp-dev libpcre2-dev libboost-dev prometheus-cpp-dev
   # test tools: promtool (Prometheus), the float64 reference (numpy), grpcurl-style clients
   prometheus python3 python3-numpy curl python3-grpcio python3-protobuf
   # deploy checks: shellcheck on the scripts, systemd-analyze verify on the unit

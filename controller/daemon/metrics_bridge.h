@@ -23,7 +23,7 @@ class MetricsBridge : public serving::EngineObserver {
     }
     m_.prompt_tokens_hist.Observe(t.prompt_tokens);
     m_.generation_tokens_hist.Observe(t.generation_tokens);
-    m_.prompt_tokens_total.Add(t.prompt_tokens);
+    m_.prompt_tokens_total.Increment(t.prompt_tokens);
     if (failure_reason.empty()) {
       m_.RequestSuccess(finish_reason).Increment();
     } else {

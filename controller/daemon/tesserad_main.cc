@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "common/gguf/split.h"
@@ -32,7 +33,6 @@
 #include "controller/http/gateway.h"
 #include "controller/metrics/registry.h"
 #include "controller/metrics/serving_metrics.h"
-#include "controller/metrics/text_format.h"
 #include "controller/serving/model_text.h"
 #include "controller/serving/serving_engine.h"
 #include "controller/workers/gpu_plan.h"
@@ -276,8 +276,12 @@ int Serve(const config::DaemonConfig& c) {
   }
   workers::WorkerGroupEvents ev;
   ev.on_restart = [&m](int rank) { m.WorkerRestarts(rank).Increment(); };
-  ev.on_step = [&m](double, double allreduce) {
-    if (allreduce > 0) m.allreduce.Observe(allreduce);
+  ev.on_step = [&m](double, const std::vector<double>& allreduce) {
+    for (double seconds : allreduce) m.allreduce.Observe(seconds);
+  };
+  ev.on_ready = [&m, name = facts->info.name](double load_seconds) {
+    m.model_load_seconds.Set(load_seconds);
+    LogInfo("ready", {{"model", name}, {"load_s", absl::StrFormat("%.2f", load_seconds)}});
   };
   (*group)->set_events(ev);
 
@@ -293,10 +297,28 @@ int Serve(const config::DaemonConfig& c) {
                                                          std::move(text->chat_template),
                                                          facts->info, eo, &bridge);
 
+  workers::WorkerGroup* g = group->get();
+  // Gauges read from the engine and the workers when Prometheus scrapes (the HTTP server,
+  // the only caller of Expose, stops before the engine and the group go away).
+  serving::ServingEngine* e = engine.get();
+  registry.OnScrape([&m, e, g] {
+    const serving::EngineStats s = e->stats();
+    m.requests_running.Set(s.running);
+    m.requests_waiting.Set(s.waiting);
+    m.kv_cache_usage.Set(s.kv_usage);
+    m.KvBlocks("used").Set(s.kv_blocks_used);
+    m.KvBlocks("free").Set(s.kv_blocks_free);
+    const bool ready = g->ready();
+    for (const workers::RankState& r : g->ranks()) {
+      m.WorkerUp(r.rank).Set(ready && r.loaded ? 1 : 0);
+      m.LoadProgress(r.rank).Set(r.bytes_total ? double(r.bytes_done) / r.bytes_total : 0.0);
+    }
+    m.ready.Set(e->ready() ? 1 : 0);
+  });
+
   http::GatewayOptions go;
   go.api_key = c.api_key;
   go.metrics_text = [&registry] { return registry.Expose(); };
-  workers::WorkerGroup* g = group->get();
   go.ready_details = [g] {
     nlohmann::json j;
     j["workers"] = g->state();
@@ -349,33 +371,6 @@ int Serve(const config::DaemonConfig& c) {
                          (*group)->control_address(), " --rank R   (R = 0..", tp - 1, ")"));
   }
 
-  // Gauges read from the engine and the workers, twice a second.
-  std::atomic<bool> stop_poll{false};
-  const auto load_start = Clock::now();
-  std::thread poller([&] {
-    bool was_ready = false;
-    while (!stop_poll.load()) {
-      serving::EngineStats s = engine->stats();
-      m.requests_running.Set(s.running);
-      m.requests_waiting.Set(s.waiting);
-      m.kv_cache_usage.Set(s.kv_usage);
-      m.KvBlocks("used").Set(s.kv_blocks_used);
-      m.KvBlocks("free").Set(s.kv_blocks_free);
-      const bool ready = g->ready();
-      for (const workers::RankState& r : g->ranks()) {
-        m.WorkerUp(r.rank).Set(ready && r.loaded ? 1 : 0);
-        m.LoadProgress(r.rank).Set(r.bytes_total ? double(r.bytes_done) / r.bytes_total : 0.0);
-      }
-      m.ready.Set(engine->ready() ? 1 : 0);
-      if (ready && !was_ready) {
-        m.model_load_seconds.Set(std::chrono::duration<double>(Clock::now() - load_start).count());
-        LogInfo("ready", {{"model", facts->info.name}});
-      }
-      was_ready = ready;
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    }
-  });
-
   std::thread starter([&] {
     absl::Status s = g->Start();
     if (!s.ok()) LogError(absl::StrCat("the workers did not come up: ", s.message()));
@@ -402,8 +397,6 @@ int Serve(const config::DaemonConfig& c) {
   }
   (*grpc_server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   (*http_server)->Stop();
-  stop_poll = true;
-  poller.join();
   engine.reset();
   g->Shutdown();
   starter.join();

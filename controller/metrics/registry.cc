@@ -1,120 +1,56 @@
 #include "controller/metrics/registry.h"
 
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
+#include "prometheus/text_serializer.h"
 
 namespace tessera::metrics {
-namespace internal {
 
-void DieOfMisuse(const std::string& message) {
-  std::fprintf(stderr, "tessera metrics: %s\n", message.c_str());
-  std::abort();
+Histogram::Snapshot Histogram::Read() const {
+  Snapshot s;
+  if (metric_ == nullptr) return s;
+  const prometheus::ClientMetric m = metric_->Collect();
+  for (const prometheus::ClientMetric::Bucket& b : m.histogram.bucket) {
+    s.cumulative.push_back(b.cumulative_count);
+  }
+  s.sum = m.histogram.sample_sum;
+  s.count = m.histogram.sample_count;
+  return s;
 }
 
-}  // namespace internal
+Registry::Registry(bool enabled)
+    : registry_(enabled ? std::make_shared<prometheus::Registry>() : nullptr) {}
 
-namespace {
-
-void CheckNames(const std::string& name, const std::vector<std::string>& label_names,
-                bool is_histogram) {
-  if (!IsValidMetricName(name)) {
-    internal::DieOfMisuse("metric name '" + name + "' is not [a-zA-Z_:][a-zA-Z0-9_:]*");
-  }
-  for (size_t i = 0; i < label_names.size(); ++i) {
-    const std::string& label = label_names[i];
-    if (!IsValidLabelName(label)) {
-      internal::DieOfMisuse("metric " + name + ": label name '" + label +
-                            "' is not [a-zA-Z_][a-zA-Z0-9_]* without a leading __");
-    }
-    if (is_histogram && label == "le") {
-      internal::DieOfMisuse("metric " + name + ": histograms reserve the label 'le'");
-    }
-    for (size_t j = 0; j < i; ++j) {
-      if (label_names[j] == label) {
-        internal::DieOfMisuse("metric " + name + ": label '" + label + "' appears twice");
-      }
-    }
-  }
+CounterFamily Registry::AddCounter(const std::string& name, const std::string& help) {
+  if (!enabled()) return {};
+  return CounterFamily(&prometheus::BuildCounter().Name(name).Help(help).Register(*registry_));
 }
 
-std::vector<double> CheckedBounds(const std::string& name, std::vector<double> bounds) {
-  if (!bounds.empty() && bounds.back() == HUGE_VAL) bounds.pop_back();
-  for (size_t i = 0; i < bounds.size(); ++i) {
-    if (!std::isfinite(bounds[i]) || (i > 0 && !(bounds[i - 1] < bounds[i]))) {
-      internal::DieOfMisuse("histogram " + name +
-                            ": bucket bounds must be finite and strictly increasing; bound " +
-                            std::to_string(i) + " is " + FormatNumber(bounds[i]));
-    }
-  }
-  return bounds;
+GaugeFamily Registry::AddGauge(const std::string& name, const std::string& help) {
+  if (!enabled()) return {};
+  return GaugeFamily(&prometheus::BuildGauge().Name(name).Help(help).Register(*registry_));
 }
 
-}  // namespace
+HistogramFamily Registry::AddHistogram(const std::string& name, const std::string& help,
+                                       std::vector<double> bounds) {
+  if (!enabled()) return {};
+  return HistogramFamily(&prometheus::BuildHistogram().Name(name).Help(help).Register(*registry_),
+                         std::move(bounds));
+}
 
-template <typename F>
-F& Registry::Add(std::unique_ptr<F> family) {
+void Registry::OnScrape(std::function<void()> refresh) {
+  if (!enabled()) return;
   std::lock_guard<std::mutex> lock(mu_);
-  auto [it, inserted] = families_.try_emplace(family->name(), nullptr);
-  if (inserted) {
-    it->second = std::move(family);
-    return static_cast<F&>(*it->second);
-  }
-  auto* existing = dynamic_cast<F*>(it->second.get());
-  if (existing == nullptr || existing->label_names() != family->label_names() ||
-      existing->upper_bounds() != family->upper_bounds()) {
-    internal::DieOfMisuse("metric " + family->name() +
-                          " is already registered with a different type, labels or buckets");
-  }
-  return *existing;
-}
-
-template <typename Metric>
-MetricFamily<Metric>& Registry::AddUnbucketed(const std::string& name, const std::string& help,
-                                              std::vector<std::string> label_names) {
-  CheckNames(name, label_names, false);
-  const bool enabled = enabled_;
-  return Add(std::make_unique<MetricFamily<Metric>>(
-      name, help, std::move(label_names), [enabled] { return std::make_unique<Metric>(enabled); }));
-}
-
-CounterFamily& Registry::AddCounter(const std::string& name, const std::string& help,
-                                    std::vector<std::string> label_names) {
-  return AddUnbucketed<Counter>(name, help, std::move(label_names));
-}
-
-GaugeFamily& Registry::AddGauge(const std::string& name, const std::string& help,
-                                std::vector<std::string> label_names) {
-  return AddUnbucketed<Gauge>(name, help, std::move(label_names));
-}
-
-CallbackGaugeFamily& Registry::AddCallbackGauge(const std::string& name, const std::string& help,
-                                                std::vector<std::string> label_names) {
-  return AddUnbucketed<CallbackGauge>(name, help, std::move(label_names));
-}
-
-HistogramFamily& Registry::AddHistogram(const std::string& name, const std::string& help,
-                                        std::vector<std::string> label_names,
-                                        std::vector<double> upper_bounds) {
-  CheckNames(name, label_names, true);
-  std::vector<double> bounds = CheckedBounds(name, std::move(upper_bounds));
-  const bool enabled = enabled_;
-  return Add(std::make_unique<HistogramFamily>(
-      name, help, std::move(label_names),
-      [enabled, bounds] { return std::make_unique<Histogram>(bounds, enabled); }, bounds));
+  on_scrape_.push_back(std::move(refresh));
 }
 
 std::string Registry::Expose() const {
-  std::string out;
-  if (!enabled_) return out;
-  std::vector<const Family*> families;
+  if (!enabled()) return "";
+  std::vector<std::function<void()>> hooks;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    families.reserve(families_.size());
-    for (const auto& [name, family] : families_) families.push_back(family.get());
+    hooks = on_scrape_;
   }
-  for (const Family* family : families) family->AppendTo(&out);
-  return out;
+  for (const std::function<void()>& refresh : hooks) refresh();
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
 }
 
 }  // namespace tessera::metrics

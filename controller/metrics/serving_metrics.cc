@@ -40,23 +40,18 @@ std::vector<double> OneTwoFiveBuckets(int64_t max_value) {
   }
 }
 
-std::vector<std::string> Labels(std::vector<std::string> extra) {
-  extra.insert(extra.begin(), "model_name");
-  return extra;
-}
-
 // The one child of a family whose only label is model_name.
-Histogram& ModelHistogram(Registry& r, const std::string& model, const std::string& name,
-                          const std::string& help, std::vector<double> bounds) {
-  return r.AddHistogram(name, help, {"model_name"}, std::move(bounds)).WithLabels({model});
+Histogram ModelHistogram(Registry& r, const std::string& model, const std::string& name,
+                         const std::string& help, std::vector<double> bounds) {
+  return r.AddHistogram(name, help, std::move(bounds)).WithLabels({{"model_name", model}});
 }
-Counter& ModelCounter(Registry& r, const std::string& model, const std::string& name,
-                      const std::string& help) {
-  return r.AddCounter(name, help, {"model_name"}).WithLabels({model});
+Counter ModelCounter(Registry& r, const std::string& model, const std::string& name,
+                     const std::string& help) {
+  return r.AddCounter(name, help).WithLabels({{"model_name", model}});
 }
-Gauge& ModelGauge(Registry& r, const std::string& model, const std::string& name,
-                  const std::string& help) {
-  return r.AddGauge(name, help, {"model_name"}).WithLabels({model});
+Gauge ModelGauge(Registry& r, const std::string& model, const std::string& name,
+                 const std::string& help) {
+  return r.AddGauge(name, help).WithLabels({{"model_name", model}});
 }
 
 }  // namespace
@@ -66,32 +61,27 @@ ServingMetrics::ServingMetrics(Registry& registry, std::string model_name,
     : registry_(registry),
       model_name_(std::move(model_name)),
       success_family_(registry.AddCounter("tessera_request_success_total",
-                                          "Requests finished, by finish reason.",
-                                          Labels({"finished_reason"}))),
-      failure_family_(registry.AddCounter(
-          "tessera_request_failure_total",
-          "Requests that ended in an error (no complete answer), by reason.", Labels({"reason"}))),
+                                          "Requests finished, by finish reason.")),
+      failure_family_(
+          registry.AddCounter("tessera_request_failure_total",
+                              "Requests that ended in an error (no complete answer), by reason.")),
       step_family_(registry.AddHistogram("tessera_step_duration_seconds",
                                          "Duration of one engine step (forward pass of a batch), "
                                          "by phase.",
-                                         Labels({"phase"}), kStepBuckets)),
+                                         kStepBuckets)),
       restarts_family_(registry.AddCounter("tessera_worker_restarts_total",
-                                           "Times the supervisor restarted a worker, by rank.",
-                                           Labels({"rank"}))),
-      kv_blocks_family_(registry.AddGauge(
-          "tessera_kv_cache_blocks", "KV cache blocks, by state (used, free).", Labels({"state"}))),
-      worker_up_family_(registry.AddGauge(
-          "tessera_worker_up", "1 when the worker of this rank is up, else 0.", Labels({"rank"}))),
+                                           "Times the supervisor restarted a worker, by rank.")),
+      kv_blocks_family_(
+          registry.AddGauge("tessera_kv_cache_blocks", "KV cache blocks, by state (used, free).")),
+      worker_up_family_(
+          registry.AddGauge("tessera_worker_up", "1 when the worker of this rank is up, else 0.")),
       load_progress_family_(registry.AddGauge(
           "tessera_model_load_progress",
-          "Fraction (0-1) of its shard's bytes the worker of this rank has loaded.",
-          Labels({"rank"}))),
+          "Fraction (0-1) of its shard's bytes the worker of this rank has loaded.")),
       http_family_(registry.AddCounter("tessera_http_requests_total",
-                                       "REST requests answered, by route and HTTP status.",
-                                       Labels({"route", "status"}))),
+                                       "REST requests answered, by route and HTTP status.")),
       grpc_family_(registry.AddCounter("tessera_grpc_requests_total",
-                                       "gRPC calls finished, by method and status code.",
-                                       Labels({"method", "code"}))),
+                                       "gRPC calls finished, by method and status code.")),
       ttft(ModelHistogram(registry, model_name_, "tessera_time_to_first_token_seconds",
                           "Time from request arrival to its first generated token.", kTtftBuckets)),
       inter_token_latency(ModelHistogram(registry, model_name_,
@@ -138,11 +128,11 @@ ServingMetrics::ServingMetrics(Registry& registry, std::string model_name,
                        "1 while the daemon serves (model loaded, workers up), else 0.")),
       build_info(
           registry
-              .AddGauge("tessera_build_info", "Build of the running daemon; the value is always 1.",
-                        Labels({"version", "git_sha", "backend"}))
-              .WithLabels({model_name_, options.version.empty() ? TESSERA_VERSION : options.version,
-                           options.git_sha.empty() ? TESSERA_GIT_SHA : options.git_sha,
-                           options.backend})) {
+              .AddGauge("tessera_build_info", "Build of the running daemon; the value is always 1.")
+              .WithLabels({{"model_name", model_name_},
+                           {"version", options.version.empty() ? TESSERA_VERSION : options.version},
+                           {"git_sha", options.git_sha.empty() ? TESSERA_GIT_SHA : options.git_sha},
+                           {"backend", options.backend}})) {
   build_info.Set(1);
   for (const char* reason : kFinishedReasons) RequestSuccess(reason);
   for (const char* reason : kFailureReasons) RequestFailure(reason);
@@ -158,40 +148,44 @@ ServingMetrics::ServingMetrics(Registry& registry, std::string model_name,
   for (const char* method : kGrpcMethods) GrpcRequest(method, "OK");
 }
 
-Counter& ServingMetrics::RequestSuccess(const std::string& finished_reason) {
-  return success_family_.WithLabels({model_name_, finished_reason});
+Counter ServingMetrics::RequestSuccess(const std::string& finished_reason) const {
+  return success_family_.WithLabels(
+      {{"model_name", model_name_}, {"finished_reason", finished_reason}});
 }
 
-Counter& ServingMetrics::RequestFailure(const std::string& reason) {
-  return failure_family_.WithLabels({model_name_, reason});
+Counter ServingMetrics::RequestFailure(const std::string& reason) const {
+  return failure_family_.WithLabels({{"model_name", model_name_}, {"reason", reason}});
 }
 
-Histogram& ServingMetrics::StepDuration(const std::string& phase) {
-  return step_family_.WithLabels({model_name_, phase});
+Histogram ServingMetrics::StepDuration(const std::string& phase) const {
+  return step_family_.WithLabels({{"model_name", model_name_}, {"phase", phase}});
 }
 
-Counter& ServingMetrics::WorkerRestarts(int rank) {
-  return restarts_family_.WithLabels({model_name_, std::to_string(rank)});
+Counter ServingMetrics::WorkerRestarts(int rank) const {
+  return restarts_family_.WithLabels({{"model_name", model_name_}, {"rank", std::to_string(rank)}});
 }
 
-Gauge& ServingMetrics::KvBlocks(const std::string& state) {
-  return kv_blocks_family_.WithLabels({model_name_, state});
+Gauge ServingMetrics::KvBlocks(const std::string& state) const {
+  return kv_blocks_family_.WithLabels({{"model_name", model_name_}, {"state", state}});
 }
 
-Gauge& ServingMetrics::WorkerUp(int rank) {
-  return worker_up_family_.WithLabels({model_name_, std::to_string(rank)});
+Gauge ServingMetrics::WorkerUp(int rank) const {
+  return worker_up_family_.WithLabels(
+      {{"model_name", model_name_}, {"rank", std::to_string(rank)}});
 }
 
-Gauge& ServingMetrics::LoadProgress(int rank) {
-  return load_progress_family_.WithLabels({model_name_, std::to_string(rank)});
+Gauge ServingMetrics::LoadProgress(int rank) const {
+  return load_progress_family_.WithLabels(
+      {{"model_name", model_name_}, {"rank", std::to_string(rank)}});
 }
 
-Counter& ServingMetrics::HttpRequest(const std::string& route, int status) {
-  return http_family_.WithLabels({model_name_, route, std::to_string(status)});
+Counter ServingMetrics::HttpRequest(const std::string& route, int status) const {
+  return http_family_.WithLabels(
+      {{"model_name", model_name_}, {"route", route}, {"status", std::to_string(status)}});
 }
 
-Counter& ServingMetrics::GrpcRequest(const std::string& method, const std::string& code) {
-  return grpc_family_.WithLabels({model_name_, method, code});
+Counter ServingMetrics::GrpcRequest(const std::string& method, const std::string& code) const {
+  return grpc_family_.WithLabels({{"model_name", model_name_}, {"method", method}, {"code", code}});
 }
 
 }  // namespace tessera::metrics

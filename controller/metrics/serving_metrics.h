@@ -6,21 +6,23 @@
 //
 //   metrics::Registry registry(/*enabled=*/!flags.disable_metrics);
 //   metrics::ServingMetrics m(registry, model_name, {.world_size = tp, .backend = "cpu"});
+//   registry.OnScrape([&] { m.requests_waiting.Set(queue.size()); });  // read on demand
 //   // GET /metrics: body registry.Expose(), Content-Type metrics::kTextContentType.
 //
-//   m.requests_waiting.Increment();                       // request queued
 //   m.queue_time.Observe(seconds);                         // admitted
 //   m.ttft.Observe(seconds);                               // first token out
 //   m.generation_tokens_total.Increment();                 // each token (lock-free)
 //   m.RequestSuccess("stop").Increment();                  // finished
 //   m.StepDuration("decode").Observe(seconds);             // each step
 //   m.HttpRequest("/v1/completions", 200).Increment();     // each HTTP answer
-//   m.kv_cache_usage.Set(used_blocks / double(total_blocks));   // each step
+//   m.kv_cache_usage.Set(used_blocks / double(total_blocks));   // at scrape time
 //
-// Handles (the public references) are lock-free. The labelled accessors (RequestSuccess,
-// StepDuration, WorkerUp, ...) take the family's lock for the lookup: fine per request or
-// per step; on a per-token path keep the returned reference. With a disabled registry all
-// updates are no-ops; `enabled()` lets callers skip clock reads made only for metrics.
+// The metrics are prometheus-cpp's (controller/metrics/registry.h); the handles below are
+// lock-free for counters and gauges, and take a histogram's own short lock per Observe.
+// The labelled accessors (RequestSuccess, StepDuration, WorkerUp, ...) take the family's
+// lock for the lookup: fine per request or per step; on a per-token path keep the returned
+// handle. With a disabled registry all updates are no-ops; `enabled()` lets callers skip
+// clock reads made only for metrics.
 #pragma once
 
 #include <cstdint>
@@ -45,15 +47,15 @@ class ServingMetrics {
   // Declared first: the public handles below are initialised from these.
   Registry& registry_;
   const std::string model_name_;
-  CounterFamily& success_family_;
-  CounterFamily& failure_family_;
-  HistogramFamily& step_family_;
-  CounterFamily& restarts_family_;
-  GaugeFamily& kv_blocks_family_;
-  GaugeFamily& worker_up_family_;
-  GaugeFamily& load_progress_family_;
-  CounterFamily& http_family_;
-  CounterFamily& grpc_family_;
+  const CounterFamily success_family_;
+  const CounterFamily failure_family_;
+  const HistogramFamily step_family_;
+  const CounterFamily restarts_family_;
+  const GaugeFamily kv_blocks_family_;
+  const GaugeFamily worker_up_family_;
+  const GaugeFamily load_progress_family_;
+  const CounterFamily http_family_;
+  const CounterFamily grpc_family_;
 
  public:
   ServingMetrics(Registry& registry, std::string model_name,
@@ -68,17 +70,17 @@ class ServingMetrics {
   // the first scrape: finished_reason stop / length / abort; failure reasons
   // kFailureReasons; phases prefill / decode; states used / free; ranks 0..world_size-1;
   // each REST route with status 200 and each gRPC method with code OK.
-  Counter& RequestSuccess(const std::string& finished_reason);
-  Counter& RequestFailure(const std::string& reason);
-  Histogram& StepDuration(const std::string& phase);  // "prefill", "decode", "mixed"
-  Counter& WorkerRestarts(int rank);
-  Gauge& KvBlocks(const std::string& state);  // "used" or "free"
-  Gauge& WorkerUp(int rank);                  // 1 up, 0 down
-  Gauge& LoadProgress(int rank);              // 0..1
-  Counter& HttpRequest(const std::string& route, int status);
+  Counter RequestSuccess(const std::string& finished_reason) const;
+  Counter RequestFailure(const std::string& reason) const;
+  Histogram StepDuration(const std::string& phase) const;  // "prefill", "decode", "mixed"
+  Counter WorkerRestarts(int rank) const;
+  Gauge KvBlocks(const std::string& state) const;  // "used" or "free"
+  Gauge WorkerUp(int rank) const;                  // 1 up, 0 down
+  Gauge LoadProgress(int rank) const;              // 0..1
+  Counter HttpRequest(const std::string& route, int status) const;
   // `method` as the gRPC server reports it ("/tessera.v1.Inference/Generate"), `code` as
   // its canonical name ("OK", "INVALID_ARGUMENT").
-  Counter& GrpcRequest(const std::string& method, const std::string& code);
+  Counter GrpcRequest(const std::string& method, const std::string& code) const;
 
   static constexpr const char* kFinishedReasons[] = {"stop", "length", "abort"};
   static constexpr const char* kFailureReasons[] = {"worker_error", "deadline_exceeded", "rejected",
@@ -92,26 +94,26 @@ class ServingMetrics {
       "/tessera.v1.Inference/ListModels", "/tessera.v1.Inference/GetModelInfo"};
 
   // Per-request histograms (seconds unless the name says tokens).
-  Histogram& ttft;                    // tessera_time_to_first_token_seconds
-  Histogram& inter_token_latency;     // tessera_inter_token_latency_seconds
-  Histogram& e2e_latency;             // tessera_e2e_request_latency_seconds
-  Histogram& queue_time;              // tessera_request_queue_time_seconds
-  Histogram& prefill_time;            // tessera_request_prefill_time_seconds
-  Histogram& decode_time;             // tessera_request_decode_time_seconds
-  Histogram& prompt_tokens_hist;      // tessera_request_prompt_tokens
-  Histogram& generation_tokens_hist;  // tessera_request_generation_tokens
-  Histogram& allreduce;               // tessera_allreduce_seconds (per all-reduce call)
+  const Histogram ttft;                    // tessera_time_to_first_token_seconds
+  const Histogram inter_token_latency;     // tessera_inter_token_latency_seconds
+  const Histogram e2e_latency;             // tessera_e2e_request_latency_seconds
+  const Histogram queue_time;              // tessera_request_queue_time_seconds
+  const Histogram prefill_time;            // tessera_request_prefill_time_seconds
+  const Histogram decode_time;             // tessera_request_decode_time_seconds
+  const Histogram prompt_tokens_hist;      // tessera_request_prompt_tokens
+  const Histogram generation_tokens_hist;  // tessera_request_generation_tokens
+  const Histogram allreduce;               // tessera_allreduce_seconds (per all-reduce call)
 
-  Counter& prompt_tokens_total;      // tessera_prompt_tokens_total
-  Counter& generation_tokens_total;  // tessera_generation_tokens_total
-  Counter& preemptions;              // tessera_num_preemptions_total
+  const Counter prompt_tokens_total;      // tessera_prompt_tokens_total
+  const Counter generation_tokens_total;  // tessera_generation_tokens_total
+  const Counter preemptions;              // tessera_num_preemptions_total
 
-  Gauge& requests_running;    // tessera_num_requests_running
-  Gauge& requests_waiting;    // tessera_num_requests_waiting
-  Gauge& kv_cache_usage;      // tessera_kv_cache_usage_perc, 0..1
-  Gauge& model_load_seconds;  // tessera_model_load_seconds
-  Gauge& ready;               // tessera_ready: 1 while serving (model loaded, workers up)
-  Gauge& build_info;          // tessera_build_info{version,git_sha,backend}, always 1
+  const Gauge requests_running;    // tessera_num_requests_running
+  const Gauge requests_waiting;    // tessera_num_requests_waiting
+  const Gauge kv_cache_usage;      // tessera_kv_cache_usage_perc, 0..1
+  const Gauge model_load_seconds;  // tessera_model_load_seconds
+  const Gauge ready;               // tessera_ready: 1 while serving (model loaded, workers up)
+  const Gauge build_info;          // tessera_build_info{version,git_sha,backend}, always 1
 };
 
 }  // namespace tessera::metrics

@@ -403,6 +403,7 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
     cv.notify_all();
     state = "loading";
     came_up = false;
+    const auto load_start = Clock::now();
     if (!options.external_workers) {
       for (int r = 0; r < options.world_size; ++r) {
         if (absl::Status s = SpawnLocked(r); !s.ok()) {
@@ -461,6 +462,13 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
             first_status = absl::OkStatus();
           }
           cv.notify_all();
+          if (events.on_ready) {
+            const double seconds = std::chrono::duration<double>(Clock::now() - load_start).count();
+            const std::function<void(double)> on_ready = events.on_ready;
+            lock.unlock();  // the event runs without the group's lock
+            on_ready(seconds);
+            lock.lock();
+          }
         }
       }
     }
@@ -660,13 +668,16 @@ absl::StatusOr<v1::StepResult> WorkerGroup::RunStep(const v1::StepRequest& step)
     return absl::UnavailableError(g.failure.empty() ? "the controller is stopping" : g.failure);
   }
   v1::StepResult r0 = *slots[0]->result;
-  double allreduce = 0;
+  // Each all-reduce as the rank that waited longest in it saw it.
+  std::vector<double> allreduce(r0.allreduce_seconds().begin(), r0.allreduce_seconds().end());
   for (auto& s : slots) {
     if (!s->result->error().empty()) {
       return absl::InvalidArgumentError(absl::StrCat("step ", step.step_id(), " on rank ",
                                                      s->state.rank, ": ", s->result->error()));
     }
-    allreduce = std::max(allreduce, s->result->allreduce_seconds());
+    const auto& calls = s->result->allreduce_seconds();
+    if (static_cast<size_t>(calls.size()) != allreduce.size()) continue;  // not the same calls
+    for (int i = 0; i < calls.size(); ++i) allreduce[i] = std::max(allreduce[i], calls[i]);
   }
   if (g.events.on_step) g.events.on_step(r0.compute_seconds(), allreduce);
   return r0;

@@ -75,7 +75,12 @@ struct RankState {
 // Observer hooks for metrics; each may be empty.
 struct WorkerGroupEvents {
   std::function<void(int rank)> on_restart;
-  std::function<void(double compute_seconds, double allreduce_seconds)> on_step;
+  // After each step: rank 0's compute time, and the duration of each of the step's
+  // all-reduces (in call order; each the longest any rank saw for that call).
+  std::function<void(double compute_seconds, const std::vector<double>& allreduce_seconds)> on_step;
+  // Each time every rank has loaded (at start and after a restart), with the seconds the
+  // load took from the workers' start.
+  std::function<void(double load_seconds)> on_ready;
 };
 
 class WorkerGroup : public serving::StepRunner {

@@ -8,10 +8,10 @@
 int main() {
   tessera::metrics::Registry registry;
   tessera::metrics::ServingMetrics m(registry, "fake-model", {.world_size = 2});
-  for (tessera::metrics::Histogram* h :
-       {&m.ttft, &m.inter_token_latency, &m.e2e_latency, &m.queue_time, &m.prefill_time,
-        &m.decode_time, &m.allreduce}) {
-    for (double v : {0.001, 0.01, 0.2}) h->Observe(v);
+  for (const tessera::metrics::Histogram& h :
+       {m.ttft, m.inter_token_latency, m.e2e_latency, m.queue_time, m.prefill_time, m.decode_time,
+        m.allreduce}) {
+    for (double v : {0.001, 0.01, 0.2}) h.Observe(v);
   }
   m.prompt_tokens_hist.Observe(2);
   m.generation_tokens_hist.Observe(8);

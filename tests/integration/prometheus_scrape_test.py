@@ -1,13 +1,24 @@
 #!/usr/bin/python3
 """A real Prometheus scrapes a running tesserad under a short load; then every metric of
 ServingMetrics has samples in Prometheus, every PromQL query of the Grafana dashboard returns
-data, and every alert rule of deploy/prometheus/alerts.yml is healthy and its condition's
-left-hand side returns data (its comparison is false on a healthy daemon, so the full
-expression may rightly return nothing).
+data (a number, not NaN: histogram_quantile over zero rates is NaN and means an unfed
+metric), and every alert rule of deploy/prometheus/alerts.yml is healthy and its
+condition's left-hand side returns data (its comparison is false on a healthy daemon, so the
+full expression may rightly return nothing).
+
+Metrics must be fed, not just exist: every counter and histogram the load should move (REST
+and, where Python's grpc module is installed, gRPC requests; tokens; steps; latencies; at
+TP > 1 the all-reduces) must have grown in Prometheus past its value before the load, and
+the gauges read at scrape time (running requests, KV cache use) must have been seen above
+zero by scrapes taken during the load, the worker and readiness gauges at their up values.
+CMake runs it at TP 2 (`-- --tp 2`). --static-target skips those checks, and accepts NaN
+(every rate of a fixed exposition is 0), for a target that serves a fixed exposition
+(fake_tesserad.py).
 
 Usage:
   prometheus_scrape_test.py --tesserad PATH [--model GGUF] [--source-dir DIR]
-                            [--prometheus PATH] [--keep] [-- EXTRA TESSERAD FLAGS]
+                            [--prometheus PATH] [--keep] [--static-target]
+                            [-- EXTRA TESSERAD FLAGS]
 
 Environment equivalents: TESSERA_TESSERAD, TESSERA_TEST_MODEL, PROMETHEUS, TESSERAD_ARGS.
 Without --model tesserad serves its embedded default model. Exit 0 pass, 1 fail, 77 skip
@@ -178,10 +189,119 @@ def strip_comparison(expr):
     return m.group(1) if m else expr
 
 
+def parse_exposition(text):
+    """[(name, {label: value}, value)] of a text-format exposition (values as floats)."""
+    out = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.fullmatch(r'([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+)?', line)
+        if not m:
+            continue
+        labels = dict(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
+        try:
+            out.append((m.group(1), labels, float(m.group(3))))
+        except ValueError:
+            pass
+    return out
+
+
+def total(samples, name, **labels):
+    """The sum of the samples of `name` whose labels include `labels`."""
+    return sum(v for n, l, v in samples
+               if n == name and all(l.get(k) == want for k, want in labels.items()))
+
+
+# What the load (REST completions, one gRPC call) must move: (series, labels, why). The
+# histograms by their _count. At TP > 1 the all-reduces too.
+def moving_series(world_size, grpc_sent):
+    series = [
+        ("tessera_request_success_total", {}, "finished requests"),
+        ("tessera_prompt_tokens_total", {}, "prefilled prompt tokens"),
+        ("tessera_generation_tokens_total", {}, "generated tokens"),
+        ("tessera_http_requests_total", {"route": "/v1/completions", "status": "200"},
+         "answered completions"),
+        ("tessera_time_to_first_token_seconds_count", {}, "first tokens"),
+        ("tessera_inter_token_latency_seconds_count", {}, "tokens after the first"),
+        ("tessera_e2e_request_latency_seconds_count", {}, "finished requests"),
+        ("tessera_request_queue_time_seconds_count", {}, "admitted requests"),
+        ("tessera_request_prefill_time_seconds_count", {}, "prefilled requests"),
+        ("tessera_request_decode_time_seconds_count", {}, "decoded requests"),
+        ("tessera_request_prompt_tokens_count", {}, "finished requests"),
+        ("tessera_request_generation_tokens_count", {}, "finished requests"),
+        ("tessera_step_duration_seconds_count", {"phase": "prefill"}, "prefill steps"),
+        ("tessera_step_duration_seconds_count", {"phase": "decode"}, "decode steps"),
+    ]
+    if world_size > 1:
+        series.append(("tessera_allreduce_seconds_count", {}, f"all-reduces at TP {world_size}"))
+    if grpc_sent:
+        series.append(("tessera_grpc_requests_total",
+                       {"method": "/tessera.v1.Inference/ListModels", "code": "OK"},
+                       "a gRPC ListModels call"))
+    return series
+
+
+def promql(name, labels):
+    selector = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    return f"sum({name}{{{selector}}})" if selector else f"sum({name})"
+
+
+def numbers(result):
+    """The values of an instant query's result that are numbers (not NaN)."""
+    out = []
+    for r in result:
+        try:
+            v = float(r["value"][1])
+        except (KeyError, IndexError, TypeError, ValueError):
+            continue
+        if v == v:
+            out.append(v)
+    return out
+
+
+def grpc_list_models(address):
+    """Calls Inference/ListModels once (an empty request message); False when Python's grpc
+    module is missing."""
+    try:
+        import grpc  # python3-grpcio
+    except ImportError:
+        return False
+    with grpc.insecure_channel(address) as channel:
+        call = channel.unary_unary("/tessera.v1.Inference/ListModels",
+                                   request_serializer=lambda b: b,
+                                   response_deserializer=lambda b: b)
+        call(b"", timeout=10)
+    return True
+
+
+class GaugeWatcher:
+    """Scrapes tesserad's /metrics every 50 ms while the load runs and keeps the largest
+    value each watched gauge showed: gauges set at scrape time must move under load."""
+    WATCHED = [("tessera_num_requests_running", {}), ("tessera_kv_cache_usage_perc", {}),
+               ("tessera_kv_cache_blocks", {"state": "used"})]
+
+    def __init__(self, url):
+        self.url = url
+        self.peak = {name: 0.0 for name, _ in self.WATCHED}
+        self.scrapes = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run)
+
+    def run(self):
+        while not self.stop.is_set():
+            status, text = http("GET", self.url, timeout=5)
+            if status == 200:
+                self.scrapes += 1
+                samples = parse_exposition(text)
+                for name, labels in self.WATCHED:
+                    self.peak[name] = max(self.peak[name], total(samples, name, **labels))
+            self.stop.wait(0.05)
+
+
 def send_load(http_base, model, requests_total=8, concurrency=4):
     results = []
     lock = threading.Lock()
-    body = {"model": model, "prompt": "hello", "max_tokens": 8}
+    body = {"model": model, "prompt": "hello", "max_tokens": 24}
 
     def worker(n):
         for _ in range(n):
@@ -247,11 +367,30 @@ def run(args, work, failures):
         except (ValueError, KeyError, IndexError):
             failures.add(f"GET /v1/models answered {status}: {text[:200]}")
             model = "default"
-        log(f"sending load: 8 completions of 'hello' (max_tokens 8) to model {model}")
-        results = send_load(http_base, model)
+        status, text = http("GET", http_base + "/metrics")
+        before = parse_exposition(text)
+        world_size = len({l.get("rank") for n, l, _ in before if n == "tessera_worker_up"}) or 1
+        watcher = GaugeWatcher(http_base + "/metrics")
+        watcher.thread.start()
+        log(f"sending load at TP {world_size}: 8 completions of 'hello' (max_tokens 24) to "
+            f"model {model}")
+        try:
+            results = send_load(http_base, model)
+        finally:
+            watcher.stop.set()
+            watcher.thread.join()
         bad = [r for r in results if r[0] != 200]
         for status, text in bad:
             failures.add(f"POST /v1/completions answered {status}: {text}")
+        grpc_sent = False
+        if not args.static_target:
+            try:
+                grpc_sent = grpc_list_models(f"127.0.0.1:{grpc_port}")
+            except Exception as e:  # grpc.RpcError and connection errors alike
+                failures.add(f"gRPC ListModels failed: {e}")
+            if not grpc_sent:
+                log("python's grpc module is missing (python3-grpcio): no gRPC traffic, so "
+                    "tessera_grpc_requests_total is not required to move")
 
         # Wait until Prometheus has scraped the tokens, then a few more scrapes so that every
         # rate window holds points from after the load.
@@ -280,14 +419,18 @@ def run(args, work, failures):
                     failures.add(f"{s}: no samples in Prometheus ({result if not ok else 'empty'})")
         log(f"checked {len(names)} metric names")
 
+        if not args.static_target:
+            check_fed(p, before, world_size, grpc_sent, watcher, failures)
+
         queries = dashboard_queries(args.source_dir)
         for where, expr in queries:
             q = substitute(expr, model_name)
             ok, result = p.query(q)
             if not ok:
                 failures.add(f"dashboard {where}: error {result}: {q}")
-            elif not result:
-                failures.add(f"dashboard {where}: no data: {q}")
+            elif not (result if args.static_target else numbers(result)):
+                failures.add(f"dashboard {where}: no data"
+                             f"{' (only NaN)' if result else ''}: {q}")
         log(f"evaluated {len(queries)} dashboard queries")
 
         with open(os.path.join(args.source_dir, "deploy/prometheus/alerts.yml")) as f:
@@ -309,14 +452,48 @@ def run(args, work, failures):
                 failures.add(f"alert {r['name']}: error {result}: {r['query']}")
             lhs = strip_comparison(r["query"])
             ok, result = p.query(lhs)
-            if not ok or not result:
-                failures.add(f"alert {r['name']}: no data for {lhs}")
+            if not ok or not (result if args.static_target else numbers(result)):
+                failures.add(f"alert {r['name']}: no data for {lhs}"
+                             f"{' (only NaN)' if ok and result else ''}")
         log(f"evaluated {len(rules)} alert rules")
     finally:
         stop(prom)
         stop(daemon)
     if failures.items:
         log("tesserad log:" + tail(daemon_log))
+
+
+def check_fed(p, before, world_size, grpc_sent, watcher, failures):
+    """Every series the load should move has grown in Prometheus past its value before the
+    load; the scrape-time gauges moved while it ran; the up gauges are up."""
+    moved = 0
+    for name, labels, why in moving_series(world_size, grpc_sent):
+        was = total(before, name, **labels)
+        ok, result = p.query(promql(name, labels))
+        now = numbers(result) if ok else []
+        if not now or now[0] <= was:
+            failures.add(f"{promql(name, labels)} did not move under load ({why}): "
+                         f"{was} before, {now[0] if now else 'nothing'} after")
+        else:
+            moved += 1
+    log(f"{moved} counters and histograms moved under load")
+    log(f"{watcher.scrapes} scrapes during the load saw at most "
+        + ", ".join(f"{k} {v}" for k, v in watcher.peak.items()))
+    if watcher.scrapes == 0:
+        failures.add("no scrape of /metrics succeeded during the load")
+    for name, value in watcher.peak.items():
+        if value <= 0:
+            failures.add(f"{name} stayed at 0 in every scrape during the load")
+    for rank in range(world_size):
+        for name in ("tessera_worker_up", "tessera_model_load_progress"):
+            ok, result = p.query(f'{name}{{rank="{rank}"}}')
+            if not ok or numbers(result) != [1.0]:
+                failures.add(f"{name}{{rank=\"{rank}\"}} is not 1: {result}")
+    for expr, want in (("tessera_ready", "== 1"), ("tessera_model_load_seconds", "> 0"),
+                       ('tessera_kv_cache_blocks{state="free"}', "> 0")):
+        ok, result = p.query(f"{expr} {want}")
+        if not ok or not numbers(result):
+            failures.add(f"{expr} is not {want}")
 
 
 def main():
@@ -326,6 +503,9 @@ def main():
     parser.add_argument("--source-dir", default=SOURCE_DIR)
     parser.add_argument("--prometheus", default=os.environ.get("PROMETHEUS", "prometheus"))
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument("--static-target", action="store_true",
+                        help="the target serves a fixed exposition: skip the checks that "
+                             "metrics move under load")
     parser.add_argument("extra", nargs="*", help="extra tesserad flags (after --)")
     args = parser.parse_args()
     args.extra = args.extra or shlex.split(os.environ.get("TESSERAD_ARGS", ""))

@@ -9,7 +9,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/gguf/split.h"
@@ -111,6 +113,49 @@ TEST(WorkerGroup, TensorParallelLogitsMatchInProcess) {
       // Same bound as the in-process TP test (tp_executor_test): reassociated float sums.
       EXPECT_LT(worst, 2e-3);
     }
+  }
+}
+
+// The events tesserad's metrics hang on: on_ready once the ranks have loaded, and after a
+// step one duration per all-reduce the step made. A llama forward at TP 2 all-reduces the
+// vocab-parallel embedding rows once, then after each block's attention output and FFN
+// down projections (the row-parallel products): 2 per block + 1.
+TEST(WorkerGroup, EventsReportReadyAndEachAllReduceOfAStep) {
+  const std::string model = Synthetic("llama", "F32");
+  auto file = gguf::GgufModel::Open(model);
+  ASSERT_TRUE(file.ok());
+  const model::HyperParams hp = model::LoadHyperParams(*model::FindArch("llama"), "llama",
+                                                       file->metadata(), nullptr, nullptr);
+  auto g = WorkerGroup::Create(Options(model, 2));
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::mutex mu;
+  std::vector<double> ready_seconds;
+  std::vector<std::vector<double>> steps;
+  WorkerGroupEvents ev;
+  ev.on_ready = [&](double seconds) {
+    std::lock_guard<std::mutex> lock(mu);
+    ready_seconds.push_back(seconds);
+  };
+  ev.on_step = [&](double, const std::vector<double>& allreduce) {
+    std::lock_guard<std::mutex> lock(mu);
+    steps.push_back(allreduce);
+  };
+  (*g)->set_events(ev);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE((*g)->Start().ok());
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto r = (*g)->RunStep(LogitsStep(kTokens, (*g)->n_blocks()));
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(ready_seconds.size(), 1u);
+  EXPECT_GT(ready_seconds[0], 0.0);
+  EXPECT_LE(ready_seconds[0], waited);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].size(), 2 * hp.n_layer + 1);
+  for (double seconds : steps[0]) {
+    EXPECT_GT(seconds, 0.0);
+    EXPECT_LT(seconds, 60.0);
   }
 }
 

@@ -1,6 +1,7 @@
 // The Gloo communicator's collectives against values computed independently here: sums
 // in float32 and in 16-bit formats (reduced in float32, rounded once), gathers, broadcast,
 // barrier, and a timeout naming the rank that never joined.
+#include <chrono>
 #include <cmath>
 #include <thread>
 #include <vector>
@@ -72,7 +73,29 @@ TEST(GlooCommunicator, AllGatherBroadcastBarrier) {
     ASSERT_TRUE(c.Broadcast(b.data(), b.size(), 2).ok());
     EXPECT_EQ(b, (std::vector<uint8_t>{9, 8, 7, 6, 5}));
     EXPECT_TRUE(c.Barrier().ok());
-    EXPECT_GE(c.seconds(), 0.0);
+    EXPECT_TRUE(c.TakeAllReduceSeconds().empty());  // only all-reduces are timed
+  });
+}
+
+// tessera_allreduce_seconds takes one observation per all-reduce call: each call leaves one
+// duration, in call order, and taking them starts a fresh list.
+TEST(GlooCommunicator, EachAllReduceLeavesOneDuration) {
+  OnRanks(2, [](Communicator& c, int r) {
+    std::vector<float> v(1 << 16, 1.0f);
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(c.AllReduceSum(v.data(), v.size()).ok());
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::vector<double> seconds = c.TakeAllReduceSeconds();
+    ASSERT_EQ(seconds.size(), 3u);
+    double total = 0;
+    for (double s : seconds) {
+      EXPECT_GT(s, 0.0);
+      total += s;
+    }
+    EXPECT_LE(total, elapsed);
+    EXPECT_TRUE(c.TakeAllReduceSeconds().empty());
+    EXPECT_EQ(v[0], 8.0f);  // 1 -> 2 -> 4 -> 8 over two ranks
   });
 }
 

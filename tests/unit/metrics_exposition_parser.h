@@ -27,11 +27,16 @@ struct Exposition {
   std::vector<std::string> errors;  // lines that do not follow the grammar
 };
 
-// Go's ParseFloat as Prometheus uses it: decimal, exponent, +Inf, -Inf, NaN.
+// Go's strconv.ParseFloat as Prometheus uses it: decimal, exponent, and the special values
+// in any letter case ("NaN", "Nan", "+Inf", "inf", "-Infinity").
 inline std::optional<double> ParsePromFloat(const std::string& s) {
-  if (s == "+Inf" || s == "Inf") return HUGE_VAL;
-  if (s == "-Inf") return -HUGE_VAL;
-  if (s == "NaN") return std::nan("");
+  std::string lower;
+  for (char c : s) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "+inf" || lower == "inf" || lower == "+infinity" || lower == "infinity") {
+    return HUGE_VAL;
+  }
+  if (lower == "-inf" || lower == "-infinity") return -HUGE_VAL;
+  if (lower == "nan" || lower == "+nan" || lower == "-nan") return std::nan("");
   if (s.empty()) return std::nullopt;
   for (char c : s) {
     if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == 'e' || c == 'E' ||

@@ -1,4 +1,5 @@
-// controller/metrics/serving_metrics.h: every metric the "Observability" issue names, with
+// controller/metrics/serving_metrics.h (on prometheus-cpp): every metric the "Observability"
+// issue names, with
 // the type and labels it names; children dashboards need exist from the first scrape;
 // histogram invariants; and `promtool check metrics` (Prometheus's own linter) accepts a
 // fully populated exposition.
@@ -158,8 +159,16 @@ TEST(ServingMetrics, ChildrenDashboardsNeedExistFromTheStart) {
 TEST(ServingMetrics, TokenHistogramBucketsAreOneTwoFiveUpToTheContextLength) {
   Registry registry;
   ServingMetrics m(registry, "tiny", {.max_model_len = 4096});
-  EXPECT_EQ(m.prompt_tokens_hist.upper_bounds(),
-            (std::vector<double>{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000}));
+  const Exposition e = ParseExposition(registry.Expose());
+  std::vector<double> bounds;
+  for (const Sample& s : e.samples) {
+    if (s.name != "tessera_request_prompt_tokens_bucket") continue;
+    const std::optional<double> le = ParsePromFloat(s.labels.at("le"));
+    ASSERT_TRUE(le.has_value()) << s.labels.at("le");
+    bounds.push_back(*le);
+  }
+  EXPECT_EQ(bounds,
+            (std::vector<double>{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, HUGE_VAL}));
 }
 
 TEST(ServingMetrics, HandlesReachTheirSeries) {
@@ -193,7 +202,8 @@ TEST(ServingMetrics, TwoModelsShareOneRegistry) {
   const Exposition e = ParseExposition(registry.Expose());
   EXPECT_TRUE(HasSample(e, "tessera_num_preemptions_total", {{"model_name", "a"}}));
   EXPECT_TRUE(HasSample(e, "tessera_num_preemptions_total", {{"model_name", "b"}}));
-  EXPECT_NE(&a.preemptions, &b.preemptions);
+  EXPECT_EQ(a.preemptions.Value(), 1);
+  EXPECT_EQ(b.preemptions.Value(), 0);
 }
 
 TEST(ServingMetrics, DisabledMetricsCostNothingAndExposeNothing) {
@@ -202,15 +212,19 @@ TEST(ServingMetrics, DisabledMetricsCostNothingAndExposeNothing) {
   EXPECT_FALSE(m.enabled());
   m.ttft.Observe(0.1);
   m.generation_tokens_total.Increment();
+  m.kv_cache_usage.Set(0.5);
+  m.RequestSuccess("stop").Increment();
   EXPECT_EQ(m.generation_tokens_total.Value(), 0);
+  EXPECT_EQ(m.kv_cache_usage.Value(), 0);
+  EXPECT_EQ(m.ttft.Read().count, 0u);
   EXPECT_EQ(registry.Expose(), "");
 }
 
 // Observes every histogram and sets every gauge, as a daemon under load would.
 void Populate(ServingMetrics& m) {
-  for (Histogram* h : {&m.ttft, &m.inter_token_latency, &m.e2e_latency, &m.queue_time,
-                       &m.prefill_time, &m.decode_time, &m.allreduce}) {
-    for (double v : {1e-6, 0.003, 0.02, 0.7, 3.0, 1e5}) h->Observe(v);
+  for (const Histogram& h : {m.ttft, m.inter_token_latency, m.e2e_latency, m.queue_time,
+                             m.prefill_time, m.decode_time, m.allreduce}) {
+    for (double v : {1e-6, 0.003, 0.02, 0.7, 3.0, 1e5}) h.Observe(v);
   }
   for (double v : {1.0, 7.0, 300.0, 1e9}) {
     m.prompt_tokens_hist.Observe(v);

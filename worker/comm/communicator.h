@@ -8,6 +8,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -47,11 +49,22 @@ class Communicator {
     return absl::UnimplementedError("this communicator works on host memory only");
   }
 
-  // Seconds spent in collectives since construction (for metrics).
-  double seconds() const { return seconds_; }
+  // The duration of each all-reduce since the last call, in call order, and a fresh list
+  // after it: the tessera_allreduce_seconds histogram takes one observation per call. Device
+  // communicators time what they queue on a stream with CUDA events and read them here, so
+  // call it once the stream has finished the step.
+  virtual std::vector<double> TakeAllReduceSeconds() {
+    return std::exchange(allreduce_seconds_, {});
+  }
+  // For CUDA graphs (device communicators): how many timed all-reduces are queued since the
+  // last Take, and setting that count. A graph captured at the start of a step holds the
+  // event records of its n all-reduces, so capturing must not count them (set the count
+  // back) and each launch at the start of a step adds n (it re-records the same events).
+  virtual size_t queued_allreduces() const { return 0; }
+  virtual void set_queued_allreduces(size_t /*n*/) {}
 
  protected:
-  double seconds_ = 0;
+  std::vector<double> allreduce_seconds_;  // host communicators: each call's duration
 };
 
 }  // namespace tessera::comm

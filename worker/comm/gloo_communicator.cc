@@ -18,16 +18,20 @@
 namespace tessera::comm {
 namespace {
 
-// Runs one Gloo call, turning its exceptions into a status and timing it.
+// Runs one Gloo call, turning its exceptions into a status; appends its duration to
+// `durations` when given.
 template <typename F>
-absl::Status Guard(const char* op, double& seconds, F&& f) {
+absl::Status Guard(const char* op, F&& f, std::vector<double>* durations = nullptr) {
   const auto start = std::chrono::steady_clock::now();
   try {
     f();
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("gloo ", op, " failed: ", e.what()));
   }
-  seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (durations != nullptr) {
+    durations->push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
   return absl::OkStatus();
 }
 
@@ -70,14 +74,17 @@ absl::Status GlooCommunicator::AllReduceSum(void* data, size_t count, ReduceDtyp
     }
     values = widened.data();
   }
-  absl::Status s = Guard("all-reduce", seconds_, [&] {
-    gloo::AllreduceOptions opts(context_);
-    opts.setInput(values, count);
-    opts.setOutput(values, count);
-    void (*fn)(void*, const void*, const void*, size_t) = &gloo::sum<float>;
-    opts.setReduceFunction(fn);
-    gloo::allreduce(opts);
-  });
+  absl::Status s = Guard(
+      "all-reduce",
+      [&] {
+        gloo::AllreduceOptions opts(context_);
+        opts.setInput(values, count);
+        opts.setOutput(values, count);
+        void (*fn)(void*, const void*, const void*, size_t) = &gloo::sum<float>;
+        opts.setReduceFunction(fn);
+        gloo::allreduce(opts);
+      },
+      &allreduce_seconds_);
   if (s.ok() && dtype != ReduceDtype::kFloat32) {
     uint16_t* h = static_cast<uint16_t*>(data);
     for (size_t i = 0; i < count; ++i) {
@@ -92,7 +99,7 @@ absl::Status GlooCommunicator::AllGather(const float* in, size_t count, float* o
     std::copy_n(in, count, out);
     return absl::OkStatus();
   }
-  return Guard("all-gather", seconds_, [&] {
+  return Guard("all-gather", [&] {
     gloo::AllgatherOptions opts(context_);
     opts.setInput(const_cast<float*>(in), count);
     opts.setOutput(out, count * size_);
@@ -102,7 +109,7 @@ absl::Status GlooCommunicator::AllGather(const float* in, size_t count, float* o
 
 absl::Status GlooCommunicator::Broadcast(void* data, size_t bytes, int root) {
   if (size_ == 1 || bytes == 0) return absl::OkStatus();
-  return Guard("broadcast", seconds_, [&] {
+  return Guard("broadcast", [&] {
     gloo::BroadcastOptions opts(context_);
     opts.setOutput(static_cast<uint8_t*>(data), bytes);
     opts.setRoot(root);
@@ -112,7 +119,7 @@ absl::Status GlooCommunicator::Broadcast(void* data, size_t bytes, int root) {
 
 absl::Status GlooCommunicator::Barrier() {
   if (size_ == 1) return absl::OkStatus();
-  return Guard("barrier", seconds_, [&] {
+  return Guard("barrier", [&] {
     gloo::BarrierOptions opts(context_);
     gloo::barrier(opts);
   });

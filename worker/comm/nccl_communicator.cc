@@ -3,6 +3,8 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -17,6 +19,29 @@ struct NcclCommunicator::State {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   float* scratch = nullptr;  // one float for Barrier
+  // A start and an end event per all-reduce of a step, reused step after step; `queued` of
+  // them hold this step's calls.
+  std::vector<std::array<cudaEvent_t, 2>> events;
+  size_t queued = 0;
+
+  // The events of the next all-reduce, or null when they cannot be created (the call then
+  // goes untimed; timing never fails a collective).
+  const cudaEvent_t* NextEvents() {
+    if (queued == events.size()) {
+      std::array<cudaEvent_t, 2> pair{};
+      if (cudaEventCreate(&pair[0]) != cudaSuccess) {
+        cudaGetLastError();
+        return nullptr;
+      }
+      if (cudaEventCreate(&pair[1]) != cudaSuccess) {
+        cudaEventDestroy(pair[0]);
+        cudaGetLastError();
+        return nullptr;
+      }
+      events.push_back(pair);
+    }
+    return events[queued++].data();
+  }
 };
 
 namespace {
@@ -37,6 +62,10 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<State> state, int rank, int s
     : state_(std::move(state)), rank_(rank), size_(size) {}
 
 NcclCommunicator::~NcclCommunicator() {
+  for (const auto& pair : state_->events) {
+    cudaEventDestroy(pair[0]);
+    cudaEventDestroy(pair[1]);
+  }
   if (state_->comm != nullptr) ncclCommDestroy(state_->comm);
   if (state_->scratch != nullptr) cudaFree(state_->scratch);
   if (state_->stream != nullptr) cudaStreamDestroy(state_->stream);
@@ -84,9 +113,43 @@ absl::Status NcclCommunicator::AllReduceSumOnStream(void* data, size_t count, Re
   const ncclDataType_t t = dtype == ReduceDtype::kFloat32    ? ncclFloat32
                            : dtype == ReduceDtype::kBFloat16 ? ncclBfloat16
                                                              : ncclFloat16;
-  return NcclStatus(
-      ncclAllReduce(data, data, count, t, ncclSum, state_->comm, static_cast<cudaStream_t>(stream)),
-      "all-reduce");
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  // Inside stream capture an event record must be an external event node to be replayed.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &capture) != cudaSuccess) cudaGetLastError();
+  const unsigned flags =
+      capture == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault;
+  const cudaEvent_t* events = state_->NextEvents();
+  if (events != nullptr && cudaEventRecordWithFlags(events[0], s, flags) != cudaSuccess) {
+    cudaGetLastError();
+  }
+  absl::Status status =
+      NcclStatus(ncclAllReduce(data, data, count, t, ncclSum, state_->comm, s), "all-reduce");
+  if (events != nullptr && cudaEventRecordWithFlags(events[1], s, flags) != cudaSuccess) {
+    cudaGetLastError();
+  }
+  return status;
+}
+
+std::vector<double> NcclCommunicator::TakeAllReduceSeconds() {
+  std::vector<double> seconds;
+  const size_t n = std::min(state_->queued, state_->events.size());
+  for (size_t i = 0; i < n; ++i) {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, state_->events[i][0], state_->events[i][1]) == cudaSuccess) {
+      seconds.push_back(ms / 1e3);
+    } else {
+      cudaGetLastError();  // not recorded (a failed step): no observation
+    }
+  }
+  state_->queued = 0;
+  return seconds;
+}
+
+size_t NcclCommunicator::queued_allreduces() const { return state_->queued; }
+
+void NcclCommunicator::set_queued_allreduces(size_t n) {
+  state_->queued = std::min(n, state_->events.size());
 }
 
 absl::Status NcclCommunicator::AllGatherOnStream(const float* in, size_t count, float* out,
@@ -97,13 +160,10 @@ absl::Status NcclCommunicator::AllGatherOnStream(const float* in, size_t count, 
 }
 
 absl::Status NcclCommunicator::AllReduceSum(void* data, size_t count, ReduceDtype dtype) {
-  const auto start = std::chrono::steady_clock::now();
   if (absl::Status s = AllReduceSumOnStream(data, count, dtype, state_->stream); !s.ok()) {
     return s;
   }
-  absl::Status s = CudaStatus(cudaStreamSynchronize(state_->stream), "all-reduce sync");
-  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return s;
+  return CudaStatus(cudaStreamSynchronize(state_->stream), "all-reduce sync");
 }
 
 absl::Status NcclCommunicator::AllGather(const float* in, size_t count, float* out) {
@@ -122,7 +182,14 @@ absl::Status NcclCommunicator::Broadcast(void* data, size_t bytes, int root) {
 }
 
 absl::Status NcclCommunicator::Barrier() {
-  return AllReduceSum(state_->scratch, 1, ReduceDtype::kFloat32);
+  // An all-reduce of one float, not timed: it is not one of the model's all-reduces.
+  if (absl::Status s = NcclStatus(ncclAllReduce(state_->scratch, state_->scratch, 1, ncclFloat32,
+                                                ncclSum, state_->comm, state_->stream),
+                                  "barrier");
+      !s.ok()) {
+    return s;
+  }
+  return CudaStatus(cudaStreamSynchronize(state_->stream), "barrier sync");
 }
 
 }  // namespace tessera::comm

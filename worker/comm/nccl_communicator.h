@@ -7,6 +7,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "worker/comm/communicator.h"
@@ -37,6 +38,11 @@ class NcclCommunicator : public Communicator {
   absl::Status AllReduceSumOnStream(void* data, size_t count, ReduceDtype dtype,
                                     void* stream) override;
   absl::Status AllGatherOnStream(const float* in, size_t count, float* out, void* stream) override;
+  // Every all-reduce is queued between two CUDA events (recorded into a graph as external
+  // event nodes while the stream is being captured); this reads their elapsed times.
+  std::vector<double> TakeAllReduceSeconds() override;
+  size_t queued_allreduces() const override;
+  void set_queued_allreduces(size_t n) override;
 
   struct State;
 

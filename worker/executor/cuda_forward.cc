@@ -233,6 +233,7 @@ struct CudaForward::State {
   int64_t indexer_score_bytes = 0;
 
   std::map<std::pair<int64_t, int>, cudaGraphExec_t> graphs;
+  std::map<std::pair<int64_t, int>, size_t> graph_allreduces;  // timed all-reduces in each
   std::set<std::pair<int64_t, int>> graph_failures;
 
   State(Executor::Impl& i) : impl(i), hp(i.hp) {}
@@ -264,6 +265,15 @@ struct CudaForward::State {
   void DropGraphs() {
     for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);
     graphs.clear();
+    graph_allreduces.clear();
+  }
+  // The communicator's count of timed all-reduces this step (0 without one); see
+  // Communicator::queued_allreduces.
+  size_t QueuedAllReduces() const {
+    return impl.options.comm != nullptr ? impl.options.comm->queued_allreduces() : 0;
+  }
+  void SetQueuedAllReduces(size_t n) {
+    if (impl.options.comm != nullptr) impl.options.comm->set_queued_allreduces(n);
   }
 
   const int64_t* Slots(const StepLayout& lay) const {
@@ -1213,6 +1223,7 @@ absl::StatusOr<std::vector<std::vector<float>>> CudaForward::Step(const Batch& b
     auto it = s.graphs.find(key);
     if (it == s.graphs.end() && !s.graph_failures.count(key)) {
       cudaGraph_t g = nullptr;
+      const size_t allreduces_before = s.QueuedAllReduces();
       absl::Status captured = cuda::CudaStatus(
           cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal), "begin capture");
       if (captured.ok()) {
@@ -1220,6 +1231,9 @@ absl::StatusOr<std::vector<std::vector<float>>> CudaForward::Step(const Batch& b
         captured = cuda::CudaStatus(cudaStreamEndCapture(s.stream, &g), "end capture");
         if (!fwd.ok()) captured = fwd;
       }
+      // The captured all-reduces run (and count) when the graph is launched.
+      s.graph_allreduces[key] = s.QueuedAllReduces() - allreduces_before;
+      s.SetQueuedAllReduces(allreduces_before);
       cudaGraphExec_t exec = nullptr;
       if (captured.ok()) {
         captured = cuda::CudaStatus(cudaGraphInstantiate(&exec, g, 0), "graph instantiate");
@@ -1236,6 +1250,7 @@ absl::StatusOr<std::vector<std::vector<float>>> CudaForward::Step(const Batch& b
     if (it != s.graphs.end()) {
       TESSERA_RETURN_IF_ERROR(
           cuda::CudaStatus(cudaGraphLaunch(it->second, s.stream), "cudaGraphLaunch"));
+      s.SetQueuedAllReduces(s.QueuedAllReduces() + s.graph_allreduces[key]);
     } else {
       TESSERA_RETURN_IF_ERROR(s.Forward(lay, T));
     }

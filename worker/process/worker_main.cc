@@ -282,7 +282,6 @@ int Run(const Flags& flags) {
     }
     if (!msg.has_step()) continue;
     const auto t0 = std::chrono::steady_clock::now();
-    const double comm_before = communicator ? communicator->seconds() : 0.0;
     for (const v1::StepSequence& q : msg.step().seqs()) {
       if (!q.request_id().empty()) request_of[q.seq_id()] = q.request_id();
     }
@@ -305,7 +304,11 @@ int Run(const Flags& flags) {
     for (uint64_t id : msg.step().release_seq_ids()) request_of.erase(id);
     res->set_compute_seconds(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    if (communicator) res->set_allreduce_seconds(communicator->seconds() - comm_before);
+    if (communicator) {
+      for (double seconds : communicator->TakeAllReduceSeconds()) {
+        res->add_allreduce_seconds(seconds);
+      }
+    }
     if (!sender.Send(out)) break;
     // A failed collective leaves the group unusable: report and go.
     if (!r.ok() && (absl::IsUnavailable(r.status()) || absl::IsDeadlineExceeded(r.status()))) {
