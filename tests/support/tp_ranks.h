@@ -49,6 +49,9 @@ struct RanksResult {
   std::string rank0_error;    // "" when rank 0 succeeded
 };
 
+// Called on rank r's thread after each of its steps, with its communicator (null at TP 1).
+using AfterStepFn = std::function<void(int rank, int step, comm::Communicator* comm)>;
+
 // Runs `steps` on `tp` ranks: rank r connects with `connect(r)`, creates its executor of
 // `path` with `options(r)` (tp_rank, tp_size and comm set here) and runs every step. Every
 // rank's error is a test failure unless `rank0_error_expected` says the caller looks at rank
@@ -57,7 +60,8 @@ inline RanksResult RunOnRanks(const std::string& path, int tp,
                               const std::function<executor::ExecutorOptions(int rank)>& options,
                               const ConnectFn& connect,
                               const std::vector<std::vector<executor::SequenceInput>>& steps,
-                              bool rank0_error_expected = false) {
+                              bool rank0_error_expected = false,
+                              const AfterStepFn& after_step = nullptr) {
   std::vector<std::vector<float>> out(tp);
   std::vector<std::string> errors(tp);
   std::vector<std::thread> threads;
@@ -81,13 +85,14 @@ inline RanksResult RunOnRanks(const std::string& path, int tp,
         errors[r] = absl::StrCat("Executor::Create: ", ex.status().ToString());
         return;
       }
-      for (const auto& step : steps) {
-        auto logits = (*ex)->Step(step);
+      for (size_t k = 0; k < steps.size(); ++k) {
+        auto logits = (*ex)->Step(steps[k]);
         if (!logits.ok()) {
           errors[r] = absl::StrCat("Step: ", logits.status().ToString());
           return;
         }
         for (const auto& rows : *logits) out[r].insert(out[r].end(), rows.begin(), rows.end());
+        if (after_step) after_step(r, static_cast<int>(k), comm.get());
       }
     });
   }

@@ -9,13 +9,18 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/gguf/split.h"
+#include "common/model/arch.h"
+#include "common/model/hparams.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/emu/emu_runtime.h"
@@ -29,6 +34,9 @@ namespace {
 
 // A Gloo communicator that presents itself as a device one: its *OnStream collectives are
 // queued on the stream like kernels (run at once, or recorded while the stream captures).
+// Its all-reduces are timed the way NcclCommunicator times them: a start and an end stamp
+// queued around each call in a slot chosen by call order when it is queued (so a graph
+// replays the stamps of its capture), read by TakeAllReduceSeconds.
 class EmulatedDeviceComm : public comm::Communicator {
  public:
   explicit EmulatedDeviceComm(std::unique_ptr<comm::GlooCommunicator> c) : c_(std::move(c)) {}
@@ -49,12 +57,30 @@ class EmulatedDeviceComm : public comm::Communicator {
   absl::Status AllReduceSumOnStream(void* data, size_t count, comm::ReduceDtype dtype,
                                     void* stream) override {
     comm::GlooCommunicator* c = c_.get();
-    cuda::emu::Launch(static_cast<cudaStream_t>(stream), [c, data, count, dtype] {
+    const size_t slot = queued_++;
+    if (slot == stamps_.size()) stamps_.emplace_back();
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    cuda::emu::Launch(s, [this, slot] { stamps_[slot].first = Clock::now(); });
+    cuda::emu::Launch(s, [c, data, count, dtype] {
       absl::Status s = c->AllReduceSum(data, count, dtype);
       EXPECT_TRUE(s.ok()) << s;
     });
+    cuda::emu::Launch(s, [this, slot] { stamps_[slot].second = Clock::now(); });
     return absl::OkStatus();
   }
+  std::vector<double> TakeAllReduceSeconds() override {
+    c_->TakeAllReduceSeconds();  // the host calls inside are not the step's own record
+    std::vector<double> seconds;
+    for (size_t i = 0; i < queued_; ++i) {
+      seconds.push_back(
+          std::chrono::duration<double>(stamps_[i].second - stamps_[i].first).count());
+      stamps_[i] = {};  // a slot not stamped again reads 0 next time
+    }
+    queued_ = 0;
+    return seconds;
+  }
+  size_t queued_allreduces() const override { return queued_; }
+  void set_queued_allreduces(size_t n) override { queued_ = std::min(n, stamps_.size()); }
   absl::Status AllGatherOnStream(const float* in, size_t count, float* out, void* stream) override {
     comm::GlooCommunicator* c = c_.get();
     cuda::emu::Launch(static_cast<cudaStream_t>(stream), [c, in, count, out] {
@@ -65,15 +91,19 @@ class EmulatedDeviceComm : public comm::Communicator {
   }
 
  private:
+  using Clock = std::chrono::steady_clock;
   std::unique_ptr<comm::GlooCommunicator> c_;
+  std::vector<std::pair<Clock::time_point, Clock::time_point>> stamps_;  // by call order
+  size_t queued_ = 0;
 };
 
 enum class CommKind { kDevice, kHost };
 
-// TP = `tp` of the script (a prefill of 19 and 5 tokens, then three decode steps: the graph
-// path with the device communicator); rank 0's logits. `*unsplittable` is set when the model
-// cannot be split `tp` ways (every case here can: a change that breaks that fails).
-std::vector<float> RunRanks(const std::string& path, int tp, CommKind kind, bool* unsplittable) {
+// `steps` on `tp` ranks (threads) whose communicators are `kind`; `after_step` as in
+// testing::RunOnRanks.
+testing::RanksResult RunScript(const std::string& path, int tp, CommKind kind,
+                               const std::vector<std::vector<SequenceInput>>& steps,
+                               const testing::AfterStepFn& after_step = nullptr) {
   gloo::rendezvous::HashStore store;
   auto options = [](int) {
     ExecutorOptions o;
@@ -92,8 +122,14 @@ std::vector<float> RunRanks(const std::string& path, int tp, CommKind kind, bool
     if (kind == CommKind::kDevice) return std::make_unique<EmulatedDeviceComm>(*std::move(c));
     return std::unique_ptr<comm::Communicator>(*std::move(c));
   };
-  testing::RanksResult r =
-      testing::RunOnRanks(path, tp, options, connect, testing::PrefillThenDecode(19, 5, 3), true);
+  return testing::RunOnRanks(path, tp, options, connect, steps, true, after_step);
+}
+
+// TP = `tp` of the script (a prefill of 19 and 5 tokens, then three decode steps: the graph
+// path with the device communicator); rank 0's logits. `*unsplittable` is set when the model
+// cannot be split `tp` ways (every case here can: a change that breaks that fails).
+std::vector<float> RunRanks(const std::string& path, int tp, CommKind kind, bool* unsplittable) {
+  testing::RanksResult r = RunScript(path, tp, kind, testing::PrefillThenDecode(19, 5, 3));
   *unsplittable = r.rank0_error.find("cannot be split") != std::string::npos;
   EXPECT_TRUE(r.rank0_error.empty() || *unsplittable) << r.rank0_error;
   return r.logits;
@@ -133,6 +169,43 @@ TEST_P(EmulatedTp, TwoRanksGiveTheOneRankLogits) {
     EXPECT_LE(worst, 2e-3) << c.arch << " comm=" << name << ": logit " << at << " TP 2 " << two[at]
                            << " vs TP 1 " << one[at];
   }
+}
+
+// tessera_allreduce_seconds takes one observation per all-reduce: after every step, eager
+// (the prefill, the first decode) or a CUDA graph's capture and replays (the decodes), each
+// rank's communicator holds exactly the step's all-reduces, each stamped during the step. A
+// llama forward all-reduces the vocab-parallel embedding rows, then after each block's
+// attention output and FFN down projections: 2 per block + 1.
+TEST(EmulatedTpTiming, EveryStepTimesEachOfItsAllReducesOnceGraphsIncluded) {
+  const std::string path = testing::WriteSmallModel("llama", "Q4_K_M", 31, "emu-tp");
+  auto file = gguf::GgufModel::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const model::HyperParams hp = model::LoadHyperParams(*model::FindArch("llama"), "llama",
+                                                       file->metadata(), nullptr, nullptr);
+  const size_t per_step = 2 * hp.n_layer + 1;
+  std::mutex mu;
+  std::vector<std::string> problems;
+  int checked = 0;
+  auto after_step = [&](int rank, int step, comm::Communicator* c) {
+    const std::vector<double> seconds = c->TakeAllReduceSeconds();
+    std::lock_guard<std::mutex> lock(mu);
+    ++checked;
+    if (seconds.size() != per_step) {
+      problems.push_back(absl::StrCat("rank ", rank, " step ", step, ": ", seconds.size(),
+                                      " all-reduces timed, the step made ", per_step));
+    }
+    for (double s : seconds) {
+      if (!(s > 0 && s < 60)) {
+        problems.push_back(absl::StrCat("rank ", rank, " step ", step, ": duration ", s));
+        break;
+      }
+    }
+  };
+  const testing::RanksResult r =
+      RunScript(path, 2, CommKind::kDevice, testing::PrefillThenDecode(19, 5, 4), after_step);
+  EXPECT_EQ(r.rank0_error, "");
+  EXPECT_EQ(checked, 2 * 5);  // 2 ranks x (1 prefill + 4 decodes)
+  for (const std::string& p : problems) ADD_FAILURE() << p;
 }
 
 INSTANTIATE_TEST_SUITE_P(AllArchitectures, EmulatedTp,

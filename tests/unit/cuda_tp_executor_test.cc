@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,8 +51,11 @@ ExecutorOptions Options(bool exact, int gpu) {
   return o;
 }
 
-// A prefill of 21 and 6 tokens (all logits), then three decode steps, on `tp` ranks (rank r on
-// GPU r, NCCL); rank 0's logits of every step, flattened.
+// A prefill of 21 and 6 tokens (all logits), then three decode steps (the first captures a
+// CUDA graph, the others replay it), on `tp` ranks (rank r on GPU r, NCCL); rank 0's logits
+// of every step, flattened. After each step every rank's NCCL communicator must hand over
+// one duration per all-reduce of the step (CUDA events, recorded inside the graphs too): as
+// many as in every other step of the same model, each above 0 (tessera_allreduce_seconds).
 std::vector<float> RunTp(const std::string& path, int tp, bool exact) {
 #if TESSERA_HAVE_NCCL
   gloo::rendezvous::HashStore store;
@@ -60,10 +64,30 @@ std::vector<float> RunTp(const std::string& path, int tp, bool exact) {
     if (!c.ok()) return c.status();
     return std::unique_ptr<comm::Communicator>(*std::move(c));
   };
-  return testing::RunOnRanks(
-             path, tp, [&](int r) { return Options(exact, r); }, connect,
-             testing::PrefillThenDecode(21, 6, 3))
-      .logits;
+  std::mutex mu;
+  std::vector<std::vector<size_t>> timed(tp);  // per rank, per step: durations taken
+  auto after_step = [&](int rank, int step, comm::Communicator* c) {
+    if (c == nullptr) return;
+    const std::vector<double> seconds = c->TakeAllReduceSeconds();
+    std::lock_guard<std::mutex> lock(mu);
+    timed[rank].push_back(seconds.size());
+    for (double s : seconds) {
+      EXPECT_GT(s, 0.0) << "rank " << rank << " step " << step;
+    }
+  };
+  std::vector<float> logits = testing::RunOnRanks(
+                                  path, tp, [&](int r) { return Options(exact, r); }, connect,
+                                  testing::PrefillThenDecode(21, 6, 3), false, after_step)
+                                  .logits;
+  for (int r = 0; r < tp && tp > 1; ++r) {
+    EXPECT_EQ(timed[r].size(), 4u) << "rank " << r;
+    if (timed[r].empty()) continue;
+    EXPECT_GT(timed[r][0], 0u) << "rank " << r << ": the prefill's all-reduces were not timed";
+    for (size_t k = 1; k < timed[r].size(); ++k) {
+      EXPECT_EQ(timed[r][k], timed[r][0]) << "rank " << r << " step " << k;
+    }
+  }
+  return logits;
 #else
   ADD_FAILURE() << "this build has no NCCL";
   (void)path;

@@ -64,7 +64,17 @@ class Communicator {
   virtual void set_queued_allreduces(size_t /*n*/) {}
 
  protected:
-  std::vector<double> allreduce_seconds_;  // host communicators: each call's duration
+  // The most durations (or event pairs) kept between two Takes: a process that never takes
+  // them (an in-process executor, no worker loop) stops recording there instead of growing.
+  static constexpr size_t kMaxTimedAllReduces = 1 << 14;
+
+  // Host communicators: records one call's duration.
+  void RecordAllReduce(double seconds) {
+    if (allreduce_seconds_.size() < kMaxTimedAllReduces) allreduce_seconds_.push_back(seconds);
+  }
+
+ private:
+  std::vector<double> allreduce_seconds_;
 };
 
 }  // namespace tessera::comm

@@ -18,19 +18,18 @@
 namespace tessera::comm {
 namespace {
 
-// Runs one Gloo call, turning its exceptions into a status; appends its duration to
-// `durations` when given.
+// Runs one Gloo call, turning its exceptions into a status; its duration goes to `*seconds`
+// when given.
 template <typename F>
-absl::Status Guard(const char* op, F&& f, std::vector<double>* durations = nullptr) {
+absl::Status Guard(const char* op, F&& f, double* seconds = nullptr) {
   const auto start = std::chrono::steady_clock::now();
   try {
     f();
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("gloo ", op, " failed: ", e.what()));
   }
-  if (durations != nullptr) {
-    durations->push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  if (seconds != nullptr) {
+    *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   return absl::OkStatus();
 }
@@ -74,6 +73,7 @@ absl::Status GlooCommunicator::AllReduceSum(void* data, size_t count, ReduceDtyp
     }
     values = widened.data();
   }
+  double seconds = 0;
   absl::Status s = Guard(
       "all-reduce",
       [&] {
@@ -84,7 +84,8 @@ absl::Status GlooCommunicator::AllReduceSum(void* data, size_t count, ReduceDtyp
         opts.setReduceFunction(fn);
         gloo::allreduce(opts);
       },
-      &allreduce_seconds_);
+      &seconds);
+  if (s.ok()) RecordAllReduce(seconds);
   if (s.ok() && dtype != ReduceDtype::kFloat32) {
     uint16_t* h = static_cast<uint16_t*>(data);
     for (size_t i = 0; i < count; ++i) {

@@ -24,10 +24,11 @@ struct NcclCommunicator::State {
   std::vector<std::array<cudaEvent_t, 2>> events;
   size_t queued = 0;
 
-  // The events of the next all-reduce, or null when they cannot be created (the call then
-  // goes untimed; timing never fails a collective).
-  const cudaEvent_t* NextEvents() {
+  // The events of the next all-reduce, or null when they cannot be created or `max` calls
+  // are already queued untaken (the call then goes untimed; timing never fails a collective).
+  const cudaEvent_t* NextEvents(size_t max) {
     if (queued == events.size()) {
+      if (events.size() >= max) return nullptr;
       std::array<cudaEvent_t, 2> pair{};
       if (cudaEventCreate(&pair[0]) != cudaSuccess) {
         cudaGetLastError();
@@ -119,7 +120,7 @@ absl::Status NcclCommunicator::AllReduceSumOnStream(void* data, size_t count, Re
   if (cudaStreamIsCapturing(s, &capture) != cudaSuccess) cudaGetLastError();
   const unsigned flags =
       capture == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault;
-  const cudaEvent_t* events = state_->NextEvents();
+  const cudaEvent_t* events = state_->NextEvents(kMaxTimedAllReduces);
   if (events != nullptr && cudaEventRecordWithFlags(events[0], s, flags) != cudaSuccess) {
     cudaGetLastError();
   }
