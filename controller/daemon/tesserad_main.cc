@@ -28,6 +28,7 @@
 #include "common/model/tensor_map.h"
 #include "controller/config/daemon_config.h"
 #include "controller/daemon/log.h"
+#include "controller/daemon/memory_trimmer.h"
 #include "controller/daemon/metrics_bridge.h"
 #include "controller/grpc/grpc_server.h"
 #include "controller/http/gateway.h"
@@ -371,6 +372,9 @@ int Serve(const config::DaemonConfig& c) {
                          (*group)->control_address(), " --rank R   (R = 0..", tp - 1, ")"));
   }
 
+  // Large requests leave freed heap behind; hand it back once the resident size has grown.
+  MemoryTrimmer trimmer(std::chrono::seconds(1), 16ull << 20);
+
   std::thread starter([&] {
     absl::Status s = g->Start();
     if (!s.ok()) LogError(absl::StrCat("the workers did not come up: ", s.message()));
@@ -415,6 +419,7 @@ int main(int argc, char** argv) {
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  tessera::daemon::LimitMallocArenas();
 
   auto config = tessera::config::LoadDaemonConfig(argc, argv);
   if (!config.ok()) {

@@ -382,6 +382,14 @@ def run(args, work, failures):
         bad = [r for r in results if r[0] != 200]
         for status, text in bad:
             failures.add(f"POST /v1/completions answered {status}: {text}")
+        if not args.static_target:
+            # Gauges are read when scraped: right after the last answer nothing is running
+            # (a poller would still show the load for up to its period).
+            status, text = http("GET", http_base + "/metrics")
+            after = parse_exposition(text)
+            for name in ("tessera_num_requests_running", "tessera_num_requests_waiting"):
+                if total(after, name) != 0:
+                    failures.add(f"{name} is {total(after, name)} right after the load ended")
         grpc_sent = False
         if not args.static_target:
             try:

@@ -34,3 +34,12 @@ if(TARGET tessera AND TARGET tessera-worker)
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/split_logits_test.sh $<TARGET_FILE:tessera>)
   set_tests_properties(split_logits_test PROPERTIES LABELS integration TIMEOUT 120)
 endif()
+
+# tesserad returns the memory of large requests (RSS within 2x of idle afterwards).
+if(TARGET tesserad AND TARGET tessera-worker)
+  add_test(NAME daemon_memory_test
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/daemon_memory_test.py
+                   $<TARGET_FILE:tesserad>)
+  set_tests_properties(daemon_memory_test PROPERTIES LABELS integration TIMEOUT 180
+                       SKIP_RETURN_CODE 77)
+endif()

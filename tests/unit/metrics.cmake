@@ -50,8 +50,14 @@ if(TARGET tesserad)
 else()
   set(tesserad_path ${CMAKE_BINARY_DIR}/controller/tesserad)
 endif()
+# Debian's python3 where it is: its python3-grpcio sends the gRPC part of the traffic.
+if(EXISTS /usr/bin/python3)
+  set(scrape_python /usr/bin/python3)
+else()
+  set(scrape_python ${TESSERA_PYTHON3})
+endif()
 add_test(NAME prometheus_scrape_test
-  COMMAND ${TESSERA_PYTHON3} ${scrape_test} --tesserad ${tesserad_path}
+  COMMAND ${scrape_python} ${scrape_test} --tesserad ${tesserad_path}
           --source-dir ${PROJECT_SOURCE_DIR} -- --tp 2 --threads-per-worker 1)
 set_tests_properties(prometheus_scrape_test PROPERTIES
   LABELS "integration;metrics" TIMEOUT 120 SKIP_RETURN_CODE 77)
