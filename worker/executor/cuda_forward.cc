@@ -232,14 +232,17 @@ struct CudaForward::State {
   int selected_k = 0;
   int64_t indexer_score_bytes = 0;
 
-  std::map<std::pair<int64_t, int>, cudaGraphExec_t> graphs;
-  std::map<std::pair<int64_t, int>, size_t> graph_allreduces;  // timed all-reduces in each
+  struct CapturedGraph {
+    cudaGraphExec_t exec = nullptr;
+    size_t allreduces = 0;  // the timed all-reduces it holds (Communicator::queued_allreduces)
+  };
+  std::map<std::pair<int64_t, int>, CapturedGraph> graphs;
   std::set<std::pair<int64_t, int>> graph_failures;
 
   State(Executor::Impl& i) : impl(i), hp(i.hp) {}
   ~State() {
     cudaSetDevice(device);  // the buffers are freed on their own device, whatever the thread
-    for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);
+    for (auto& [key, graph] : graphs) cudaGraphExecDestroy(graph.exec);
     if (host_inputs != nullptr) cudaFreeHost(host_inputs);
     if (cublas != nullptr) cublasDestroy(cublas);
     if (stream != nullptr) cudaStreamDestroy(stream);
@@ -263,9 +266,8 @@ struct CudaForward::State {
   absl::Status Moe(int layer, int64_t T);
   absl::Status Head(const StepLayout& lay);
   void DropGraphs() {
-    for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);
+    for (auto& [key, graph] : graphs) cudaGraphExecDestroy(graph.exec);
     graphs.clear();
-    graph_allreduces.clear();
   }
   // The communicator's count of timed all-reduces this step (0 without one); see
   // Communicator::queued_allreduces.
@@ -1232,7 +1234,7 @@ absl::StatusOr<std::vector<std::vector<float>>> CudaForward::Step(const Batch& b
         if (!fwd.ok()) captured = fwd;
       }
       // The captured all-reduces run (and count) when the graph is launched.
-      s.graph_allreduces[key] = s.QueuedAllReduces() - allreduces_before;
+      const size_t allreduces = s.QueuedAllReduces() - allreduces_before;
       s.SetQueuedAllReduces(allreduces_before);
       cudaGraphExec_t exec = nullptr;
       if (captured.ok()) {
@@ -1240,7 +1242,7 @@ absl::StatusOr<std::vector<std::vector<float>>> CudaForward::Step(const Batch& b
       }
       if (g != nullptr) cudaGraphDestroy(g);
       if (captured.ok()) {
-        it = s.graphs.emplace(key, exec).first;
+        it = s.graphs.emplace(key, State::CapturedGraph{exec, allreduces}).first;
       } else {
         // Run this shape eagerly from now on; the error is not the step's.
         cudaGetLastError();
@@ -1249,8 +1251,8 @@ absl::StatusOr<std::vector<std::vector<float>>> CudaForward::Step(const Batch& b
     }
     if (it != s.graphs.end()) {
       TESSERA_RETURN_IF_ERROR(
-          cuda::CudaStatus(cudaGraphLaunch(it->second, s.stream), "cudaGraphLaunch"));
-      s.SetQueuedAllReduces(s.QueuedAllReduces() + s.graph_allreduces[key]);
+          cuda::CudaStatus(cudaGraphLaunch(it->second.exec, s.stream), "cudaGraphLaunch"));
+      s.SetQueuedAllReduces(s.QueuedAllReduces() + it->second.allreduces);
     } else {
       TESSERA_RETURN_IF_ERROR(s.Forward(lay, T));
     }
