@@ -1,4 +1,4 @@
-#include "worker/process/proc_stats.h"
+#include "common/util/proc_stats.h"
 
 #include <fstream>
 #include <sstream>
@@ -7,7 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-namespace tessera::worker {
+namespace tessera::util {
 
 uint64_t ReadCharBytes() {
   std::ifstream in("/proc/self/io");
@@ -42,12 +42,15 @@ uint64_t MappedResidentBytes(const std::vector<std::string>& paths) {
   return total;
 }
 
-uint64_t PeakRssBytes() {
+namespace {
+
+// The value of a "Key:   N kB" line of /proc/self/status, in bytes; 0 if absent.
+uint64_t StatusBytes(const std::string& key) {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) {
-      std::istringstream s(line.substr(6));
+    if (line.rfind(key, 0) == 0) {
+      std::istringstream s(line.substr(key.size()));
       uint64_t kb = 0;
       s >> kb;
       return kb * 1024;
@@ -56,4 +59,10 @@ uint64_t PeakRssBytes() {
   return 0;
 }
 
-}  // namespace tessera::worker
+}  // namespace
+
+uint64_t PeakRssBytes() { return StatusBytes("VmHWM:"); }
+
+uint64_t RssBytes() { return StatusBytes("VmRSS:"); }
+
+}  // namespace tessera::util

@@ -1,24 +1,14 @@
 #include "controller/daemon/memory_trimmer.h"
 
 #include <malloc.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
+
+#include "common/util/proc_stats.h"
 
 namespace tessera::daemon {
 
 void LimitMallocArenas() { mallopt(M_ARENA_MAX, 2); }
-
-uint64_t ResidentBytes() {
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
-  unsigned long long size = 0, resident = 0;
-  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
-  std::fclose(f);
-  if (n != 2) return 0;
-  return static_cast<uint64_t>(resident) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-}
 
 MemoryTrimmer::MemoryTrimmer(std::chrono::milliseconds interval, uint64_t growth_bytes)
     : interval_(interval), growth_(growth_bytes), thread_([this] { Run(); }) {}
@@ -32,30 +22,24 @@ MemoryTrimmer::~MemoryTrimmer() {
   thread_.join();
 }
 
-int MemoryTrimmer::trims() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return trims_;
-}
-
 void MemoryTrimmer::Run() {
   using Clock = std::chrono::steady_clock;
-  uint64_t floor = ResidentBytes();  // the lowest resident size seen: the idle daemon
-  uint64_t last_after = floor;       // the resident size right after the last trim
+  uint64_t floor = util::RssBytes();  // the lowest resident size seen: the idle daemon
+  uint64_t last_after = floor;        // the resident size right after the last trim
   Clock::time_point last_trim = Clock::now();
   std::chrono::milliseconds backoff = interval_;
   const std::chrono::milliseconds max_backoff = 60 * interval_;
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, interval_, [this] { return stop_; })) {
-    const uint64_t now = ResidentBytes();
+    const uint64_t now = util::RssBytes();
     if (now < floor) floor = now;
     if (now < floor + growth_) continue;  // near idle: nothing worth a trim
     // Grown since the last trim, or time to look again at what that trim left.
     if (now < last_after + growth_ && Clock::now() - last_trim < backoff) continue;
     lock.unlock();
     malloc_trim(0);
-    const uint64_t after = ResidentBytes();
+    const uint64_t after = util::RssBytes();
     lock.lock();
-    ++trims_;
     // A trim that freed little means the memory is in use: look again less often.
     backoff =
         now - std::min(now, after) < growth_ / 4 ? std::min(2 * backoff, max_backoff) : interval_;

@@ -5,7 +5,7 @@
 // requests). Two measures:
 //   - LimitMallocArenas(): at most two malloc arenas for the daemon's many I/O threads (the
 //     controller allocates little on hot paths; the workers, which do, keep glibc's default);
-//   - MemoryTrimmer: every `interval` it reads the resident size (/proc/self/statm); when
+//   - MemoryTrimmer: every `interval` it reads the resident size (/proc/self/status); when
 //     that is `growth` above the lowest seen (the idle daemon), malloc_trim(0) returns the
 //     free pages of every arena: at once when it grew by `growth` since the last trim, else
 //     after a back-off that doubles (up to 60 intervals) while trims free little (the memory
@@ -23,9 +23,6 @@ namespace tessera::daemon {
 // Call before any thread starts.
 void LimitMallocArenas();
 
-// The process's resident set size in bytes (0 when /proc is unreadable).
-uint64_t ResidentBytes();
-
 class MemoryTrimmer {
  public:
   MemoryTrimmer(std::chrono::milliseconds interval, uint64_t growth_bytes);
@@ -33,17 +30,14 @@ class MemoryTrimmer {
   MemoryTrimmer(const MemoryTrimmer&) = delete;
   MemoryTrimmer& operator=(const MemoryTrimmer&) = delete;
 
-  int trims() const;
-
  private:
   void Run();
 
   const std::chrono::milliseconds interval_;
   const uint64_t growth_;
-  mutable std::mutex mu_;
+  std::mutex mu_;  // guards stop_
   std::condition_variable cv_;
   bool stop_ = false;
-  int trims_ = 0;
   std::thread thread_;
 };
 

@@ -20,6 +20,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/util/proc_stats.h"
 #include "grpcpp/grpcpp.h"
 #include "tessera/v1/worker.grpc.pb.h"
 #include "worker/comm/control_store.h"
@@ -27,7 +28,6 @@
 #include "worker/engine/step_engine.h"
 #include "worker/executor/executor.h"
 #include "worker/process/cuda_ordinal.h"
-#include "worker/process/proc_stats.h"
 #ifdef TESSERA_HAVE_NCCL
 #include "worker/comm/nccl_communicator.h"
 #endif
@@ -231,7 +231,7 @@ int Run(const Flags& flags) {
     m.mutable_progress()->set_bytes_total(total);
     sender.Send(m);
   };
-  const uint64_t rchar_before = ReadCharBytes();
+  const uint64_t rchar_before = util::ReadCharBytes();
   const auto load_start = std::chrono::steady_clock::now();
   auto ex = executor::Executor::Create(setup.model_path(), o);
   if (!ex.ok()) Die(&sender, absl::StrCat(who, ": ", ex.status().message()));
@@ -243,8 +243,8 @@ int Run(const Flags& flags) {
     std::filesystem::path p = std::filesystem::canonical((*ex)->file().part(i).path(), ec);
     parts.push_back(ec ? (*ex)->file().part(i).path() : p.string());
   }
-  const uint64_t pread_bytes = ReadCharBytes() - rchar_before;
-  const uint64_t mapped_bytes = MappedResidentBytes(parts);
+  const uint64_t pread_bytes = util::ReadCharBytes() - rchar_before;
+  const uint64_t mapped_bytes = util::MappedResidentBytes(parts);
   const uint64_t bytes_read = pread_bytes + mapped_bytes;
   const int threads = (*ex)->threads();
   const std::string device = (*ex)->device_name();
@@ -257,7 +257,7 @@ int Run(const Flags& flags) {
   loaded.mutable_loaded()->set_mapped_bytes(mapped_bytes);
   loaded.mutable_loaded()->set_pread_bytes(pread_bytes);
   loaded.mutable_loaded()->set_load_seconds(load_seconds);
-  loaded.mutable_loaded()->set_peak_rss_bytes(PeakRssBytes());
+  loaded.mutable_loaded()->set_peak_rss_bytes(util::PeakRssBytes());
   loaded.mutable_loaded()->set_threads(threads);
   loaded.mutable_loaded()->set_device(device);
   if (!sender.Send(loaded)) Die(nullptr, who + ": the controller went away");
