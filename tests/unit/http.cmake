@@ -10,7 +10,7 @@ if(TARGET tessera_http)
   # Also under ASan/UBSan (label sanitize): connection lifetimes are the risky part.
   tessera_test(http_server_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/http_server_test.cc
-    DEPS tessera_http
+    DEPS tessera_http tessera_util
     LABELS unit http sanitize
     TIMEOUT 120)
 endif()

@@ -5,12 +5,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/util/proc_stats.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/unit/gateway_test_util.h"
@@ -250,15 +250,6 @@ TEST(HttpServerTest, ConcurrentKeepAliveStreams) {
   EXPECT_EQ(good.load(), kClients * kRequests);
 }
 
-long ResidentKiB() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return -1;
-}
-
 TEST(HttpServerTest, ThousandIdleStreamsDoNotExhaustTheServer) {
   constexpr int kStreams = 1000;
   // Client and server ends of every connection live in this process.
@@ -275,7 +266,7 @@ TEST(HttpServerTest, ThousandIdleStreamsDoNotExhaustTheServer) {
   http::ServerOptions options;
   options.threads = 2;
   GatewayUnderTest g({}, options, hold);
-  const long rss_before = ResidentKiB();
+  const long rss_before = static_cast<long>(util::RssBytes() / 1024);
   std::vector<std::unique_ptr<HttpTestConnection>> streams;
   for (int i = 0; i < kStreams; ++i) {
     streams.push_back(std::make_unique<HttpTestConnection>(g.port()));
@@ -285,7 +276,7 @@ TEST(HttpServerTest, ThousandIdleStreamsDoNotExhaustTheServer) {
   for (auto& s : streams) ASSERT_EQ(s->ReadHeader().status, 200);
   EXPECT_EQ(g.engine->running(), kStreams);
   EXPECT_EQ(g.server->ActiveExchanges(), kStreams);
-  const long rss_after = ResidentKiB();
+  const long rss_after = static_cast<long>(util::RssBytes() / 1024);
   std::printf(
       "[ figures  ] %d idle SSE streams: RSS %+ld KiB (%.1f KiB per stream, client "
       "and server ends together)\n",
