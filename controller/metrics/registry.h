@@ -143,8 +143,8 @@ class Registry {
 
   // The family registered under `name`; registering a name again with the same help text
   // returns the same family (prometheus-cpp's Merge), so two owners can share one. A bad
-  // name, or a name reused with another type or help, throws std::invalid_argument (a bug:
-  // names are constants in the code).
+  // name, or a name reused with another type, throws std::invalid_argument (a bug: names
+  // are constants in the code).
   CounterFamily AddCounter(const std::string& name, const std::string& help);
   GaugeFamily AddGauge(const std::string& name, const std::string& help);
   // `bounds`: the finite bucket bounds, increasing.
