@@ -419,7 +419,7 @@ int main(int argc, char** argv) {
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  tessera::daemon::LimitMallocArenas();
+  tessera::daemon::TuneMalloc();
 
   auto config = tessera::config::LoadDaemonConfig(argc, argv);
   if (!config.ok()) {
