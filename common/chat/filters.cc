@@ -11,6 +11,7 @@
 #include "common/chat/operators.h"
 #include "common/chat/py_format.h"
 #include "common/chat/py_string.h"
+#include "common/chat/taint.h"
 #include "common/chat/template_error.h"
 #include "common/chat/tests.h"
 
@@ -237,7 +238,10 @@ Value ToJson(const Value& v, const BoundArgs& a) {
   }
   o.sort_keys = a.Bool(3, false);
   std::string out = JsonDumps(v, o);
-  return Value(std::move(out));
+  // JSON escapes and quotes the request's text: no longer byte for byte, so all of it counts.
+  const bool tainted = ContainsTaint(v) || (a.Has(1) && ContainsTaint(a.Get(1))) ||
+                       (a.Has(2) && ContainsTaint(a.Get(2)));
+  return WholeIf(std::move(out), tainted);
 }
 
 }  // namespace
@@ -254,15 +258,18 @@ Value CallFilter(const std::string& name, const Value& v, const CallArgs& args) 
   }
   if (name == "length" || name == "count") return Value(Length(v));
   if (name == "safe") return v;
-  if (name == "string") return Value(ToStr(v));
-  if (name == "pprint") return Value(Repr(v));
+  if (name == "string") return StrValue(v);
+  if (name == "pprint") return ReprValue(v);
   if (name == "trim") {
     BoundArgs a(name, args, {"chars"});
-    return Value(PyStrip(ToStr(v), a.String(0), true, true));
+    const Value text = StrValue(v);
+    const auto [b, e] = PyStripBounds(text.as_string(), a.String(0), true, true);
+    return Substring(text, b, e);
   }
-  if (name == "upper") return Value(PyUpper(ToStr(v)));
-  if (name == "lower") return Value(PyLower(ToStr(v)));
-  if (name == "capitalize") return Value(PyCapitalize(ToStr(v)));
+  // Filters below that rewrite the text taint their result as a whole (common/chat/taint.h).
+  if (name == "upper") return WholeIf(PyUpper(ToStr(v)), ContainsTaint(v));
+  if (name == "lower") return WholeIf(PyLower(ToStr(v)), ContainsTaint(v));
+  if (name == "capitalize") return WholeIf(PyCapitalize(ToStr(v)), ContainsTaint(v));
   if (name == "title") {
     // Jinja2's title: a word starts after spaces, '-', or an opening bracket.
     std::string out;
@@ -272,22 +279,24 @@ Value CallFilter(const std::string& name, const Value& v, const CallArgs& args) 
       AppendUtf8(sep ? cp : start ? ToUpperCp(cp) : ToLowerCp(cp), &out);
       start = sep;
     }
-    return Value(out);
+    return WholeIf(std::move(out), ContainsTaint(v));
   }
-  if (name == "escape" || name == "e") return Value(HtmlEscape(ToStr(v)));
+  if (name == "escape" || name == "e") return WholeIf(HtmlEscape(ToStr(v)), ContainsTaint(v));
   if (name == "replace") {
     BoundArgs a(name, args, {"old", "new", "count"});
-    return Value(PyReplace(ToStr(v), ToStr(a.Get(0)), ToStr(a.Get(1)), a.Int(2, -1)));
+    return ReplaceValue(StrValue(v), ToStr(a.Get(0)), StrValue(a.Get(1)), a.Int(2, -1));
   }
   if (name == "center") {
     BoundArgs a(name, args, {"width"});
     CallArgs c;
     c.positional.push_back(Value(a.Int(0, 80)));
-    return GetAttribute(Value(ToStr(v)), "center").callable().call(c);
+    return GetAttribute(StrValue(v), "center").callable().call(c);
   }
   if (name == "indent") {
     BoundArgs a(name, args, {"width", "first", "blank"});
-    return Value(Indent(ToStr(v), a.Or(0, Value(int64_t{4})), a.Bool(1, false), a.Bool(2, false)));
+    const Value width = a.Or(0, Value(int64_t{4}));
+    return WholeIf(Indent(ToStr(v), width, a.Bool(1, false), a.Bool(2, false)),
+                   ContainsTaint(v) || ContainsTaint(width));
   }
   if (name == "wordcount") {
     int64_t n = 0;
@@ -303,9 +312,9 @@ Value CallFilter(const std::string& name, const Value& v, const CallArgs& args) 
     if (!args.keyword.empty()) {
       ValueDict d;
       for (const auto& [k, x] : args.keyword) d.Set(k, x);
-      return Value(PercentFormat(ToStr(v), Value::Dict(std::move(d))));
+      return PercentFormatValue(StrValue(v), Value::Dict(std::move(d)));
     }
-    return Value(PercentFormat(ToStr(v), Value::Tuple(args.positional)));
+    return PercentFormatValue(StrValue(v), Value::Tuple(args.positional));
   }
   if (name == "first" || name == "last") {
     ValueList items = Iterate(v);
@@ -323,23 +332,25 @@ Value CallFilter(const std::string& name, const Value& v, const CallArgs& args) 
   }
   if (name == "join") {
     BoundArgs a(name, args, {"d", "attribute"});
-    std::string sep = a.Has(0) ? ToStr(a.Get(0)) : "";
+    const Value sep = a.Has(0) ? StrValue(a.Get(0)) : Value("");
     std::optional<std::string> attr;
     if (a.Has(1)) attr = AttributeArg(a.Get(1));
-    std::string out;
+    TrackedText out;
     bool first = true;
     for (const Value& item : Iterate(v)) {
-      if (!first) out += sep;
+      if (!first) out.Append(sep);
       first = false;
-      out += ToStr(attr ? AttrGet(item, *attr, nullptr) : item);
+      out.AppendStr(attr ? AttrGet(item, *attr, nullptr) : item);
     }
-    return Value(out);
+    return out.TakeValue();
   }
   if (name == "reverse") {
     if (v.is_string()) {
-      std::u32string cps = DecodeUtf8(v.as_string());
-      std::reverse(cps.begin(), cps.end());
-      return Value(EncodeUtf8(cps));
+      const std::u32string cps = DecodeUtf8(v.as_string());
+      std::vector<int64_t> backwards(cps.size());
+      for (size_t i = 0; i < cps.size(); ++i)
+        backwards[i] = static_cast<int64_t>(cps.size() - 1 - i);
+      return PickCodePoints(v, cps, backwards);
     }
     ValueList items = Iterate(v);
     std::reverse(items.begin(), items.end());

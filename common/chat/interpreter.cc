@@ -11,6 +11,7 @@
 #include "common/chat/operators.h"
 #include "common/chat/py_format.h"
 #include "common/chat/py_string.h"
+#include "common/chat/taint.h"
 #include "common/chat/template_error.h"
 #include "common/chat/tests.h"
 
@@ -26,6 +27,9 @@ constexpr int64_t kMaxRange = 100000;
 // statements executed and bytes of output.
 constexpr int64_t kMaxSteps = 20'000'000;
 constexpr size_t kMaxOutputBytes = size_t{64} << 20;
+// A tracked render's request spans take up to 8 bytes per output byte (16 per span, at
+// least two bytes per span); this keeps them within the same memory as the output bound.
+constexpr size_t kMaxOutputSpans = kMaxOutputBytes / 16;
 
 // A scope's variables. Scopes hold a handful of names, so a flat vector beats a hash map.
 class FrameVars {
@@ -72,14 +76,15 @@ enum class Flow { kNormal, kBreak, kContinue };
 
 class Interpreter {
  public:
-  Interpreter(const ValueDict& variables, const std::tm& now) : now_(now) {
+  Interpreter(const ValueDict& variables, const std::tm& now, size_t max_output_bytes)
+      : now_(now), max_output_bytes_(max_output_bytes) {
     InstallGlobals();
     root_.parent = &globals_;
     for (const auto& [k, v] : variables.entries()) root_.vars[k] = v;
   }
 
-  std::string Run(const StmtList& program) {
-    std::string out;
+  TrackedText Run(const StmtList& program) {
+    TrackedText out;
     ExecList(program, root_, &out);
     return out;
   }
@@ -114,6 +119,7 @@ class Interpreter {
       for (const Value& v : args.positional) {
         if (!v.is_dict()) TypeErr("namespace() positional arguments must be mappings");
         for (const auto& [k, x] : v.dict().entries()) attrs.Set(k, x);
+        if (v.dict().keys_tainted()) attrs.set_keys_tainted(true);
       }
       for (const auto& [k, v] : args.keyword) attrs.Set(k, v);
       return Value::Namespace(std::move(attrs));
@@ -123,6 +129,7 @@ class Interpreter {
       for (const Value& v : args.positional) {
         if (!v.is_dict()) TypeErr("dict() positional argument must be a mapping");
         for (const auto& [k, x] : v.dict().entries()) d.Set(k, x);
+        if (v.dict().keys_tainted()) d.set_keys_tainted(true);
       }
       for (const auto& [k, v] : args.keyword) d.Set(k, v);
       return Value::Dict(std::move(d));
@@ -130,14 +137,14 @@ class Interpreter {
     // joiner(sep): a callable that returns "" the first time and `sep` afterwards.
     globals_.vars["joiner"] = Value::Function("joiner", [](CallArgs& args) {
       BoundArgs a("joiner", args, {"sep"});
-      std::string sep = a.Has(0) ? ToStr(a.Get(0)) : ", ";
+      Value sep = a.Has(0) ? StrValue(a.Get(0)) : Value(", ");
       auto used = std::make_shared<bool>(false);
       return Value::Function("joiner", [sep, used](CallArgs&) {
         if (!*used) {
           *used = true;
           return Value("");
         }
-        return Value(sep);
+        return sep;
       });
     });
     globals_.vars["raise_exception"] = Value::Function("raise_exception", [](CallArgs& args) {
@@ -147,26 +154,35 @@ class Interpreter {
     });
     globals_.vars["strftime_now"] = Value::Function("strftime_now", [this](CallArgs& args) {
       BoundArgs a("strftime_now", args, {"format"});
-      return Value(Strftime(ToStr(a.Get(0)), now_));
+      return WholeIf(Strftime(ToStr(a.Get(0)), now_), ContainsTaint(a.Get(0)));
     });
   }
 
   // ---- statements ----
 
-  Flow ExecList(const StmtList& list, Frame& frame, std::string* out) {
+  Flow ExecList(const StmtList& list, Frame& frame, TrackedText* out) {
     for (const auto& s : list) {
       Step(s->line);
       Flow f = Exec(*s, frame, out);
+      if (max_output_bytes_ > 0 && out->size() > max_output_bytes_) {
+        throw OutputLimitError("the rendered prompt exceeds " + std::to_string(max_output_bytes_) +
+                               " bytes");
+      }
       if (out->size() > kMaxOutputBytes) {
         throw TemplateError(
             "template output exceeded " + std::to_string(kMaxOutputBytes) + " bytes", s->line);
+      }
+      if (out->spans().size() > kMaxOutputSpans) {
+        throw TemplateError("template output exceeded " + std::to_string(kMaxOutputSpans) +
+                                " separate pieces of request data",
+                            s->line);
       }
       if (f != Flow::kNormal) return f;
     }
     return Flow::kNormal;
   }
 
-  Flow Exec(const Stmt& s, Frame& frame, std::string* out) {
+  Flow Exec(const Stmt& s, Frame& frame, TrackedText* out) {
     try {
       return ExecUnchecked(s, frame, out);
     } catch (TemplateError& e) {
@@ -175,20 +191,14 @@ class Interpreter {
     }
   }
 
-  Flow ExecUnchecked(const Stmt& s, Frame& frame, std::string* out) {
+  Flow ExecUnchecked(const Stmt& s, Frame& frame, TrackedText* out) {
     switch (s.kind) {
       case Stmt::Kind::kText:
-        out->append(s.text);
+        out->Append(s.text);
         return Flow::kNormal;
-      case Stmt::Kind::kOutput: {
-        Value v = Eval(*s.expr, frame);
-        if (v.is_string()) {
-          out->append(v.as_string());
-        } else {
-          out->append(ToStr(v));
-        }
+      case Stmt::Kind::kOutput:
+        out->AppendStr(Eval(*s.expr, frame));
         return Flow::kNormal;
-      }
       case Stmt::Kind::kIf:
         for (const auto& [cond, body] : s.branches) {
           if (cond == nullptr || Truthy(Eval(*cond, frame))) return ExecList(body, frame, out);
@@ -201,10 +211,10 @@ class Interpreter {
         ExecSet(s, frame);
         return Flow::kNormal;
       case Stmt::Kind::kSetBlock: {
-        std::string body;
+        TrackedText body;
         Frame inner(&frame);
         ExecList(s.body, inner, &body);
-        Value v(std::move(body));
+        Value v = body.TakeValue();
         if (s.filter) v = ApplyFilterChain(*s.filter, v, frame);
         frame.vars[s.targets[0]] = std::move(v);
         return Flow::kNormal;
@@ -217,19 +227,18 @@ class Interpreter {
         Value caller = Value::Function("caller", [this, &s, scope](CallArgs& args) {
           Frame cf(Resolve(scope));
           BindParams(s, args, cf);
-          std::string body;
+          TrackedText body;
           ExecList(s.body, cf, &body);
-          return Value(std::move(body));
+          return body.TakeValue();
         });
-        Value v = EvalCall(*s.expr, frame, &caller);
-        out->append(ToStr(v));
+        out->AppendStr(EvalCall(*s.expr, frame, &caller));
         return Flow::kNormal;
       }
       case Stmt::Kind::kFilterBlock: {
-        std::string body;
+        TrackedText body;
         Frame inner(&frame);
         ExecList(s.body, inner, &body);
-        out->append(ToStr(ApplyFilterChain(*s.filter, Value(std::move(body)), frame)));
+        out->AppendStr(ApplyFilterChain(*s.filter, body.TakeValue(), frame));
         return Flow::kNormal;
       }
       case Stmt::Kind::kWith: {
@@ -281,7 +290,7 @@ class Interpreter {
     ns->namespace_attrs().Set(s.attr, std::move(v));
   }
 
-  void ExecFor(const Stmt& s, Frame& frame, std::string* out) {
+  void ExecFor(const Stmt& s, Frame& frame, TrackedText* out) {
     Value iterable = Eval(*s.expr, frame);
     ValueList items = Iterate(iterable);
     if (s.filter) {
@@ -387,7 +396,7 @@ class Interpreter {
         throw TemplateError("maximum macro recursion depth exceeded in '" + s.name + "'");
       }
       Frame mf(Resolve(scope));
-      std::string body;
+      TrackedText body;
       try {
         BindParams(s, args, mf);
         ExecList(s.body, mf, &body);
@@ -396,7 +405,7 @@ class Interpreter {
         throw;
       }
       --depth_;
-      return Value(std::move(body));
+      return body.TakeValue();
     });
   }
 
@@ -451,6 +460,7 @@ class Interpreter {
           if (!k.is_string()) {
             throw TemplateError("unsupported: dict literal key of type " + TypeName(k), e.line);
           }
+          if (k.taint() != nullptr) d.set_keys_tainted(true);
           d.Set(k.as_string(), Eval(*e.operands[i + 1], frame));
         }
         return Value::Dict(std::move(d));
@@ -522,11 +532,9 @@ class Interpreter {
       return obj.is_tuple() ? Value::Tuple(std::move(out)) : Value::List(std::move(out));
     }
     if (obj.is_string()) {
-      std::u32string cps = DecodeUtf8(obj.as_string());
-      std::u32string out;
-      for (int64_t i : SliceIndices(static_cast<int64_t>(cps.size()), b[0], b[1], b[2]))
-        out.push_back(cps[i]);
-      return Value(EncodeUtf8(out));
+      const std::u32string cps = DecodeUtf8(obj.as_string());
+      return PickCodePoints(obj, cps,
+                            SliceIndices(static_cast<int64_t>(cps.size()), b[0], b[1], b[2]));
     }
     TypeErr("'" + TypeName(obj) + "' object is not subscriptable");
   }
@@ -536,12 +544,14 @@ class Interpreter {
   Frame root_;
   int depth_ = 0;
   int64_t steps_ = 0;
+  const size_t max_output_bytes_;
 };
 
 }  // namespace
 
-std::string Execute(const StmtList& program, const ValueDict& variables, const std::tm& now) {
-  return Interpreter(variables, now).Run(program);
+TrackedText Execute(const StmtList& program, const ValueDict& variables, const std::tm& now,
+                    size_t max_output_bytes) {
+  return Interpreter(variables, now, max_output_bytes).Run(program);
 }
 
 }  // namespace tessera::chat

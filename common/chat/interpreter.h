@@ -7,13 +7,18 @@
 #include <string>
 
 #include "common/chat/ast.h"
+#include "common/chat/taint.h"
 #include "common/chat/value.h"
 
 namespace tessera::chat {
 
 // Renders `program` with `variables` as the render context. `now` is what strftime_now()
-// formats. Throws TemplateError (with the failing line) or RaisedException.
-std::string Execute(const StmtList& program, const ValueDict& variables, const std::tm& now);
+// formats. The output's spans are the bytes that came from tainted variables (none when no
+// variable is tainted). Throws TemplateError (with the failing line) or RaisedException, and
+// OutputLimitError as soon as the output exceeds `max_output_bytes` (0: only the engine's own
+// 64 MiB bound, a TemplateError).
+TrackedText Execute(const StmtList& program, const ValueDict& variables, const std::tm& now,
+                    size_t max_output_bytes = 0);
 
 // Checks, as Jinja2 does when it compiles a template, that every filter and test named in
 // `program` exists (outside `if` statements and conditional expressions, where Jinja2

@@ -5,11 +5,12 @@
 #include <cstdio>
 
 #include "common/chat/py_string.h"
+#include "common/chat/taint.h"
 #include "common/chat/template_error.h"
 
 namespace tessera::chat {
 
-Value FromJson(const nlohmann::ordered_json& j) {
+Value FromJson(const nlohmann::ordered_json& j, bool request_data) {
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null:
       return Value::None();
@@ -25,17 +26,20 @@ Value FromJson(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::number_float:
       return Value(j.get<double>());
     case nlohmann::ordered_json::value_t::string:
-      return Value(j.get<std::string>());
+      return request_data ? WholeIf(j.get<std::string>(), true) : Value(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       ValueList items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(FromJson(e));
+      for (const auto& e : j) items.push_back(FromJson(e, request_data));
       return Value::List(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       ValueDict d;  // JSON object keys are unique
       d.Reserve(j.size());
-      for (auto it = j.begin(); it != j.end(); ++it) d.Append(it.key(), FromJson(it.value()));
+      d.set_keys_tainted(request_data);
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        d.Append(it.key(), FromJson(it.value(), request_data));
+      }
       return Value::Dict(std::move(d));
     }
     default:

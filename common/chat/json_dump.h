@@ -11,8 +11,9 @@
 namespace tessera::chat {
 
 // JSON → Value: objects keep their key order, integers stay ints, numbers with a fraction
-// or exponent become floats.
-Value FromJson(const nlohmann::ordered_json& j);
+// or exponent become floats. With `request_data`, every string (object keys included) is
+// tainted as a whole (common/chat/taint.h).
+Value FromJson(const nlohmann::ordered_json& j, bool request_data = false);
 
 struct JsonDumpOptions {
   bool ensure_ascii = false;

@@ -5,6 +5,7 @@
 #include "common/chat/call_args.h"
 #include "common/chat/py_format.h"
 #include "common/chat/py_string.h"
+#include "common/chat/taint.h"
 #include "common/chat/template_error.h"
 
 namespace tessera::chat {
@@ -68,6 +69,17 @@ Value StringList(const std::vector<std::string>& parts) {
   return Value::List(std::move(out));
 }
 
+// The pieces of string value `s` at `bounds`, each keeping the spans of its bytes.
+Value PieceList(const Value& s, const std::vector<ByteRange>& bounds,
+                const std::vector<std::string>& texts) {
+  ValueList out;
+  out.reserve(texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    out.push_back(PieceOf(s, bounds[i].first, bounds[i].second, texts[i]));
+  }
+  return Value::List(std::move(out));
+}
+
 bool AllCodePoints(const std::string& s, bool (*pred)(char32_t)) {
   if (s.empty()) return false;
   for (char32_t cp : DecodeUtf8(s)) {
@@ -76,29 +88,43 @@ bool AllCodePoints(const std::string& s, bool (*pred)(char32_t)) {
   return true;
 }
 
-Value CallStringMethod(const std::string& s, const std::string& name, CallArgs& args) {
+Value CallStringMethod(const Value& self, const std::string& name, CallArgs& args) {
+  const std::string& s = self.as_string();
+  // Methods that transform the text taint their result as a whole when `self` is tainted.
+  const bool tainted = self.taint() != nullptr;
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     BoundArgs a(name, args, {"chars"});
-    return Value(PyStrip(s, a.String(0), name != "rstrip", name != "lstrip"));
+    const auto [b, e] = PyStripBounds(s, a.String(0), name != "rstrip", name != "lstrip");
+    return Substring(self, b, e);
   }
   if (name == "split" || name == "rsplit") {
     BoundArgs a(name, args, {"sep", "maxsplit"});
-    return StringList(PySplit(s, a.String(0), a.Int(1, -1), name == "rsplit"));
+    const std::optional<std::string> sep = a.String(0);
+    const int64_t maxsplit = a.Int(1, -1);
+    std::vector<std::string> parts = PySplit(s, sep, maxsplit, name == "rsplit");
+    if (!tainted) return StringList(parts);
+    return PieceList(self, PySplitBounds(s, sep, maxsplit, name == "rsplit"), parts);
   }
-  if (name == "splitlines") return StringList(PySplitLines(s));
+  if (name == "splitlines") {
+    std::vector<std::string> lines = PySplitLines(s);
+    if (!tainted) return StringList(lines);
+    return PieceList(self, PySplitLinesBounds(s), lines);
+  }
   if (name == "replace") {
     BoundArgs a(name, args, {"old", "new", "count"});
-    return Value(PyReplace(s, a.RequiredString(0), a.RequiredString(1), a.Int(2, -1)));
+    const std::string old_sub = a.RequiredString(0);
+    a.RequiredString(1);  // `new` must be a str too
+    return ReplaceValue(self, old_sub, a.Get(1), a.Int(2, -1));
   }
-  if (name == "upper") return Value(PyUpper(s));
-  if (name == "lower" || name == "casefold") return Value(PyLower(s));
-  if (name == "title") return Value(PyTitle(s));
-  if (name == "capitalize") return Value(PyCapitalize(s));
+  if (name == "upper") return WholeIf(PyUpper(s), tainted);
+  if (name == "lower" || name == "casefold") return WholeIf(PyLower(s), tainted);
+  if (name == "title") return WholeIf(PyTitle(s), tainted);
+  if (name == "capitalize") return WholeIf(PyCapitalize(s), tainted);
   if (name == "swapcase") {
     std::string out;
     for (char32_t cp : DecodeUtf8(s))
       AppendUtf8(IsPyUpperCp(cp) ? ToLowerCp(cp) : ToUpperCp(cp), &out);
-    return Value(out);
+    return WholeIf(std::move(out), tainted);
   }
   if (name == "startswith" || name == "endswith") {
     BoundArgs a(name, args, {"prefix", "start", "end"});
@@ -122,20 +148,20 @@ Value CallStringMethod(const std::string& s, const std::string& name, CallArgs& 
   }
   if (name == "join") {
     BoundArgs a(name, args, {"iterable"});
-    std::string out;
+    TrackedText out;
     bool first = true;
     for (const Value& item : Iterate(a.Get(0))) {
       if (!item.is_string()) {
         throw TemplateError("TypeError: sequence item: expected str instance, " + TypeName(item) +
                             " found");
       }
-      if (!first) out += s;
+      if (!first) out.Append(self);
       first = false;
-      out += item.as_string();
+      out.Append(item);
     }
-    return Value(out);
+    return out.TakeValue();
   }
-  if (name == "format") return Value(StrFormat(s, args));
+  if (name == "format") return StrFormatValue(self, args);
   if (name == "isdigit" || name == "isdecimal" || name == "isnumeric")
     return Value(AllCodePoints(s, IsDigitCp));
   if (name == "isalpha") return Value(AllCodePoints(s, IsAlphaCp));
@@ -154,44 +180,60 @@ Value CallStringMethod(const std::string& s, const std::string& name, CallArgs& 
     BoundArgs a(name, args, {"width", "fillchar"});
     int64_t width = a.Int(0, 0);
     CheckWidth(width);
-    std::string fill = name == "zfill" ? "0" : a.String(1).value_or(" ");
+    const bool fill_given = name != "zfill" && a.String(1).has_value();
+    const Value fill = name == "zfill" ? Value("0") : fill_given ? a.Get(1) : Value(" ");
     int64_t n = static_cast<int64_t>(CodePointCount(s));
-    if (n >= width) return Value(s);
+    if (n >= width) return self;
     int64_t pad = width - n;
+    // The padding is template text unless the fill character came from the request.
+    TrackedText out;
     auto rep = [&](int64_t k) {
-      std::string r;
-      for (int64_t i = 0; i < k; ++i) r += fill;
-      return r;
+      for (int64_t i = 0; i < k; ++i) out.Append(fill);
     };
-    if (name == "ljust") return Value(s + rep(pad));
-    if (name == "rjust") return Value(rep(pad) + s);
-    if (name == "zfill") {
-      if (!s.empty() && (s[0] == '-' || s[0] == '+'))
-        return Value(s.substr(0, 1) + rep(pad) + s.substr(1));
-      return Value(rep(pad) + s);
+    if (name == "ljust") {
+      out.Append(self);
+      rep(pad);
+    } else if (name == "rjust") {
+      rep(pad);
+      out.Append(self);
+    } else if (name == "zfill") {
+      const size_t sign = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
+      out.AppendPart(self, 0, sign);
+      rep(pad);
+      out.AppendPart(self, sign, s.size());
+    } else {
+      // Python centers with the extra space on the right when both lengths are even...
+      int64_t left = pad / 2 + (pad & width & 1);
+      rep(left);
+      out.Append(self);
+      rep(pad - left);
     }
-    // Python centers with the extra space on the right when both lengths are even...
-    int64_t left = pad / 2 + (pad & width & 1);
-    return Value(rep(left) + s + rep(pad - left));
+    return out.TakeValue();
   }
   if (name == "removeprefix" || name == "removesuffix") {
     BoundArgs a(name, args, {"affix"});
     std::string x = a.RequiredString(0);
-    if (name == "removeprefix" && s.compare(0, x.size(), x) == 0) return Value(s.substr(x.size()));
+    if (name == "removeprefix" && s.compare(0, x.size(), x) == 0) {
+      return Substring(self, x.size(), s.size());
+    }
     if (name == "removesuffix" && x.size() <= s.size() && !x.empty() &&
         s.compare(s.size() - x.size(), x.size(), x) == 0)
-      return Value(s.substr(0, s.size() - x.size()));
-    return Value(s);
+      return Substring(self, 0, s.size() - x.size());
+    return self;
   }
   if (name == "partition" || name == "rpartition") {
     BoundArgs a(name, args, {"sep"});
     std::string sep = a.RequiredString(0);
     size_t f = name == "partition" ? s.find(sep) : s.rfind(sep);
     if (f == std::string::npos) {
-      return Value::Tuple(
-          (name == "partition" ? StringList({s, "", ""}) : StringList({"", "", s})).list());
+      if (name == "partition") return Value::Tuple({self, Value(""), Value("")});
+      return Value::Tuple({Value(""), Value(""), self});
     }
-    return Value::Tuple(StringList({s.substr(0, f), sep, s.substr(f + sep.size())}).list());
+    // The separator is both the argument and the matched text of `self`: it is tainted if
+    // either is.
+    Value matched = a.Get(0).taint() ? a.Get(0) : Substring(self, f, f + sep.size());
+    return Value::Tuple(
+        {Substring(self, 0, f), std::move(matched), Substring(self, f + sep.size(), s.size())});
   }
   throw TemplateError("'str object' has no attribute '" + name + "'");
 }
@@ -211,7 +253,7 @@ bool IsStringMethod(const std::string& n) {
 Value DictItems(const ValueDict& d) {
   ValueList items;
   items.reserve(d.size());
-  for (const auto& [k, v] : d.entries()) items.push_back(Value::Tuple({Value(k), v}));
+  for (const auto& [k, v] : d.entries()) items.push_back(Value::Tuple({d.KeyValue(k), v}));
   return Value::List(std::move(items));
 }
 
@@ -220,7 +262,7 @@ Value CallDictMethod(const Value& self, const std::string& name, CallArgs& args)
   if (name == "items") return DictItems(d);
   if (name == "keys" || name == "values") {
     ValueList out;
-    for (const auto& [k, v] : d.entries()) out.push_back(name == "keys" ? Value(k) : v);
+    for (const auto& [k, v] : d.entries()) out.push_back(name == "keys" ? d.KeyValue(k) : v);
     return Value::List(std::move(out));
   }
   if (name == "get") {
@@ -268,9 +310,8 @@ Value GetAttribute(const Value& obj, const std::string& name) {
   switch (obj.kind()) {
     case Value::Kind::kString:
       if (IsStringMethod(name)) {
-        return Value::Function(name, [obj, name](CallArgs& args) {
-          return CallStringMethod(obj.as_string(), name, args);
-        });
+        return Value::Function(
+            name, [obj, name](CallArgs& args) { return CallStringMethod(obj, name, args); });
       }
       break;
     case Value::Kind::kDict:
@@ -313,7 +354,7 @@ Value GetItem(const Value& obj, const Value& key) {
     if (i >= 0 && i < n) {
       if (obj.is_list()) return obj.list()[i];
       std::u32string cps = DecodeUtf8(obj.as_string());
-      return Value(EncodeUtf8(std::u32string_view(cps).substr(i, 1)));
+      return PickCodePoints(obj, cps, {i});
     }
   }
   return Value::Undefined("'" + ObjectTypeRepr(obj) + "' has no element " + Repr(key));
@@ -328,16 +369,19 @@ ValueList Iterate(const Value& v) {
     case Value::Kind::kDict: {
       ValueList keys;
       keys.reserve(v.dict().size());
-      for (const auto& [k, x] : v.dict().entries()) keys.emplace_back(k);
+      for (const auto& [k, x] : v.dict().entries()) keys.push_back(v.dict().KeyValue(k));
       return keys;
     }
     case Value::Kind::kString: {
       ValueList chars;
       std::string one;
-      for (char32_t cp : DecodeUtf8(v.as_string())) {
+      const std::u32string cps = DecodeUtf8(v.as_string());
+      const std::vector<size_t> at =
+          v.taint() ? CodePointOffsets(v.as_string()) : std::vector<size_t>();
+      for (size_t i = 0; i < cps.size(); ++i) {
         one.clear();
-        AppendUtf8(cp, &one);
-        chars.emplace_back(one);
+        AppendUtf8(cps[i], &one);
+        chars.push_back(at.empty() ? Value(one) : WholeIf(one, Overlaps(v, at[i], at[i + 1])));
       }
       return chars;
     }

@@ -5,6 +5,7 @@
 
 #include "common/chat/methods.h"
 #include "common/chat/py_format.h"
+#include "common/chat/taint.h"
 #include "common/chat/template_error.h"
 
 namespace tessera::chat {
@@ -71,9 +72,8 @@ int64_t TruncToInt(double d) {
 
 Value Arithmetic(const std::string& op, Value a, const Value& b) {
   if (op == "~") {
-    std::string out = a.is_string() ? a.TakeString() : ToStr(a);
-    out += b.is_string() ? b.as_string() : ToStr(b);
-    return Value(std::move(out));
+    Value left = a.is_string() ? std::move(a) : StrValue(a);
+    return b.is_string() ? Concat(std::move(left), b) : Concat(std::move(left), StrValue(b));
   }
   if (a.is_undefined()) ThrowUndefined(a);
   if (b.is_undefined()) ThrowUndefined(b);
@@ -86,11 +86,7 @@ Value Arithmetic(const std::string& op, Value a, const Value& b) {
   if (op == "+") {
     if (ints) return Value(CheckedAdd(a.as_int(), b.as_int()));
     if (nums) return Value(a.as_double() + b.as_double());
-    if (a.is_string() && b.is_string()) {
-      std::string out = a.TakeString();
-      out += b.as_string();
-      return Value(std::move(out));
-    }
+    if (a.is_string() && b.is_string()) return Concat(std::move(a), b);
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
       ValueList l = a.list();
       l.insert(l.end(), b.list().begin(), b.list().end());
@@ -118,9 +114,10 @@ Value Arithmetic(const std::string& op, Value a, const Value& b) {
         throw TemplateError("MemoryError: repetition result too large");
       }
       if (seq->is_string()) {
-        std::string out;
-        for (int64_t i = 0; i < n; ++i) out += seq->as_string();
-        return Value(out);
+        TrackedText out;
+        out.Reserve(static_cast<size_t>(n) * seq->as_string().size());
+        for (int64_t i = 0; i < n; ++i) out.Append(*seq);
+        return out.TakeValue();
       }
       ValueList out;
       for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq->list().begin(), seq->list().end());
@@ -128,7 +125,7 @@ Value Arithmetic(const std::string& op, Value a, const Value& b) {
     }
     unsupported();
   }
-  if (op == "%" && a.is_string()) return Value(PercentFormat(a.as_string(), b));
+  if (op == "%" && a.is_string()) return PercentFormatValue(a, b);
   if (!nums) unsupported();
   if ((op == "/" || op == "//" || op == "%") && b.as_double() == 0) {
     throw TemplateError(op == "/" ? "ZeroDivisionError: division by zero"

@@ -1,18 +1,24 @@
 #include "common/chat/py_format.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "common/chat/methods.h"
 #include "common/chat/operators.h"
 #include "common/chat/py_string.h"
+#include "common/chat/taint.h"
 #include "common/chat/template_error.h"
 
 namespace tessera::chat {
 namespace {
 
-std::string Pad(const std::string& s, size_t width, char align, const std::string& fill) {
+// `s` padded to `width` code points; *left_bytes (when given) is how many bytes of padding
+// precede `s`.
+std::string Pad(const std::string& s, size_t width, char align, const std::string& fill,
+                size_t* left_bytes = nullptr) {
   size_t n = CodePointCount(s);
+  if (left_bytes) *left_bytes = 0;
   if (n >= width) return s;
   size_t pad = width - n;
   auto rep = [&](size_t k) {
@@ -21,8 +27,10 @@ std::string Pad(const std::string& s, size_t width, char align, const std::strin
     return r;
   };
   if (align == '<') return s + rep(pad);
-  if (align == '^') return rep(pad / 2) + s + rep(pad - pad / 2);
-  return rep(pad) + s;
+  std::string left = rep(align == '^' ? pad / 2 : pad);
+  if (left_bytes) *left_bytes = left.size();
+  if (align == '^') return left + s + rep(pad - pad / 2);
+  return left + s;
 }
 
 template <typename T>
@@ -54,9 +62,8 @@ double RequireNumber(const Value& v, char type) {
   return v.as_double();
 }
 
-}  // namespace
-
-std::string PercentFormat(const std::string& fmt, const Value& args) {
+// `fmt % args` into `out`: literal text untainted, each argument with its taint.
+void PercentFormatInto(const std::string& fmt, const Value& args, TrackedText* out) {
   std::vector<Value> positional;
   const ValueDict* mapping = nullptr;
   if (args.is_tuple()) {
@@ -73,10 +80,11 @@ std::string PercentFormat(const std::string& fmt, const Value& args) {
     }
     return positional[next++];
   };
-  std::string out;
   for (size_t i = 0; i < fmt.size(); ++i) {
     if (fmt[i] != '%') {
-      out.push_back(fmt[i]);
+      const size_t next_percent = std::min(fmt.find('%', i), fmt.size());
+      out->Append(std::string_view(fmt).substr(i, next_percent - i));
+      i = next_percent - 1;
       continue;
     }
     if (++i >= fmt.size()) throw TemplateError("ValueError: incomplete format");
@@ -118,7 +126,7 @@ std::string PercentFormat(const std::string& fmt, const Value& args) {
     if (i >= fmt.size()) throw TemplateError("ValueError: incomplete format");
     char type = fmt[i];
     if (type == '%') {
-      out.push_back('%');
+      out->Append("%");
       continue;
     }
     const Value& v = arg ? *arg : take();
@@ -134,7 +142,17 @@ std::string PercentFormat(const std::string& fmt, const Value& args) {
           if (cps.size() > p) s = EncodeUtf8(std::u32string_view(cps).substr(0, p));
         }
         size_t w = static_cast<size_t>(FormatNumber(width));
-        out += Pad(s, w, flags.find('-') != std::string::npos ? '<' : '>', " ");
+        size_t left = 0;
+        std::string padded =
+            Pad(s, w, flags.find('-') != std::string::npos ? '<' : '>', " ", &left);
+        if (type == 's' && v.is_string() && v.taint() != nullptr) {
+          // The (possibly cut) text of a string argument lands byte for byte after the padding.
+          out->Append(std::string_view(padded).substr(0, left));
+          out->Append(PieceOf(v, 0, s.size(), s));
+          out->Append(std::string_view(padded).substr(left + s.size()));
+        } else {
+          out->Append(padded, ContainsTaint(v));
+        }
         break;
       }
       case 'd':
@@ -142,7 +160,7 @@ std::string PercentFormat(const std::string& fmt, const Value& args) {
       case 'u': {
         double d = RequireNumber(v, type);
         long long n = v.is_float() ? TruncToInt(d) : v.as_int();
-        out += CFormatInt(spec + "lld", n);
+        out->Append(CFormatInt(spec + "lld", n));
         break;
       }
       case 'x':
@@ -165,7 +183,7 @@ std::string PercentFormat(const std::string& fmt, const Value& args) {
         if (!left && flags.find('0') != std::string::npos && body.size() < w) {
           body.insert(n < 0 ? 1 : 0, std::string(w - body.size(), '0'));
         }
-        out += Pad(body, w, left ? '<' : '>', " ");
+        out->Append(Pad(body, w, left ? '<' : '>', " "));
         break;
       }
       case 'e':
@@ -174,16 +192,18 @@ std::string PercentFormat(const std::string& fmt, const Value& args) {
       case 'F':
       case 'g':
       case 'G':
-        out += CFormat(spec + type, RequireNumber(v, type));
+        out->Append(CFormat(spec + type, RequireNumber(v, type)));
         break;
       case 'c':
         if (v.is_string()) {
-          out += v.as_string();
+          out->Append(v);
         } else {
           RequireNumber(v, type);
           int64_t cp = v.is_float() ? TruncToInt(v.as_double()) : v.as_int();
           if (cp < 0 || cp > 0x10FFFF) throw TemplateError("OverflowError: %c arg not in range");
-          AppendUtf8(static_cast<char32_t>(cp), &out);
+          std::string one;
+          AppendUtf8(static_cast<char32_t>(cp), &one);
+          out->Append(one);
         }
         break;
       default:
@@ -193,8 +213,9 @@ std::string PercentFormat(const std::string& fmt, const Value& args) {
   if (mapping == nullptr && next < positional.size()) {
     throw TemplateError("TypeError: not all arguments converted during string formatting");
   }
-  return out;
 }
+
+}  // namespace
 
 std::string FormatWithSpec(const Value& v, const std::string& spec) {
   size_t i = 0;
@@ -310,22 +331,26 @@ std::string FormatWithSpec(const Value& v, const std::string& spec) {
   return Pad(sign_str + body, width, align == '\0' ? '>' : align, fill);
 }
 
-std::string StrFormat(const std::string& fmt, const CallArgs& args) {
-  std::string out;
+namespace {
+
+// fmt.format(...) into `out`: literal text untainted, each field with its taint.
+void StrFormatInto(const std::string& fmt, const CallArgs& args, TrackedText* out) {
   size_t auto_index = 0;
   for (size_t i = 0; i < fmt.size(); ++i) {
     char c = fmt[i];
     if (c == '}') {
       if (i + 1 < fmt.size() && fmt[i + 1] == '}') ++i;
-      out.push_back('}');
+      out->Append("}");
       continue;
     }
     if (c != '{') {
-      out.push_back(c);
+      const size_t next_brace = std::min(fmt.find_first_of("{}", i), fmt.size());
+      out->Append(std::string_view(fmt).substr(i, next_brace - i));
+      i = next_brace - 1;
       continue;
     }
     if (i + 1 < fmt.size() && fmt[i + 1] == '{') {
-      out.push_back('{');
+      out->Append("{");
       ++i;
       continue;
     }
@@ -387,13 +412,44 @@ std::string StrFormat(const std::string& fmt, const CallArgs& args) {
       }
     }
     if (conversion == 'r' || conversion == 'a') {
-      v = Value(Repr(v));
+      v = ReprValue(v);
     } else if (conversion == 's') {
-      v = Value(ToStr(v));
+      v = StrValue(v);
     }
-    out += FormatWithSpec(v, spec);
+    if (spec.empty() && v.is_string()) {
+      out->Append(v);  // the text as it is, byte for byte
+    } else {
+      out->Append(FormatWithSpec(v, spec), ContainsTaint(v));
+    }
   }
-  return out;
+}
+
+}  // namespace
+
+std::string PercentFormat(const std::string& fmt, const Value& args) {
+  TrackedText out;
+  PercentFormatInto(fmt, args, &out);
+  return out.TakeText();
+}
+
+Value PercentFormatValue(const Value& fmt, const Value& args) {
+  TrackedText out;
+  PercentFormatInto(fmt.as_string(), args, &out);
+  if (fmt.taint() != nullptr) return WholeIf(out.TakeText(), true);
+  return out.TakeValue();
+}
+
+std::string StrFormat(const std::string& fmt, const CallArgs& args) {
+  TrackedText out;
+  StrFormatInto(fmt, args, &out);
+  return out.TakeText();
+}
+
+Value StrFormatValue(const Value& fmt, const CallArgs& args) {
+  TrackedText out;
+  StrFormatInto(fmt.as_string(), args, &out);
+  if (fmt.taint() != nullptr) return WholeIf(out.TakeText(), true);
+  return out.TakeValue();
 }
 
 std::string Strftime(const std::string& fmt, const std::tm& t) {

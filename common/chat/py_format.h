@@ -17,6 +17,13 @@ std::string PercentFormat(const std::string& fmt, const Value& args);
 // conversions and format specs.
 std::string StrFormat(const std::string& fmt, const CallArgs& args);
 
+// The two above on a string value, keeping provenance (common/chat/taint.h): a string argument
+// printed as it is (%s, %c, a field without spec) lands with its spans, any other argument's
+// text is tainted as a whole when it holds request data, and a tainted format string taints
+// the whole result.
+Value PercentFormatValue(const Value& fmt, const Value& args);
+Value StrFormatValue(const Value& fmt, const CallArgs& args);
+
 // format(value, spec): Python's format specification mini-language for str, int, float.
 std::string FormatWithSpec(const Value& v, const std::string& spec);
 

@@ -43,29 +43,48 @@ int64_t ParseDecimal(std::string_view digits, const char* what) {
   return v;
 }
 
+namespace {
+
+// The code point starting at s[i] (i < s.size()) and its length in bytes; a byte that does
+// not start a valid sequence is U+DC80+byte, one byte long.
+char32_t DecodeAt(std::string_view s, size_t i, size_t* length) {
+  unsigned char c = static_cast<unsigned char>(s[i]);
+  int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+  char32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+  bool ok = len > 0 && i + len <= s.size();
+  for (int k = 1; ok && k < len; ++k) {
+    unsigned char cc = static_cast<unsigned char>(s[i + k]);
+    if ((cc & 0xC0) != 0x80) ok = false;
+    cp = (cp << 6) | (cc & 0x3F);
+  }
+  if (!ok) {
+    *length = 1;
+    return 0xDC00 + c;
+  }
+  *length = static_cast<size_t>(len);
+  return cp;
+}
+
+}  // namespace
+
 std::u32string DecodeUtf8(std::string_view s) {
   std::u32string out;
   out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    char32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-    bool ok = len > 0 && i + len <= s.size();
-    for (int k = 1; ok && k < len; ++k) {
-      unsigned char cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) ok = false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if (!ok) {
-      out.push_back(0xDC00 + c);
-      ++i;
-      continue;
-    }
-    out.push_back(cp);
-    i += len;
-  }
+  size_t len = 0;
+  for (size_t i = 0; i < s.size(); i += len) out.push_back(DecodeAt(s, i, &len));
   return out;
+}
+
+std::vector<size_t> CodePointOffsets(std::string_view s) {
+  std::vector<size_t> offsets;
+  offsets.reserve(s.size() + 1);
+  size_t len = 0;
+  for (size_t i = 0; i < s.size(); i += len) {
+    offsets.push_back(i);
+    DecodeAt(s, i, &len);
+  }
+  offsets.push_back(s.size());
+  return offsets;
 }
 
 void AppendUtf8(char32_t cp, std::string* out) {
@@ -106,6 +125,12 @@ size_t SequenceLength(unsigned char c) {
 
 std::string PyStrip(std::string_view s, const std::optional<std::string>& chars, bool left,
                     bool right) {
+  const auto [b, e] = PyStripBounds(s, chars, left, right);
+  return std::string(s.substr(b, e - b));
+}
+
+ByteRange PyStripBounds(std::string_view s, const std::optional<std::string>& chars, bool left,
+                        bool right) {
   // Only the code points at the two ends are decoded: strip() is called on whole messages.
   std::u32string set = chars ? DecodeUtf8(*chars) : std::u32string();
   auto strip = [&](std::string_view piece) {
@@ -131,74 +156,111 @@ std::string PyStrip(std::string_view s, const std::optional<std::string>& chars,
       e = start;
     }
   }
-  return std::string(s.substr(b, e - b));
+  return {b, e};
 }
 
 std::vector<std::string> PySplit(std::string_view s, const std::optional<std::string>& sep,
                                  int64_t maxsplit, bool from_right) {
   std::vector<std::string> parts;
+  for (const auto& [b, e] : PySplitBounds(s, sep, maxsplit, from_right)) {
+    // A whitespace split works on code points, so its pieces are re-encoded from them (which
+    // differs from the bytes only for malformed UTF-8).
+    parts.push_back(sep ? std::string(s.substr(b, e - b))
+                        : EncodeUtf8(DecodeUtf8(s.substr(b, e - b))));
+  }
+  return parts;
+}
+
+std::vector<ByteRange> PySplitBounds(std::string_view s, const std::optional<std::string>& sep,
+                                     int64_t maxsplit, bool from_right) {
+  std::vector<ByteRange> parts;
+  auto limit_reached = [&] {
+    return maxsplit >= 0 && static_cast<int64_t>(parts.size()) >= maxsplit;
+  };
   if (sep) {
     if (sep->empty()) throw TemplateError("ValueError: empty separator");
     if (!from_right) {
       size_t pos = 0;
-      while (maxsplit < 0 || static_cast<int64_t>(parts.size()) < maxsplit) {
+      while (!limit_reached()) {
         size_t f = s.find(*sep, pos);
         if (f == std::string_view::npos) break;
-        parts.emplace_back(s.substr(pos, f - pos));
+        parts.emplace_back(pos, f);
         pos = f + sep->size();
       }
-      parts.emplace_back(s.substr(pos));
+      parts.emplace_back(pos, s.size());
     } else {
       size_t end = s.size();
-      while (maxsplit < 0 || static_cast<int64_t>(parts.size()) < maxsplit) {
+      while (!limit_reached()) {
         if (end < sep->size()) break;
         size_t f = s.rfind(*sep, end - sep->size());
         if (f == std::string_view::npos) break;
-        parts.emplace_back(s.substr(f + sep->size(), end - f - sep->size()));
+        parts.emplace_back(f + sep->size(), end);
         end = f;
       }
-      parts.emplace_back(s.substr(0, end));
+      parts.emplace_back(0, end);
       std::reverse(parts.begin(), parts.end());
     }
     return parts;
   }
-  // Whitespace split: runs of whitespace separate, leading/trailing whitespace is dropped.
-  std::u32string cps = DecodeUtf8(s);
-  if (from_right) std::reverse(cps.begin(), cps.end());
-  size_t i = 0, n = cps.size();
+  // Whitespace split: runs of whitespace separate, leading/trailing whitespace is dropped,
+  // and the unsplit remainder keeps the whitespace on its far side.
+  const std::u32string cps = DecodeUtf8(s);
+  const std::vector<size_t> at = CodePointOffsets(s);
+  const size_t n = cps.size();
+  if (!from_right) {
+    size_t i = 0;
+    while (true) {
+      while (i < n && IsPySpace(cps[i])) ++i;
+      if (i >= n) break;
+      if (limit_reached()) {
+        parts.emplace_back(at[i], s.size());
+        break;
+      }
+      size_t b = i;
+      while (i < n && !IsPySpace(cps[i])) ++i;
+      parts.emplace_back(at[b], at[i]);
+    }
+    return parts;
+  }
+  size_t j = n;  // pieces end before code point j
   while (true) {
-    while (i < n && IsPySpace(cps[i])) ++i;
-    if (i >= n) break;
-    if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) >= maxsplit) {
-      std::u32string piece = cps.substr(i);  // the remainder keeps its trailing spaces
-      if (from_right) std::reverse(piece.begin(), piece.end());
-      parts.push_back(EncodeUtf8(piece));
+    while (j > 0 && IsPySpace(cps[j - 1])) --j;
+    if (j == 0) break;
+    if (limit_reached()) {
+      parts.emplace_back(0, at[j]);
       break;
     }
-    size_t b = i;
-    while (i < n && !IsPySpace(cps[i])) ++i;
-    std::u32string piece = cps.substr(b, i - b);
-    if (from_right) std::reverse(piece.begin(), piece.end());
-    parts.push_back(EncodeUtf8(piece));
+    size_t e = j;
+    while (j > 0 && !IsPySpace(cps[j - 1])) --j;
+    parts.emplace_back(at[j], at[e]);
   }
-  if (from_right) std::reverse(parts.begin(), parts.end());
+  std::reverse(parts.begin(), parts.end());
   return parts;
 }
 
 std::vector<std::string> PySplitLines(std::string_view s) {
   std::vector<std::string> lines;
-  std::u32string cps = DecodeUtf8(s);
+  for (const auto& [b, e] : PySplitLinesBounds(s)) {
+    lines.push_back(EncodeUtf8(DecodeUtf8(s.substr(b, e - b))));
+  }
+  return lines;
+}
+
+std::vector<ByteRange> PySplitLinesBounds(std::string_view s) {
+  std::vector<ByteRange> lines;
+  const std::u32string cps = DecodeUtf8(s);
+  const std::vector<size_t> at = CodePointOffsets(s);
   size_t b = 0;
   for (size_t i = 0; i < cps.size(); ++i) {
     char32_t c = cps[i];
     bool brk = c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x1C || c == 0x1D ||
                c == 0x1E || c == 0x85 || c == 0x2028 || c == 0x2029;
     if (!brk) continue;
-    lines.push_back(EncodeUtf8(std::u32string_view(cps).substr(b, i - b)));
+    lines.emplace_back(at[b], at[i]);
     if (c == '\r' && i + 1 < cps.size() && cps[i + 1] == '\n') ++i;
     b = i + 1;
   }
-  if (b < cps.size()) lines.push_back(EncodeUtf8(std::u32string_view(cps).substr(b)));
+  if (b < cps.size()) lines.emplace_back(at[b], s.size());
   return lines;
 }
 

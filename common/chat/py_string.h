@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tessera::chat {
@@ -27,18 +28,34 @@ std::u32string DecodeUtf8(std::string_view s);
 void AppendUtf8(char32_t cp, std::string* out);
 std::string EncodeUtf8(std::u32string_view cps);
 size_t CodePointCount(std::string_view s);
+// Byte offset of each code point DecodeUtf8(s) yields, then s.size(): code point i is bytes
+// [offsets[i], offsets[i + 1]).
+std::vector<size_t> CodePointOffsets(std::string_view s);
 
 // str.isspace() for one code point.
 bool IsPySpace(char32_t cp);
 
+// A piece of a string as the byte range [first, second) it came from.
+using ByteRange = std::pair<size_t, size_t>;
+
 // str.strip/lstrip/rstrip; `chars` = nullopt strips whitespace.
 std::string PyStrip(std::string_view s, const std::optional<std::string>& chars, bool left,
                     bool right);
+// The bytes of `s` that PyStrip keeps.
+ByteRange PyStripBounds(std::string_view s, const std::optional<std::string>& chars, bool left,
+                        bool right);
 // str.split / str.rsplit; `sep` = nullopt splits on whitespace runs. maxsplit < 0: no limit.
 std::vector<std::string> PySplit(std::string_view s, const std::optional<std::string>& sep,
                                  int64_t maxsplit, bool from_right);
+// Where each piece of PySplit comes from in `s`, in order. A piece is those very bytes, except
+// that a whitespace split re-encodes them from code points (as DecodeUtf8/EncodeUtf8 do).
+std::vector<ByteRange> PySplitBounds(std::string_view s, const std::optional<std::string>& sep,
+                                     int64_t maxsplit, bool from_right);
 // str.splitlines() (without keepends).
 std::vector<std::string> PySplitLines(std::string_view s);
+// Where each line of PySplitLines comes from in `s` (the lines are re-encoded from code
+// points, as for a whitespace split).
+std::vector<ByteRange> PySplitLinesBounds(std::string_view s);
 // str.replace; count < 0 replaces all.
 std::string PyReplace(std::string_view s, std::string_view old_sub, std::string_view new_sub,
                       int64_t count);

@@ -1,5 +1,6 @@
 #include "common/chat/template.h"
 
+#include <algorithm>
 #include <ctime>
 
 #include "absl/status/status.h"
@@ -25,6 +26,13 @@ absl::Status LineError(const TemplateError& e) {
   return absl::InvalidArgumentError(std::string("chat template: ") + e.what());
 }
 
+std::tm LocalTimeNow() {
+  std::time_t t = std::time(nullptr);
+  std::tm now{};
+  localtime_r(&t, &now);
+  return now;
+}
+
 }  // namespace
 
 absl::StatusOr<ChatTemplate> ChatTemplate::Parse(std::string_view source) {
@@ -38,27 +46,57 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Parse(std::string_view source) {
   }
 }
 
-absl::StatusOr<std::string> ChatTemplate::Render(const nlohmann::ordered_json& variables,
-                                                 const std::tm& now) const {
+absl::StatusOr<RenderedPrompt> ChatTemplate::RenderWith(
+    const nlohmann::ordered_json& variables, const std::tm& now,
+    const std::vector<std::string>* request_keys, size_t max_output_bytes) const {
   if (!variables.is_object()) {
     return absl::InvalidArgumentError("chat template variables: expected a JSON object, got " +
                                       std::string(variables.type_name()));
   }
   try {
-    Value vars = FromJson(variables);
-    return Execute(program_->statements, vars.dict(), now);
+    ValueDict vars;
+    vars.Reserve(variables.size());
+    for (auto it = variables.begin(); it != variables.end(); ++it) {
+      const bool request_data =
+          request_keys != nullptr &&
+          std::find(request_keys->begin(), request_keys->end(), it.key()) != request_keys->end();
+      vars.Append(it.key(), FromJson(it.value(), request_data));
+    }
+    TrackedText out = Execute(program_->statements, vars, now, max_output_bytes);
+    RenderedPrompt prompt;
+    prompt.request_spans = out.TakeSpans();
+    prompt.text = out.TakeText();
+    return prompt;
   } catch (const RaisedException& e) {
     return absl::FailedPreconditionError(e.what());
+  } catch (const OutputLimitError& e) {
+    return absl::OutOfRangeError(e.what());
   } catch (const TemplateError& e) {
     return LineError(e);
   }
 }
 
+absl::StatusOr<std::string> ChatTemplate::Render(const nlohmann::ordered_json& variables,
+                                                 const std::tm& now) const {
+  absl::StatusOr<RenderedPrompt> prompt = RenderWith(variables, now, nullptr, 0);
+  if (!prompt.ok()) return prompt.status();
+  return std::move(prompt->text);
+}
+
 absl::StatusOr<std::string> ChatTemplate::Render(const nlohmann::ordered_json& variables) const {
-  std::time_t t = std::time(nullptr);
-  std::tm now{};
-  localtime_r(&t, &now);
-  return Render(variables, now);
+  return Render(variables, LocalTimeNow());
+}
+
+absl::StatusOr<RenderedPrompt> ChatTemplate::RenderTracked(
+    const nlohmann::ordered_json& variables, const std::tm& now,
+    const std::vector<std::string>& request_keys, size_t max_output_bytes) const {
+  return RenderWith(variables, now, &request_keys, max_output_bytes);
+}
+
+absl::StatusOr<RenderedPrompt> ChatTemplate::RenderTracked(
+    const nlohmann::ordered_json& variables, const std::vector<std::string>& request_keys,
+    size_t max_output_bytes) const {
+  return RenderTracked(variables, LocalTimeNow(), request_keys, max_output_bytes);
 }
 
 void AddHuggingFaceDefaults(nlohmann::ordered_json* variables) {

@@ -21,6 +21,12 @@ class TemplateError : public std::runtime_error {
   int line_;
 };
 
+// The output grew past the caller's limit (ChatTemplate::RenderTracked's max_output_bytes).
+class OutputLimitError : public std::runtime_error {
+ public:
+  explicit OutputLimitError(const std::string& message) : std::runtime_error(message) {}
+};
+
 // The template called raise_exception(message): the message is the whole error text.
 class RaisedException : public std::runtime_error {
  public:

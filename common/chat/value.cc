@@ -15,10 +15,26 @@ Value Value::Undefined(std::string message) {
   return v;
 }
 
+void Value::Taint(TaintPtr taint) {
+  std::string text = std::move(std::get<std::string>(data_));
+  data_ = std::make_shared<TaintedString>(TaintedString{std::move(text), std::move(taint)});
+}
+
 const std::string& Value::as_string() const {
   static const std::string* const kEmpty = new std::string();
-  const std::string* s = std::get_if<std::string>(&data_);
-  return s ? *s : *kEmpty;
+  if (const std::string* s = std::get_if<std::string>(&data_)) return *s;
+  if (const TaintedPtr* t = std::get_if<TaintedPtr>(&data_)) return (*t)->text;
+  return *kEmpty;
+}
+
+std::string Value::TakeTaintedString() {
+  TaintedPtr* t = std::get_if<TaintedPtr>(&data_);
+  if (t == nullptr) return std::string();
+  // Values are never shared across threads (a template's own values are untainted), so a
+  // use count of 1 means no other value can see the text.
+  std::string text = t->use_count() == 1 ? std::move((*t)->text) : (*t)->text;
+  data_ = std::string();
+  return text;
 }
 
 Value Value::None() {
@@ -79,6 +95,11 @@ const Value* ValueDict::Find(std::string_view key) const {
     if (k == key) return &v;
   }
   return nullptr;
+}
+
+Value ValueDict::KeyValue(const std::string& key) const {
+  if (!keys_tainted_ || key.empty()) return Value(key);
+  return Value(key, std::make_shared<const TaintSpans>(TaintSpans{{0, key.size()}}));
 }
 
 void ValueDict::Set(std::string key, Value value) {

@@ -19,6 +19,15 @@ class Value;
 class ValueDict;
 using ValueList = std::vector<Value>;
 
+// Byte ranges [first, second) of a string that came from request data (the messages, tools
+// and documents of RenderTracked): sorted, non-empty, and neither overlapping nor touching.
+// Strings carry them so that the tokenizer can refuse to read control tokens out of what a
+// client wrote (common/chat/taint.h builds and combines them).
+using TaintSpans = std::vector<std::pair<size_t, size_t>>;
+// Shared and immutable; null means untainted, which is what every template literal, number
+// and plain Render() value is.
+using TaintPtr = std::shared_ptr<const TaintSpans>;
+
 // Arguments of a call: positional, then keyword in call order.
 struct CallArgs {
   std::vector<Value> positional;
@@ -57,6 +66,11 @@ class Value {
   explicit Value(std::string s) : kind_(Kind::kString), data_(std::move(s)) {}
   explicit Value(std::string_view s) : kind_(Kind::kString), data_(std::string(s)) {}
   explicit Value(const char* s) : kind_(Kind::kString), data_(std::string(s)) {}
+  // A string whose bytes in `*taint` came from request data (`taint` may be null). The spans
+  // must lie within `s` and follow TaintSpans' rules.
+  Value(std::string s, TaintPtr taint) : kind_(Kind::kString), data_(std::move(s)) {
+    if (taint != nullptr) Taint(std::move(taint));
+  }
   static Value List(ValueList items);
   // A Python tuple: a list that prints as (a, b) and never equals a list.
   static Value Tuple(ValueList items);
@@ -96,11 +110,23 @@ class Value {
   // The text of a string (empty for other kinds).
   const std::string& as_string() const;
   const std::string& undefined_message() const { return as_string(); }
-  // Moves the text out of a string value (which is left empty), so `a + b + c` chains can
-  // append in place instead of copying.
+  // Moves the text out of a string value (which is left empty and untainted), so `a + b + c`
+  // chains can append in place instead of copying (a tainted string's text is copied when
+  // another value shares it).
   std::string TakeString() {
-    std::string* s = std::get_if<std::string>(&data_);
-    return s ? std::move(*s) : std::string();
+    if (std::string* s = std::get_if<std::string>(&data_)) return std::move(*s);
+    return TakeTaintedString();
+  }
+  // The request-data spans of a string; null when it has none (and for every other kind).
+  // Taint never changes what a value compares, hashes or measures as: only where it came from.
+  const TaintSpans* taint() const {
+    const TaintedPtr* t = std::get_if<TaintedPtr>(&data_);
+    return t ? (*t)->taint.get() : nullptr;
+  }
+  // As taint(), shared (null when untainted).
+  TaintPtr shared_taint() const {
+    const TaintedPtr* t = std::get_if<TaintedPtr>(&data_);
+    return t ? (*t)->taint : nullptr;
   }
   const ValueList& list() const { return *std::get<ListPtr>(data_); }
   const ValueDict& dict() const { return *std::get<DictPtr>(data_); }
@@ -114,11 +140,24 @@ class Value {
   using ListPtr = std::shared_ptr<const ValueList>;
   using DictPtr = std::shared_ptr<ValueDict>;
   using FunctionPtr = std::shared_ptr<const Callable>;
+  // A tainted string lives out of line, so that Value stays as small (and as cheap to copy)
+  // as it is without provenance: renders without request data never create one. Shared by
+  // copies and never changed, except that TakeString moves the text out of the last owner.
+  struct TaintedString {
+    std::string text;
+    TaintPtr taint;  // never null
+  };
+  using TaintedPtr = std::shared_ptr<TaintedString>;
+
+  // Moves this string out of line with its spans.
+  void Taint(TaintPtr taint);
+  std::string TakeTaintedString();
 
   Kind kind_ = Kind::kUndefined;
   bool tuple_ = false;
-  // Strings hold str and Undefined's message; containers are shared, so copies are cheap.
-  std::variant<int64_t, double, std::string, ListPtr, DictPtr, FunctionPtr> data_;
+  // Strings hold str (TaintedPtr when tainted) and Undefined's message; containers are
+  // shared, so copies are cheap.
+  std::variant<int64_t, double, std::string, ListPtr, DictPtr, FunctionPtr, TaintedPtr> data_;
 };
 
 // A str-keyed mapping that keeps insertion order, as Python dicts do.
@@ -136,8 +175,17 @@ class ValueDict {
   size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }
 
+  // Whether the keys came from request data (a JSON object under RenderTracked's request keys,
+  // or a dict built from such keys): the key strings the dict hands out (iteration, items(),
+  // keys()) are then tainted as a whole. Lookups ignore it.
+  bool keys_tainted() const { return keys_tainted_; }
+  void set_keys_tainted(bool tainted) { keys_tainted_ = tainted; }
+  // A key as a string value, tainted when keys_tainted().
+  Value KeyValue(const std::string& key) const;
+
  private:
   std::vector<std::pair<std::string, Value>> entries_;
+  bool keys_tainted_ = false;
 };
 
 // Python's truth value (Undefined is false).

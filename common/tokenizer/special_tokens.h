@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -26,9 +27,15 @@ class SpecialTokenMatcher {
 
   // Partitions `text` as llama.cpp does: special tokens are taken longest first, each one
   // splitting every remaining raw fragment at all its occurrences. USER_DEFINED tokens are
-  // always matched; CONTROL and UNKNOWN tokens only when `parse_special`. Tokens with the
-  // lstrip/rstrip attribute eat ASCII whitespace beside them. Raw fragments are never empty.
-  std::vector<Fragment> Partition(std::string_view text, bool parse_special) const;
+  // always matched; CONTROL and UNKNOWN tokens only when `parse_special`, and then not where
+  // an occurrence overlaps one of `plain_text_ranges` (byte ranges [first, second) of `text`,
+  // see EncodeOptions): such an occurrence stays inside its raw fragment, which is not split
+  // there, and the search for that token goes on from the occurrence's next byte. Tokens
+  // with the lstrip/rstrip attribute eat ASCII whitespace beside them. Raw fragments are
+  // never empty. Without ranges the result is llama.cpp's.
+  std::vector<Fragment> Partition(
+      std::string_view text, bool parse_special,
+      std::span<const std::pair<size_t, size_t>> plain_text_ranges = {}) const;
 
  private:
   // A trie over the special token texts, so one pass over the input finds which of them

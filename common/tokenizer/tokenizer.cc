@@ -132,7 +132,8 @@ std::vector<TokenId> Tokenizer::Encode(std::string_view text, const EncodeOption
   const Vocabulary& v = *vocab_;
   std::vector<TokenId> out;
   out.reserve(text.size() / 3 + 2);
-  const std::vector<Fragment> fragments = specials_->Partition(text, options.parse_special);
+  const std::vector<Fragment> fragments =
+      specials_->Partition(text, options.parse_special, options.plain_text_ranges);
   const bool starts_with_bos = !fragments.empty() && fragments[0].token == v.special().bos;
   if (options.add_special && v.add_bos() && !(options.skip_duplicate_bos && starts_with_bos)) {
     out.push_back(v.special().bos);

@@ -10,8 +10,10 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -34,6 +36,14 @@ struct EncodeOptions {
   // template that emits bos_token itself, spec 14.5). llama.cpp's tokenizer would add a
   // second one; prompts for generation want this set.
   bool skip_duplicate_bos = false;
+  // With parse_special: byte ranges [first, second) of the input that are plain text, such as
+  // the request data in a rendered chat prompt (chat::RenderedPrompt::request_spans). A
+  // CONTROL or UNKNOWN token text that overlaps one of them is not matched: it stays raw text
+  // and is tokenized together with the raw text around it, as without parse_special, so a
+  // client cannot write control tokens into a prompt. USER_DEFINED tokens are matched as
+  // always. Sorted and disjoint ranges are expected (others are sorted and merged first);
+  // bytes past the end of the input are ignored. The viewed ranges must outlive the call.
+  std::span<const std::pair<size_t, size_t>> plain_text_ranges = {};
 };
 
 struct DecodeOptions {

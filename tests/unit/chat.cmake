@@ -27,3 +27,16 @@ if(TARGET tessera_cli)
     LABELS chat
     TIMEOUT 60)
 endif()
+# Provenance: which bytes of a rendered prompt came from the request (RenderTracked), and
+# that tokenizing with those bytes as plain text stops request text forging control tokens
+# in every conformance template.
+tessera_test(chat_provenance_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/chat_provenance_test.cc
+  DEPS tessera_chat nlohmann_json::nlohmann_json
+  LABELS chat unit sanitize
+  TIMEOUT 60)
+tessera_test(chat_prompt_injection_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/chat_prompt_injection_test.cc
+  DEPS tessera_chat tessera_tokenizer nlohmann_json::nlohmann_json
+  LABELS chat tokenizer unit sanitize
+  TIMEOUT 60)

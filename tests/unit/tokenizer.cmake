@@ -15,6 +15,11 @@ tessera_test(tokenizer_decode_test
   DEPS tessera_tokenizer
   LABELS unit tokenizer sanitize
   TIMEOUT 60)
+tessera_test(tokenizer_plain_text_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/tokenizer_plain_text_test.cc
+  DEPS tessera_tokenizer
+  LABELS unit tokenizer sanitize
+  TIMEOUT 60)
 if(TARGET tessera_cli)
   tessera_test(tokenize_command_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/tokenize_command_test.cc
