@@ -11,13 +11,14 @@
 #include "common/chat/template.h"
 #include "common/tokenizer/streaming_detokenizer.h"
 #include "common/tokenizer/tokenizer.h"
+#include "controller/serving/engine.h"
+#include "controller/serving/request_validation.h"
 #include "nlohmann/json.hpp"
 #include "tools/commands.h"
 #include "tools/executor_flags.h"
 #include "tools/format.h"
 #include "tools/step_backend.h"
 #include "worker/executor/executor.h"
-#include "worker/sampling/sampling.h"
 
 namespace tessera::cli {
 namespace {
@@ -62,7 +63,10 @@ struct Options {
   std::string model, prompt, prompt_tokens, chat, system, chat_template;
   int max_tokens = 128;
   bool json = false;
-  sampling::SamplingParams sampling;
+  // The daemon's definition and ranges (serving::ValidateSampling), so that a value means
+  // and allows the same here as in a REST or gRPC request.
+  serving::Sampling sampling;
+  std::vector<int32_t> stop_token_ids;  // the model's end-of-generation tokens
   executor::ExecutorOptions exec;
   BackendOptions backend;
 };
@@ -116,11 +120,10 @@ int Generate(Options& o) {
   }
   if (tok) {
     for (int32_t id = 0; id < static_cast<int32_t>(tok->vocab().size()); ++id) {
-      if (tok->vocab().IsEndOfGeneration(id)) o.sampling.stop_token_ids.push_back(id);
+      if (tok->vocab().IsEndOfGeneration(id)) o.stop_token_ids.push_back(id);
     }
   }
   if (!o.sampling.seed) o.sampling.seed = std::random_device{}() * 0x100000001ull;
-  if (absl::Status s = o.sampling.Validate(); !s.ok()) return Fail(std::string(s.message()));
 
   auto file = gguf::GgufModel::Open(o.model);
   if (!file.ok()) return Fail(std::string(file.status().message()));
@@ -142,7 +145,7 @@ int Generate(Options& o) {
   seq->set_seq_id(1);
   for (int b = 0; b < (*runner)->n_blocks(); ++b) seq->add_block_table(b);
   seq->set_new_sampler(true);
-  *seq->mutable_sampling() = ToStepSampling(o.sampling);
+  *seq->mutable_sampling() = ToStepSampling(o.sampling, o.stop_token_ids);
   for (int32_t t : *prompt) seq->add_penalty_prompt(t);
   auto t0 = Clock::now();
   for (size_t start = 0; start + kPrefillChunk < prompt->size(); start += kPrefillChunk) {
@@ -304,7 +307,7 @@ int RunGenerate(const Args& args) {
                  kUsage);
     return 2;
   }
-  if (absl::Status s = o.sampling.Validate(); !s.ok()) {
+  if (absl::Status s = serving::ValidateSampling(o.sampling); !s.ok()) {
     std::fprintf(stderr, "tessera generate: %s\n", std::string(s.message()).c_str());
     return 2;
   }

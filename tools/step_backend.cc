@@ -131,7 +131,8 @@ absl::StatusOr<std::unique_ptr<serving::StepRunner>> OpenStepRunner(
   return std::unique_ptr<serving::StepRunner>(std::move(*group));
 }
 
-tessera::v1::StepSampling ToStepSampling(const sampling::SamplingParams& p) {
+tessera::v1::StepSampling ToStepSampling(const serving::Sampling& p,
+                                         const std::vector<int32_t>& stop_token_ids) {
   tessera::v1::StepSampling s;
   s.set_temperature(p.temperature);
   s.set_top_k(p.top_k);
@@ -141,9 +142,7 @@ tessera::v1::StepSampling ToStepSampling(const sampling::SamplingParams& p) {
   s.set_presence_penalty(p.presence_penalty);
   s.set_frequency_penalty(p.frequency_penalty);
   if (p.seed) s.set_seed(*p.seed);
-  s.set_top_logprobs(p.top_logprobs);
-  s.set_logprobs_processed(p.logprobs_mode == sampling::LogprobsMode::kProcessed);
-  for (int32_t id : p.stop_token_ids) s.add_stop_token_ids(id);
+  for (int32_t id : stop_token_ids) s.add_stop_token_ids(id);
   return s;
 }
 

@@ -6,12 +6,13 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "controller/serving/engine.h"
 #include "controller/serving/step_runner.h"
 #include "tools/commands.h"
 #include "worker/executor/executor.h"
-#include "worker/sampling/sampling.h"
 
 namespace tessera::cli {
 
@@ -34,7 +35,10 @@ absl::StatusOr<std::unique_ptr<serving::StepRunner>> OpenStepRunner(
     const std::string& model, const executor::ExecutorOptions& exec, const BackendOptions& backend,
     bool verbose);
 
-// The sampler's parameters as the step protocol carries them.
-tessera::v1::StepSampling ToStepSampling(const sampling::SamplingParams& p);
+// A request's sampling parameters as the step protocol carries them, with the tokens that
+// end generation (the worker's sampler reports them as end_of_generation). Log-probabilities
+// are the model's own (raw), as the daemon reports them.
+tessera::v1::StepSampling ToStepSampling(const serving::Sampling& sampling,
+                                         const std::vector<int32_t>& stop_token_ids);
 
 }  // namespace tessera::cli

@@ -32,6 +32,7 @@ struct DaemonConfig {
   std::string api_key;
   std::string api_key_file;
   bool disable_metrics = false;
+  std::vector<std::string> allowed_origins;  // CORS; empty: none
   // --- parallelism ---
   int64_t tp = 1;
   int64_t cpu_workers = 0;         // 0: tp workers on CPU when no GPU is found
@@ -52,7 +53,11 @@ struct DaemonConfig {
   int64_t max_num_seqs = 0;
   int64_t max_num_batched_tokens = 0;
   int64_t max_waiting_requests = 0;
-  int64_t max_prompt_tokens = 0;   // 0: max-model-len
+  int64_t max_prompt_tokens = 0;  // 0: max-model-len
+  uint64_t max_prompt_bytes = 0;  // 0: 32 x max-prompt-tokens
+  int64_t max_chat_messages = 0;  // 0: max-prompt-tokens
+  int64_t prep_threads = 0;       // 0: CPUs / 4, 1 to 8
+  bool parse_special_in_content = false;
   int64_t max_tokens_default = 0;  // 0: up to the context length (as vLLM)
   uint64_t max_body_size = 0;      // bytes
   absl::Duration request_timeout;

@@ -66,6 +66,13 @@ const OptionSpec kOptions[] = {
      "File whose first line is the API key (trailing whitespace ignored).", &C::api_key_file},
     {"disable-metrics", T::kBool, S::kServer, "false", "", "", "Do not serve /metrics.",
      &C::disable_metrics},
+    {"allowed-origins", T::kList, S::kServer, "", "none: no cross-origin browser access", "ORIGINS",
+     "Web origins (e.g. https://chat.example.com, or * for any) whose pages may call the REST "
+     "API from a browser: answered with CORS headers, preflight requests included. Without "
+     "it, browsers get no CORS headers, POST bodies must be sent as application/json, and a "
+     "server bound to a loopback address refuses a Host header that is not a loopback name "
+     "(DNS rebinding).",
+     &C::allowed_origins},
     // --- parallelism ---
     {"tp", T::kInt, S::kParallelism, "1", "", "N",
      "Tensor-parallel size: the number of worker processes sharing each layer (one per GPU).",
@@ -150,6 +157,28 @@ const OptionSpec kOptions[] = {
     {"max-prompt-tokens", T::kInt, S::kScheduling, "0", "0: max-model-len", "N",
      "Longest prompt accepted (HTTP 400 / INVALID_ARGUMENT naming the limit beyond).",
      &C::max_prompt_tokens, Between(0, kIntMax)},
+    {"max-prompt-bytes", T::kSize, S::kScheduling, "0",
+     "0: 32 bytes per token of max-prompt-tokens", "SIZE",
+     "Largest prompt text accepted, checked before the expensive work: a completion's prompt "
+     "before tokenizing; a chat's message contents together before the template renders, and "
+     "the rendered prompt as it grows (HTTP 400 / INVALID_ARGUMENT naming the limit).",
+     &C::max_prompt_bytes, Between(0, 1ull << 40)},
+    {"max-chat-messages", T::kInt, S::kScheduling, "0",
+     "0: max-prompt-tokens (every message takes at least one token)", "N",
+     "Most messages in one chat request, checked before the template renders.",
+     &C::max_chat_messages, Between(0, kIntMax)},
+    {"prep-threads", T::kInt, S::kScheduling, "0", "0: a quarter of the CPUs, 1 to 8", "N",
+     "Threads that parse, render and tokenize requests whose body exceeds 16 KiB, at a lower "
+     "CPU priority, so that the HTTP and gRPC threads always answer at once; such requests "
+     "wait for one (at most max-waiting-requests of them, HTTP 429 beyond).",
+     &C::prep_threads, Between(0, 1024)},
+    {"parse-special-in-content", T::kBool, S::kScheduling, "false", "", "",
+     "Let request text become control tokens, as before: special-token strings in chat "
+     "message contents and completion prompts are tokenized as the special tokens they "
+     "spell. By default only the chat template's own text yields special tokens (a user "
+     "cannot forge a role header or end a turn), and a completion request opts in with "
+     "\"parse_special_tokens\": true.",
+     &C::parse_special_in_content},
     {"max-tokens-default", T::kInt, S::kScheduling, "0",
      "0: up to the context length (max-model-len minus the prompt), as vLLM does", "N",
      "Tokens generated when a request sets no max_tokens.", &C::max_tokens_default,

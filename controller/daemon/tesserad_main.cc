@@ -294,6 +294,9 @@ int Serve(const config::DaemonConfig& c) {
   eo.max_model_len = facts->info.max_model_len;
   eo.request_timeout = Ms(c.request_timeout);
   eo.default_max_tokens = static_cast<int32_t>(c.max_tokens_default);
+  eo.max_prompt_bytes = c.max_prompt_bytes;
+  eo.max_chat_messages = c.max_chat_messages;
+  eo.parse_special_in_content = c.parse_special_in_content;
   auto engine = std::make_unique<serving::ServingEngine>(group->get(), std::move(text->tokenizer),
                                                          std::move(text->chat_template),
                                                          facts->info, eo, &bridge);
@@ -317,8 +320,16 @@ int Serve(const config::DaemonConfig& c) {
     m.ready.Set(e->ready() ? 1 : 0);
   });
 
+  // Large requests are parsed, rendered and tokenized here, off the I/O threads.
+  serving::PrepPool prep_pool(
+      c.prep_threads > 0 ? static_cast<int>(c.prep_threads) : serving::PrepPool::DefaultThreads(),
+      static_cast<int>(c.max_waiting_requests));
+
   http::GatewayOptions go;
   go.api_key = c.api_key;
+  go.prep_pool = &prep_pool;
+  go.loopback_only = http::IsLoopbackHost(c.host);
+  go.allowed_origins = c.allowed_origins;
   go.metrics_text = [&registry] { return registry.Expose(); };
   go.ready_details = [g] {
     nlohmann::json j;
@@ -354,6 +365,7 @@ int Serve(const config::DaemonConfig& c) {
   gso.port = static_cast<int>(c.grpc_port);
   gso.api_key = c.api_key;
   gso.max_message_bytes = static_cast<int>(std::min<uint64_t>(c.max_body_size, 1u << 30));
+  gso.prep_pool = &prep_pool;
   gso.observer = [&m](const std::string& method, grpc::StatusCode code) {
     m.GrpcRequest(method, absl::StatusCodeToString(static_cast<absl::StatusCode>(code)))
         .Increment();
@@ -401,6 +413,7 @@ int Serve(const config::DaemonConfig& c) {
   }
   (*grpc_server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   (*http_server)->Stop();
+  prep_pool.Stop();  // its tasks use the engine
   engine.reset();
   g->Shutdown();
   starter.join();

@@ -1,4 +1,5 @@
-// The optional API key of the Inference service: `authorization: Bearer KEY` metadata.
+// The optional API key of the Inference service: `authorization: Bearer KEY` metadata, by the
+// rule the REST gateway applies to its `Authorization` header (serving::AuthorizationAllows).
 #pragma once
 
 #include <string>
@@ -15,12 +16,13 @@ class ApiKeyCheck {
 
   bool enabled() const { return !key_.empty(); }
 
-  // True when no key is configured, or the call carries `authorization: Bearer <key>`
-  // (scheme case-insensitive). The key comparison takes the same time wherever the first
-  // difference is, so response timing does not leak a prefix of the key.
+  // True when no key is configured, or the call carries exactly one `authorization` entry and
+  // it is `Bearer <key>` (scheme in any case, one space, the key byte for byte). A call with
+  // two `authorization` entries is refused whatever they say. The key comparison takes the
+  // same time wherever the first difference is.
   bool Allows(const grpc::ServerContextBase& context) const;
 
-  // The same, on the header value itself.
+  // The same, for a call carrying this one `authorization` value.
   bool AllowsHeader(std::string_view authorization) const;
 
  private:

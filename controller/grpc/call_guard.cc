@@ -28,8 +28,9 @@ CallGuard::CallGuard(serving::Engine* engine, std::string api_key, int retry_aft
 
 grpc::Status CallGuard::Admit(const grpc::CallbackServerContext& context) const {
   if (!api_key_.Allows(context)) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "missing or wrong API key: send metadata `authorization: Bearer KEY`");
+    return grpc::Status(
+        grpc::StatusCode::UNAUTHENTICATED,
+        "missing or wrong API key: send one metadata entry `authorization: Bearer KEY`");
   }
   if (!accepting()) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE,

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <utility>
 
+#include "controller/grpc/message_codec.h"
 #include "controller/grpc/response_convert.h"
 #include "controller/grpc/status_codes.h"
 
@@ -37,6 +38,28 @@ GenerateStream* GenerateStream::Start(CallGuard* guard, grpc::CallbackServerCont
     stream->FinishNow(ToGrpcStatus(request.status()));
   } else {
     stream->Submit(*std::move(request));
+  }
+  return stream;
+}
+
+GenerateStream* GenerateStream::StartPrepared(
+    CallGuard* guard, grpc::CallbackServerContext* context, std::string method,
+    serving::PrepPool* pool, std::function<absl::StatusOr<serving::GenerateRequest>()> prepare) {
+  auto* stream = new GenerateStream(guard, context, std::move(method));
+  // gRPC keeps the reactor until Finish is called and OnDone runs: the task may use it.
+  const bool queued = pool->TrySubmit([stream, prepare = std::move(prepare)] {
+    if (stream->context_->IsCancelled()) {
+      return stream->FinishNow(grpc::Status(grpc::StatusCode::CANCELLED,
+                                            "the client went away while the request was prepared"));
+    }
+    absl::StatusOr<serving::GenerateRequest> request = prepare();
+    if (!request.ok()) return stream->FinishNow(ToGrpcStatus(request.status()));
+    stream->Submit(*std::move(request));
+  });
+  if (!queued) {
+    stream->FinishNow(ToGrpcStatus(absl::ResourceExhaustedError(
+        "too many large requests are waiting to be prepared (max-waiting-requests); retry "
+        "later")));
   }
   return stream;
 }
@@ -111,9 +134,16 @@ GenerateStream::Action GenerateStream::NextActionLocked() {
     return Action::kFinish;
   }
   if (!IsEmptyChunk(pending_)) {
-    in_flight_ = std::move(pending_);
+    pending_.set_request_id(request_id_);
+    grpc::Status serialized = SerializeResponse(pending_, &in_flight_);
     pending_.Clear();
-    in_flight_.set_request_id(request_id_);
+    if (!serialized.ok()) {
+      // Not expected (a chunk is small and its strings are valid UTF-8). The call ends; the
+      // engine request runs out on its own, its events dropped once the call is done.
+      final_status_ = std::move(serialized);
+      finish_called_ = true;
+      return Action::kFinish;
+    }
     writing_ = true;
     return Action::kWrite;
   }

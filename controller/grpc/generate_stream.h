@@ -1,5 +1,6 @@
 // One streaming Generate or Chat call: submits the request to the engine and writes its
-// events to the client as they come.
+// events to the client as they come, each chunk a serialized tessera.v1.GenerateResponse (the
+// service's methods are raw: see inference_service.h).
 //
 // Threads: the engine calls the sink on its own thread; gRPC calls OnWriteDone / OnCancel /
 // OnDone on its callback threads. Decisions (what to write next, whether to finish) are
@@ -12,26 +13,36 @@
 // (the engine's CANCELLED event after a client cancel) is dropped safely.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/byte_buffer.h>
 
 #include "absl/status/statusor.h"
 #include "controller/grpc/call_guard.h"
 #include "controller/serving/engine.h"
+#include "controller/serving/prep_pool.h"
 #include "tessera/v1/inference.pb.h"
 
 namespace tessera::grpc_api {
 
-class GenerateStream : public grpc::ServerWriteReactor<tessera::v1::GenerateResponse> {
+class GenerateStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   // Starts the call: finishes it at once with `refusal` (non-OK) or a failed `request`,
   // otherwise submits the request. `method` names the call for the observer.
   static GenerateStream* Start(CallGuard* guard, grpc::CallbackServerContext* context,
                                std::string method, grpc::Status refusal,
                                absl::StatusOr<serving::GenerateRequest> request);
+
+  // As Start with an OK refusal, but `prepare` (parsing, rendering, tokenizing) runs on
+  // `pool`, off the gRPC callback thread; RESOURCE_EXHAUSTED when the pool's queue is full,
+  // CANCELLED when the client left while the request waited.
+  static GenerateStream* StartPrepared(
+      CallGuard* guard, grpc::CallbackServerContext* context, std::string method,
+      serving::PrepPool* pool, std::function<absl::StatusOr<serving::GenerateRequest>()> prepare);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -60,8 +71,8 @@ class GenerateStream : public grpc::ServerWriteReactor<tessera::v1::GenerateResp
   std::mutex mu_;
   std::unique_ptr<serving::RequestHandle> handle_;  // set once Submit returned
   std::string request_id_;
-  tessera::v1::GenerateResponse pending_;    // not yet handed to gRPC
-  tessera::v1::GenerateResponse in_flight_;  // being written; untouched until OnWriteDone
+  tessera::v1::GenerateResponse pending_;  // not yet handed to gRPC
+  grpc::ByteBuffer in_flight_;             // being written; untouched until OnWriteDone
   bool writing_ = false;
   bool engine_finished_ = false;
   grpc::Status final_status_;

@@ -5,6 +5,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 
 #include "absl/strings/str_cat.h"
+#include "controller/grpc/protobuf_log.h"
 
 namespace tessera::grpc_api {
 namespace {
@@ -26,6 +27,8 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(serving::Engine* e
     return absl::InvalidArgumentError(absl::StrCat(
         "grpc max message size: expected a positive byte count, got ", options.max_message_bytes));
   }
+  // Lines protobuf writes about what clients send belong in the daemon's log.
+  RouteProtobufLogToDaemonLog();
   std::unique_ptr<GrpcServer> server(new GrpcServer(engine, std::move(options)));
   const GrpcServerOptions& opts = server->options_;
   absl::StatusOr<std::unique_ptr<ReflectionService>> reflection = ReflectionService::Create(
@@ -74,7 +77,7 @@ GrpcServer::GrpcServer(serving::Engine* engine, GrpcServerOptions options)
     : engine_(engine), options_(std::move(options)) {
   guard_ = std::make_unique<CallGuard>(engine_, options_.api_key, options_.retry_after_seconds,
                                        options_.observer);
-  service_ = std::make_unique<InferenceService>(guard_.get());
+  service_ = std::make_unique<InferenceService>(guard_.get(), options_.prep_pool);
   health_ = std::make_unique<HealthService>();
 }
 

@@ -27,6 +27,7 @@
 #include "controller/grpc/inference_service.h"
 #include "controller/grpc/reflection_service.h"
 #include "controller/serving/engine.h"
+#include "controller/serving/prep_pool.h"
 
 namespace tessera::grpc_api {
 
@@ -38,6 +39,9 @@ struct GrpcServerOptions {
   int retry_after_seconds = 1;      // the `retry-after` trailer on RESOURCE_EXHAUSTED
   std::chrono::milliseconds health_poll_interval{200};
   CallObserver observer;  // optional: per-method request counting
+  // Where Generate / Chat requests above 16 KiB are parsed, rendered and tokenized (never on
+  // a gRPC callback thread); null: inline. Must outlive the server's calls.
+  serving::PrepPool* prep_pool = nullptr;
 };
 
 class GrpcServer {

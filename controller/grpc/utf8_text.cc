@@ -62,4 +62,15 @@ std::string ToValidUtf8(std::string_view bytes) {
   return out;
 }
 
+std::optional<size_t> FirstInvalidUtf8Byte(std::string_view bytes) {
+  size_t i = 0;
+  while (i < bytes.size()) {
+    size_t consumed = 0;
+    const size_t n = WellFormedLength(bytes, i, &consumed);
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::nullopt;
+}
+
 }  // namespace tessera::grpc_api

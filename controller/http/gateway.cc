@@ -1,13 +1,19 @@
 #include "controller/http/gateway.h"
 
+#include <algorithm>
 #include <chrono>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "controller/http/generation_call.h"
 #include "controller/http/openai_errors.h"
 #include "controller/http/openai_request.h"
 #include "controller/http/openai_response.h"
+#include "controller/serving/request_validation.h"
 
 namespace tessera::http {
 namespace {
@@ -61,15 +67,69 @@ json ModelObject(const serving::ModelInfo& info) {
           {"max_model_len", info.max_model_len}};
 }
 
+// Adds the CORS headers of an allowed origin to whatever the handler answers.
+class CorsExchange : public Exchange {
+ public:
+  CorsExchange(std::shared_ptr<Exchange> inner, std::string origin)
+      : inner_(std::move(inner)), origin_(std::move(origin)) {}
+  void Respond(HttpResponse response) override {
+    AddHeaders(response.headers);
+    inner_->Respond(std::move(response));
+  }
+  void BeginStream(int status, std::string content_type, std::vector<HttpHeader> headers) override {
+    AddHeaders(headers);
+    inner_->BeginStream(status, std::move(content_type), std::move(headers));
+  }
+  void Write(std::string data) override { inner_->Write(std::move(data)); }
+  void EndStream(bool keep_alive) override { inner_->EndStream(keep_alive); }
+  void OnDisconnect(std::function<void()> on_disconnect) override {
+    inner_->OnDisconnect(std::move(on_disconnect));
+  }
+  bool disconnected() const override { return inner_->disconnected(); }
+
+ private:
+  void AddHeaders(std::vector<HttpHeader>& headers) const {
+    headers.push_back({"Access-Control-Allow-Origin", origin_});
+    if (origin_ != "*") headers.push_back({"Vary", "Origin"});
+  }
+  const std::shared_ptr<Exchange> inner_;
+  const std::string origin_;
+};
+
+// The media type of a Content-Type value, lower-cased, without parameters.
+std::string MediaType(const std::string& content_type) {
+  std::string type(absl::StripAsciiWhitespace(content_type.substr(0, content_type.find(';'))));
+  absl::AsciiStrToLower(&type);
+  return type;
+}
+
+bool IsJsonMediaType(const std::string& type) {
+  return type == "application/json" ||
+         (absl::StartsWith(type, "application/") && absl::EndsWith(type, "+json"));
+}
+
 }  // namespace
 
-bool ConstantTimeEquals(const std::string& presented, const std::string& expected) {
-  if (expected.empty()) return false;
-  unsigned char diff = presented.size() == expected.size() ? 0 : 1;
-  for (size_t i = 0; i < presented.size(); ++i) {
-    diff |= static_cast<unsigned char>(presented[i] ^ expected[i % expected.size()]);
+bool IsLoopbackHost(const std::string& host_header) {
+  std::string host(absl::StripAsciiWhitespace(host_header));
+  absl::AsciiStrToLower(&host);
+  if (absl::StartsWith(host, "[")) {  // an IPv6 literal, maybe with a port
+    const size_t close = host.find(']');
+    if (close == std::string::npos) return false;
+    const std::string addr = host.substr(1, close - 1);
+    return addr == "::1" || addr == "0:0:0:0:0:0:0:1";
   }
-  return diff == 0;
+  if (host == "::1") return true;  // a bare IPv6 address (a bind address, not a Host header)
+  if (std::count(host.begin(), host.end(), ':') == 1) host.resize(host.find(':'));
+  if (absl::EndsWith(host, ".")) host.pop_back();  // the absolute form "localhost."
+  if (host == "localhost" || absl::EndsWith(host, ".localhost")) return true;
+  std::vector<std::string> octets = absl::StrSplit(host, '.');
+  if (octets.size() != 4 || octets[0] != "127") return false;
+  for (const std::string& o : octets) {
+    int v = 0;
+    if (o.empty() || o.size() > 3 || !absl::SimpleAtoi(o, &v) || v < 0 || v > 255) return false;
+  }
+  return true;
 }
 
 Gateway::Gateway(serving::Engine* engine, GatewayOptions options)
@@ -86,28 +146,66 @@ void Gateway::Observe(const HttpRequest& request, int status) const {
 
 bool Gateway::Authorized(const HttpRequest& request) const {
   if (options_.api_key.empty()) return true;
-  const std::string header = request.Header("Authorization");
-  constexpr char kBearer[] = "Bearer ";
-  if (header.size() <= sizeof(kBearer) - 1 ||
-      !absl::EqualsIgnoreCase(header.substr(0, sizeof(kBearer) - 1), kBearer)) {
-    return false;
+  // Every Authorization header, so that a second one is refused rather than ignored.
+  std::vector<absl::string_view> values;
+  for (const HttpHeader& h : request.headers) {
+    if (absl::EqualsIgnoreCase(h.name, "Authorization")) values.push_back(h.value);
   }
-  return ConstantTimeEquals(header.substr(sizeof(kBearer) - 1), options_.api_key);
+  return serving::AuthorizationAllows(values, options_.api_key);
+}
+
+std::string Gateway::CorsOrigin(const HttpRequest& request) const {
+  if (options_.allowed_origins.empty()) return "";
+  const std::string origin = request.Header("Origin");
+  if (origin.empty()) return "";
+  for (const std::string& allowed : options_.allowed_origins) {
+    if (allowed == "*") return "*";
+    if (absl::StripSuffix(allowed, "/") == origin) return origin;
+  }
+  return "";
 }
 
 void Gateway::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
   const std::string& path = request.path;
+  if (options_.loopback_only) {
+    const std::string host = request.Header("Host");
+    if (!host.empty() && !IsLoopbackHost(host)) {
+      return exchange->Respond(
+          Error(403, absl::StrCat("Host '", host.substr(0, 256),
+                                  "' is not allowed: this server listens on a loopback address "
+                                  "and answers only loopback names (localhost, 127.0.0.1, [::1]); "
+                                  "bind another address (--host) to serve other names")));
+    }
+  }
   const std::string method = MethodOf(path);
   if (method.empty()) {
     return exchange->Respond(
         Error(404, absl::StrCat("Invalid URL (", request.method, " ", path, ")")));
   }
-  if (request.method != method) {
+  const std::string allow = method == "GET" ? "GET, HEAD" : method;
+  const std::string cors_origin = CorsOrigin(request);
+  if (request.method == "OPTIONS" && !cors_origin.empty()) {
+    // A CORS preflight from an allowed origin.
+    HttpResponse response;
+    response.status = 204;
+    response.content_type.clear();
+    response.headers = {{"Access-Control-Allow-Origin", cors_origin},
+                        {"Access-Control-Allow-Methods", allow + ", OPTIONS"},
+                        {"Access-Control-Allow-Headers", "Authorization, Content-Type"},
+                        {"Access-Control-Max-Age", "600"}};
+    if (cors_origin != "*") response.headers.push_back({"Vary", "Origin"});
+    return exchange->Respond(std::move(response));
+  }
+  // HEAD is GET without the body (the server leaves it out).
+  if (request.method != method && !(request.method == "HEAD" && method == "GET")) {
     HttpResponse response = Error(
         405,
         absl::StrCat("Method ", request.method, " is not allowed for ", path, "; use ", method));
-    response.headers.push_back({"Allow", method});
+    response.headers.push_back({"Allow", allow});
     return exchange->Respond(std::move(response));
+  }
+  if (!cors_origin.empty()) {
+    exchange = std::make_shared<CorsExchange>(std::move(exchange), cors_origin);
   }
   serving::Engine* engine = engine_.load();
   if (path == "/health") return exchange->Respond(JsonResponse(200, {{"status", "ok"}}));
@@ -131,13 +229,24 @@ void Gateway::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
     response.headers.push_back({"WWW-Authenticate", "Bearer"});
     return exchange->Respond(std::move(response));
   }
+  if (method == "POST") {
+    const std::string content_type = request.Header("Content-Type");
+    if (!IsJsonMediaType(MediaType(content_type))) {
+      return exchange->Respond(
+          Error(415, absl::StrCat("Content-Type must be application/json",
+                                  content_type.empty()
+                                      ? " (none was sent)"
+                                      : absl::StrCat(" (got '", content_type.substr(0, 128), "')"),
+                                  "; with curl, add -H 'Content-Type: application/json'")));
+    }
+  }
   if (engine == nullptr) {
     return exchange->Respond(Error(503, "the model is still loading; see GET /ready"));
   }
   if (path == kModelsRoute || absl::StartsWith(path, kModelsPrefix)) {
     return HandleModels(request, *exchange, engine);
   }
-  HandleGeneration(request, std::move(exchange), engine);
+  HandleGeneration(std::move(request), std::move(exchange), engine);
 }
 
 void Gateway::HandleModels(const HttpRequest& request, Exchange& exchange,
@@ -149,8 +258,9 @@ void Gateway::HandleModels(const HttpRequest& request, Exchange& exchange,
   }
   const std::string id = request.path.substr(sizeof(kModelsPrefix) - 1);
   if (id != info.name) {
-    return exchange.Respond(Error(404, absl::StrCat("The model '", id, "' does not exist"), "model",
-                                  "model_not_found"));
+    return exchange.Respond(
+        Error(404, absl::StrCat("The model '", id.substr(0, 256), "' does not exist"), "model",
+              "model_not_found"));
   }
   exchange.Respond(JsonResponse(200, ModelObject(info)));
 }
@@ -171,8 +281,26 @@ void Gateway::HandleReady(Exchange& exchange, serving::Engine* engine) {
   exchange.Respond(JsonResponse(503, body));
 }
 
-void Gateway::HandleGeneration(const HttpRequest& request, std::shared_ptr<Exchange> exchange,
+void Gateway::HandleGeneration(HttpRequest request, std::shared_ptr<Exchange> exchange,
                                serving::Engine* engine) {
+  if (options_.prep_pool == nullptr || request.body.size() <= serving::kInlinePrepBytes) {
+    return PrepareGeneration(request, std::move(exchange), engine);
+  }
+  auto shared = std::make_shared<HttpRequest>(std::move(request));
+  const bool queued = options_.prep_pool->TrySubmit([this, shared, exchange, engine] {
+    if (exchange->disconnected()) return;  // the client left while it waited
+    PrepareGeneration(*shared, exchange, engine);
+  });
+  if (!queued) {
+    HttpResponse response = ErrorResponse(ApiErrorFromStatus(absl::ResourceExhaustedError(
+        "too many large requests are waiting to be prepared (max-waiting-requests); retry "
+        "later")));
+    exchange->Respond(std::move(response));
+  }
+}
+
+void Gateway::PrepareGeneration(const HttpRequest& request, std::shared_ptr<Exchange> exchange,
+                                serving::Engine* engine) {
   const bool chat = request.path == kChatRoute;
   absl::StatusOr<CompletionParams> params = ParseCompletionRequest(
       request.body, chat ? Endpoint::kChatCompletions : Endpoint::kCompletions);
@@ -188,20 +316,21 @@ void Gateway::HandleGeneration(const HttpRequest& request, std::shared_ptr<Excha
 
   std::vector<int32_t> prompt;
   if (chat) {
-    absl::StatusOr<std::string> text = engine->RenderChat(params->messages, true);
-    if (!text.ok()) {
-      ApiError error = ApiErrorFromStatus(text.status());
+    absl::StatusOr<std::vector<int32_t>> ids = engine->ChatPromptTokens(params->messages, true);
+    if (!ids.ok()) {
+      ApiError error = ApiErrorFromStatus(ids.status());
       if (error.status == 400 && error.param.empty()) error.param = "messages";
       return exchange->Respond(ErrorResponse(error));
     }
-    // The template writes the special tokens it wants (BOS included) itself.
-    absl::StatusOr<std::vector<int32_t>> ids = engine->Tokenize(*text, /*add_special=*/false);
-    if (!ids.ok()) return exchange->Respond(ErrorResponse(ApiErrorFromStatus(ids.status())));
     prompt = *std::move(ids);
   } else if (params->prompt_text.has_value()) {
-    absl::StatusOr<std::vector<int32_t>> ids =
-        engine->Tokenize(*params->prompt_text, /*add_special=*/true);
-    if (!ids.ok()) return exchange->Respond(ErrorResponse(ApiErrorFromStatus(ids.status())));
+    absl::StatusOr<std::vector<int32_t>> ids = engine->PromptTokens(
+        *params->prompt_text, /*add_special=*/true, params->parse_special_tokens);
+    if (!ids.ok()) {
+      ApiError error = ApiErrorFromStatus(ids.status());
+      if (error.status == 400 && error.param.empty()) error.param = "prompt";
+      return exchange->Respond(ErrorResponse(error));
+    }
     prompt = *std::move(ids);
   } else {
     for (int32_t id : params->prompt_tokens) {

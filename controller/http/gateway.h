@@ -9,17 +9,28 @@
 //
 // With an API key set, /v1/* needs `Authorization: Bearer KEY` (401 otherwise); /health,
 // /ready and /metrics stay open. Unknown paths are 404, known paths with another method
-// 405; every error has OpenAI's {"error": {...}} shape.
+// 405 (HEAD is answered on every GET route); every error has OpenAI's {"error": {...}} shape.
+//
+// Browser safety: a POST must carry `Content-Type: application/json` (415 otherwise), so a
+// web page cannot send a "simple" cross-origin request (text/plain, form data) to a local
+// daemon; when the server is bound to a loopback address, a Host header that is not a
+// loopback name is refused (403), so a DNS-rebinding page cannot reach it either. Origins
+// listed in GatewayOptions::allowed_origins get CORS headers and preflight answers.
+//
+// Requests with bodies above serving::kInlinePrepBytes are parsed, rendered and tokenized on the
+// PrepPool (when one is given), never on the I/O thread.
 #pragma once
 
 #include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "controller/http/http_server.h"
 #include "controller/serving/engine.h"
+#include "controller/serving/prep_pool.h"
 #include "nlohmann/json.hpp"
 
 namespace tessera::http {
@@ -36,7 +47,18 @@ struct GatewayOptions {
   // Counts answered requests by route ("/v1/chat/completions", ..., "other" for unknown
   // paths) and HTTP status; called on an io thread once the answer is complete.
   std::function<void(const std::string& route, int status)> route_observer;
+  // Where large requests are prepared (see above); null: on the I/O thread. Must outlive
+  // the gateway's requests.
+  serving::PrepPool* prep_pool = nullptr;
+  // The server listens on a loopback address only: refuse non-loopback Host headers.
+  bool loopback_only = false;
+  // Origins allowed to call from a browser (CORS); "*" allows any. Empty: none.
+  std::vector<std::string> allowed_origins;
 };
+
+// True for "localhost", names under .localhost, 127.0.0.0/8 and ::1, with or without a port
+// (the Host header's form; a bare "::1" too, as a bind address).
+bool IsLoopbackHost(const std::string& host_header);
 
 class Gateway {
  public:
@@ -56,8 +78,13 @@ class Gateway {
  private:
   void HandleModels(const HttpRequest& request, Exchange& exchange, serving::Engine* engine);
   void HandleReady(Exchange& exchange, serving::Engine* engine);
-  void HandleGeneration(const HttpRequest& request, std::shared_ptr<Exchange> exchange,
+  void HandleGeneration(HttpRequest request, std::shared_ptr<Exchange> exchange,
                         serving::Engine* engine);
+  // Parses, renders, tokenizes and starts the generation (on an I/O or a PrepPool thread).
+  void PrepareGeneration(const HttpRequest& request, std::shared_ptr<Exchange> exchange,
+                         serving::Engine* engine);
+  // The CORS origin to answer `request` with ("" for none).
+  std::string CorsOrigin(const HttpRequest& request) const;
   // True when no key is set or the request carries it.
   bool Authorized(const HttpRequest& request) const;
 
@@ -68,9 +95,5 @@ class Gateway {
 // Starts an HttpServer serving `gateway` (error bodies and route statistics wired in).
 absl::StatusOr<std::unique_ptr<HttpServer>> StartGatewayServer(ServerOptions options,
                                                                std::shared_ptr<Gateway> gateway);
-
-// Compares a presented secret with the expected one in time that depends only on the
-// presented secret's length (not on where they differ).
-bool ConstantTimeEquals(const std::string& presented, const std::string& expected);
 
 }  // namespace tessera::http

@@ -1,28 +1,23 @@
 #include "controller/http/openai_errors.h"
 
-#include "absl/strings/cord.h"
+#include "controller/serving/request_validation.h"
 
 namespace tessera::http {
 namespace {
 
-constexpr char kParamPayload[] = "tessera.dev/param";
 // Seconds a client told 429 should wait before retrying.
 constexpr char kRetryAfterSeconds[] = "1";
 
 }  // namespace
 
 absl::Status InvalidParam(const std::string& param, const std::string& message) {
-  absl::Status status = absl::InvalidArgumentError(message);
-  status.SetPayload(kParamPayload, absl::Cord(param));
-  return status;
+  return serving::InvalidField(param, message);
 }
 
 ApiError ApiErrorFromStatus(const absl::Status& status) {
   ApiError error;
   error.message = std::string(status.message());
-  if (auto param = status.GetPayload(kParamPayload); param.has_value()) {
-    error.param = std::string(*param);
-  }
+  error.param = serving::FieldOf(status);
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kOutOfRange:

@@ -19,13 +19,14 @@ struct ApiError {
   std::vector<HttpHeader> headers;
 };
 
-// INVALID_ARGUMENT naming the request field `param` (see ApiErrorFromStatus).
+// INVALID_ARGUMENT naming the request field `param` (see ApiErrorFromStatus): the same as
+// serving::InvalidField, so that the errors of serving's shared checks name their field too.
 absl::Status InvalidParam(const std::string& param, const std::string& message);
 
 // INVALID_ARGUMENT / OUT_OF_RANGE / FAILED_PRECONDITION -> 400, NOT_FOUND -> 404,
 // RESOURCE_EXHAUSTED -> 429 with Retry-After, UNAUTHENTICATED -> 401, PERMISSION_DENIED ->
 // 403, UNAVAILABLE / CANCELLED / ABORTED -> 503, DEADLINE_EXCEEDED -> 504, others -> 500.
-// The field named by InvalidParam becomes `param`.
+// The field named by InvalidParam or serving::InvalidField becomes `param`.
 ApiError ApiErrorFromStatus(const absl::Status& status);
 
 // The error's type for a status the server answers by itself (413, 431, 404, ...).

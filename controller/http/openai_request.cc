@@ -1,48 +1,67 @@
 #include "controller/http/openai_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "controller/http/openai_errors.h"
+#include "controller/serving/request_validation.h"
 
 namespace tessera::http {
 namespace {
 
 using nlohmann::json;
 
-// Field readers: absent or null leaves `out` as it was.
-absl::Status ReadNumber(const json& body, const char* name, double lo, double hi, float* out) {
+constexpr int64_t kInt32Min = std::numeric_limits<int32_t>::min();
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+// Field readers: absent or null leaves `out` as it was. They check the JSON type; the
+// ranges of what generation uses are serving's (see ValidateGenerationOptions below).
+absl::Status ReadNumber(const json& body, const char* name, float* out) {
   auto it = body.find(name);
   if (it == body.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_number()) return InvalidParam(name, absl::StrCat("'", name, "' must be a number"));
   const double v = it->get<double>();
-  if (!std::isfinite(v) || v < lo || v > hi) {
-    return InvalidParam(
-        name, absl::StrCat("'", name, "' must be between ", lo, " and ", hi, ", got ", v));
-  }
-  *out = static_cast<float>(v);
+  // Beyond float's range the conversion is undefined: such a value is infinite (and out of
+  // every range serving allows).
+  constexpr double kMax = std::numeric_limits<float>::max();
+  *out = std::fabs(v) <= kMax ? static_cast<float>(v)
+                              : std::copysign(std::numeric_limits<float>::infinity(), v);
   return absl::OkStatus();
 }
 
 absl::Status ReadInt(const json& body, const char* name, int64_t lo, int64_t hi, int64_t* out) {
   auto it = body.find(name);
   if (it == body.end() || it->is_null()) return absl::OkStatus();
-  // 5.0 is accepted as 5, as Python's OpenAI servers do; 5.5 is not.
-  if (it->is_number_float()) {
+  const auto out_of_range = [&] {
+    return InvalidParam(
+        name, absl::StrCat("'", name, "' must be between ", lo, " and ", hi, ", got ", it->dump()));
+  };
+  // The value as an int64_t, converted only once it is known to fit (a double of 2^63 or an
+  // unsigned above INT64_MAX does not, and converting it would be undefined or wrap).
+  int64_t v = 0;
+  if (it->is_number_unsigned()) {
+    const uint64_t u = it->get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return out_of_range();
+    v = static_cast<int64_t>(u);
+  } else if (it->is_number_integer()) {
+    v = it->get<int64_t>();
+  } else if (it->is_number_float()) {
+    // 5.0 is accepted as 5, as Python's OpenAI servers do; 5.5 is not.
     const double d = it->get<double>();
     if (std::floor(d) != d || !std::isfinite(d)) {
       return InvalidParam(name, absl::StrCat("'", name, "' must be an integer"));
     }
-  } else if (!it->is_number_integer()) {
+    if (d < -0x1p63 || d >= 0x1p63) return out_of_range();
+    v = static_cast<int64_t>(d);
+  } else {
     return InvalidParam(name, absl::StrCat("'", name, "' must be an integer"));
   }
-  const double v = it->get<double>();
-  if (v < static_cast<double>(lo) || v > static_cast<double>(hi)) {
-    return InvalidParam(
-        name, absl::StrCat("'", name, "' must be between ", lo, " and ", hi, ", got ", it->dump()));
-  }
-  *out = it->is_number_unsigned() ? static_cast<int64_t>(it->get<uint64_t>()) : it->get<int64_t>();
+  if (v < lo || v > hi) return out_of_range();
+  *out = v;
   return absl::OkStatus();
 }
 
@@ -62,11 +81,13 @@ absl::Status ReadString(const json& body, const char* name, std::string* out) {
   return absl::OkStatus();
 }
 
+// Every string as sent, empty ones too (so that serving's errors name the right index);
+// ParseCompletionRequest drops the empty ones once they are checked.
 absl::Status ReadStop(const json& body, std::vector<std::string>* out) {
   auto it = body.find("stop");
   if (it == body.end() || it->is_null()) return absl::OkStatus();
   if (it->is_string()) {
-    if (!it->get<std::string>().empty()) out->push_back(it->get<std::string>());
+    out->push_back(it->get<std::string>());
     return absl::OkStatus();
   }
   if (!it->is_array()) {
@@ -74,18 +95,22 @@ absl::Status ReadStop(const json& body, std::vector<std::string>* out) {
   }
   for (const json& s : *it) {
     if (!s.is_string()) return InvalidParam("stop", "'stop' must be a string or a list of strings");
-    if (!s.get<std::string>().empty()) out->push_back(s.get<std::string>());
+    out->push_back(s.get<std::string>());
   }
   return absl::OkStatus();
 }
 
-// A message's content: a string, null, or a list of {"type": "text", "text": ...} parts.
-absl::StatusOr<std::string> ReadContent(const json& content, size_t index) {
+// A message's content: a string, a non-empty list of {"type": "text", "text": ...} parts,
+// or (assistant messages only, as OpenAI allows for those that carry tool calls) null.
+absl::StatusOr<std::string> ReadContent(const json& content, size_t index, bool null_allowed) {
   const std::string param = absl::StrCat("messages[", index, "].content");
-  if (content.is_null()) return std::string();
+  if (content.is_null() && null_allowed) return std::string();
   if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) {
-    return InvalidParam(param, absl::StrCat("'", param, "' must be a string or a list of parts"));
+  if (!content.is_array() || content.empty()) {
+    return InvalidParam(param, absl::StrCat("'", param,
+                                            "' must be a string or a non-empty list "
+                                            "of text parts",
+                                            null_allowed ? " (or null)" : ""));
   }
   std::string text;
   for (size_t i = 0; i < content.size(); ++i) {
@@ -125,19 +150,15 @@ absl::Status ReadMessages(const json& body, CompletionParams* params) {
       return InvalidParam(param + ".role", absl::StrCat("'", param, ".role' must be a string"));
     }
     const std::string r = role->get<std::string>();
-    if (r != "system" && r != "user" && r != "assistant" && r != "tool" && r != "developer" &&
-        r != "function") {
-      return InvalidParam(param + ".role",
-                          absl::StrCat("'", param, ".role' is '", r,
-                                       "'; expected system, developer, user, assistant or tool"));
-    }
+    if (absl::Status s = serving::ValidateChatRole(r, param + ".role"); !s.ok()) return s;
+    const bool assistant = r == "assistant";
     auto content = m.find("content");
-    if (content == m.end() && r != "assistant") {
+    if (content == m.end() && !assistant) {
       return InvalidParam(param + ".content",
                           absl::StrCat("'", param, ".content' is a required property"));
     }
     absl::StatusOr<std::string> text =
-        content == m.end() ? std::string() : ReadContent(*content, i);
+        content == m.end() ? std::string() : ReadContent(*content, i, /*null_allowed=*/assistant);
     if (!text.ok()) return text.status();
     params->messages.push_back({r, *std::move(text)});
   }
@@ -187,7 +208,7 @@ absl::Status ReadLogprobs(const json& body, CompletionParams* params) {
   int64_t top = 0;
   if (params->endpoint == Endpoint::kChatCompletions) {
     if (absl::Status s = ReadBool(body, "logprobs", &params->logprobs); !s.ok()) return s;
-    if (absl::Status s = ReadInt(body, "top_logprobs", 0, kMaxTopLogprobs, &top); !s.ok()) {
+    if (absl::Status s = ReadInt(body, "top_logprobs", kInt32Min, kInt32Max, &top); !s.ok()) {
       return s;
     }
     if (top > 0 && !params->logprobs) {
@@ -201,7 +222,9 @@ absl::Status ReadLogprobs(const json& body, CompletionParams* params) {
       if (it->is_boolean()) {
         return InvalidParam("logprobs", "'logprobs' must be an integer for /v1/completions");
       }
-      if (absl::Status s = ReadInt(body, "logprobs", 0, kMaxTopLogprobs, &top); !s.ok()) return s;
+      if (absl::Status s = ReadInt(body, "logprobs", kInt32Min, kInt32Max, &top); !s.ok()) {
+        return s;
+      }
       params->logprobs = true;
     }
   }
@@ -211,23 +234,14 @@ absl::Status ReadLogprobs(const json& body, CompletionParams* params) {
 
 absl::Status ReadSampling(const json& body, CompletionParams* params) {
   serving::Sampling& s = params->sampling;
-  absl::Status st = ReadNumber(body, "temperature", 0.0, 2.0, &s.temperature);
-  if (st.ok()) st = ReadNumber(body, "top_p", 0.0, 1.0, &s.top_p);
-  if (st.ok() && body.contains("top_p") && body["top_p"].is_number() &&
-      body["top_p"].get<double>() <= 0.0) {
-    st = InvalidParam("top_p", "'top_p' must be greater than 0");
-  }
-  if (st.ok()) st = ReadNumber(body, "min_p", 0.0, 1.0, &s.min_p);
-  if (st.ok()) st = ReadNumber(body, "presence_penalty", -2.0, 2.0, &s.presence_penalty);
-  if (st.ok()) st = ReadNumber(body, "frequency_penalty", -2.0, 2.0, &s.frequency_penalty);
-  if (st.ok()) {
-    st = ReadNumber(body, "repetition_penalty", 0.0, 10.0, &s.repetition_penalty);
-    if (st.ok() && s.repetition_penalty <= 0.0f) {
-      st = InvalidParam("repetition_penalty", "'repetition_penalty' must be greater than 0");
-    }
-  }
+  absl::Status st = ReadNumber(body, "temperature", &s.temperature);
+  if (st.ok()) st = ReadNumber(body, "top_p", &s.top_p);
+  if (st.ok()) st = ReadNumber(body, "min_p", &s.min_p);
+  if (st.ok()) st = ReadNumber(body, "presence_penalty", &s.presence_penalty);
+  if (st.ok()) st = ReadNumber(body, "frequency_penalty", &s.frequency_penalty);
+  if (st.ok()) st = ReadNumber(body, "repetition_penalty", &s.repetition_penalty);
   int64_t top_k = s.top_k;
-  if (st.ok()) st = ReadInt(body, "top_k", -1, std::numeric_limits<int32_t>::max(), &top_k);
+  if (st.ok()) st = ReadInt(body, "top_k", kInt32Min, kInt32Max, &top_k);
   s.top_k = static_cast<int32_t>(top_k);
   if (st.ok() && body.contains("seed") && !body["seed"].is_null()) {
     int64_t seed = 0;
@@ -274,6 +288,45 @@ absl::Status ReadStreaming(const json& body, CompletionParams* params) {
   return absl::OkStatus();
 }
 
+// The request's name for a field serving's checks name: completions call top_logprobs
+// `logprobs`, chat may send max_tokens as `max_completion_tokens`, and a lone stop string is
+// `stop`.
+std::string ParamName(const std::string& field, const json& body, Endpoint endpoint) {
+  if (field == "top_logprobs" && endpoint == Endpoint::kCompletions) return "logprobs";
+  auto newer = body.find("max_completion_tokens");
+  if (field == "max_tokens" && endpoint == Endpoint::kChatCompletions && newer != body.end() &&
+      !newer->is_null()) {
+    return "max_completion_tokens";
+  }
+  auto stop = body.find("stop");
+  if (absl::StartsWith(field, "stop[") && stop != body.end() && stop->is_string()) return "stop";
+  return field;
+}
+
+// serving's checks of what generation uses (the ranges of the sampling parameters,
+// top_logprobs, the stop strings), each error naming the field as this request spelled it.
+// Then the empty stop strings, which never match, are dropped.
+absl::Status ValidateGenerationOptions(const json& body, CompletionParams* params) {
+  serving::GenerateRequest request;
+  request.sampling = params->sampling;
+  request.max_tokens = params->max_tokens;
+  request.stop = params->stop;
+  request.logprobs = params->logprobs;
+  request.top_logprobs = params->top_logprobs;
+  absl::Status s = serving::ValidateRequestOptions(request, /*n_vocab=*/0);
+  if (!s.ok()) {
+    const std::string field = serving::FieldOf(s);
+    const std::string param = ParamName(field, body, params->endpoint);
+    if (param == field) return s;
+    absl::string_view message = s.message();
+    if (absl::StartsWith(message, field)) message.remove_prefix(field.size());
+    return InvalidParam(param, absl::StrCat(param, message));
+  }
+  params->stop.erase(std::remove(params->stop.begin(), params->stop.end(), std::string()),
+                     params->stop.end());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<CompletionParams> ParseCompletionRequest(const std::string& body_text,
@@ -287,6 +340,7 @@ absl::StatusOr<CompletionParams> ParseCompletionRequest(const std::string& body_
   CompletionParams params;
   params.endpoint = endpoint;
   absl::Status s = ReadString(body, "model", &params.model);
+  if (s.ok()) s = serving::ValidateModelName(params.model);
   if (s.ok()) {
     s = endpoint == Endpoint::kChatCompletions ? ReadMessages(body, &params)
                                                : ReadPrompt(body, &params);
@@ -299,6 +353,10 @@ absl::StatusOr<CompletionParams> ParseCompletionRequest(const std::string& body_
   if (s.ok()) s = ReadString(body, "user", &params.user);
   if (s.ok()) s = ReadStreaming(body, &params);
   if (s.ok() && endpoint == Endpoint::kCompletions) {
+    // Tessera's own: special-token strings in `prompt` become special tokens.
+    s = ReadBool(body, "parse_special_tokens", &params.parse_special_tokens);
+  }
+  if (s.ok() && endpoint == Endpoint::kCompletions) {
     bool echo = false;
     s = ReadBool(body, "echo", &echo);
     if (s.ok() && echo) s = InvalidParam("echo", "'echo' is not supported");
@@ -308,6 +366,7 @@ absl::StatusOr<CompletionParams> ParseCompletionRequest(const std::string& body_
       s = InvalidParam("best_of", "'best_of' other than 'n' is not supported");
     }
   }
+  if (s.ok()) s = ValidateGenerationOptions(body, &params);
   if (!s.ok()) return s;
   return params;
 }

@@ -1,6 +1,9 @@
 // The body of an OpenAI `POST /v1/chat/completions` or `POST /v1/completions`, parsed and
 // checked. Every rejection is INVALID_ARGUMENT naming the field (see InvalidParam), so the
-// client sees a 400 whose `param` says what to fix. Fields OpenAI defines that do not
+// client sees a 400 whose `param` says what to fix. The JSON types are checked here; the
+// ranges of what generation uses (sampling parameters, top_logprobs, stop strings, the model
+// name's length, chat roles) are serving's (controller/serving/request_validation.h), shared
+// with the gRPC API and `tessera generate`. Fields OpenAI defines that do not
 // change generation here (`user`, `logit_bias` absent, ...) are accepted; unknown fields are
 // ignored, as vLLM does.
 #pragma once
@@ -25,6 +28,9 @@ struct CompletionParams {
   std::vector<serving::ChatMessage> messages;
   std::optional<std::string> prompt_text;
   std::vector<int32_t> prompt_tokens;
+  // Completions: special-token strings in prompt_text become special tokens (off: plain
+  // text, so that text pasted into a prompt cannot forge control tokens).
+  bool parse_special_tokens = false;
 
   serving::Sampling sampling;
   int32_t max_tokens = 0;  // 0: the engine's limit
@@ -40,8 +46,6 @@ struct CompletionParams {
 
 // Most choices one request may ask for with `n`.
 inline constexpr int kMaxChoices = 16;
-// Most alternatives per token in logprobs.
-inline constexpr int kMaxTopLogprobs = 20;
 
 // Parses `body` (the raw request bytes). A body that is not a JSON object is
 // INVALID_ARGUMENT with OpenAI's wording.

@@ -116,6 +116,27 @@ class Engine {
   // The model's chat template (or the configured override) applied to `messages`.
   virtual absl::StatusOr<std::string> RenderChat(const std::vector<ChatMessage>& messages,
                                                  bool add_generation_prompt) const = 0;
+  // A chat prompt's token ids: the chat template applied to `messages`, then tokenized.
+  // ServingEngine bounds it before the expensive work (max-chat-messages, max-prompt-bytes)
+  // and parses special-token strings only in the template's own text, never in what came
+  // from the messages (unless the deployment opted out). Errors: INVALID_ARGUMENT naming the
+  // limit, FAILED_PRECONDITION without a template.
+  virtual absl::StatusOr<std::vector<int32_t>> ChatPromptTokens(
+      const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+    absl::StatusOr<std::string> text = RenderChat(messages, add_generation_prompt);
+    if (!text.ok()) return text.status();
+    return Tokenize(*text, /*add_special=*/false);
+  }
+  // A completion prompt's token ids, BOS added as the model wants it when `add_special`.
+  // Special-token strings in `text` become special tokens only with `parse_special` (or when
+  // the deployment opted out); otherwise they are plain text. ServingEngine bounds the
+  // text's size first.
+  virtual absl::StatusOr<std::vector<int32_t>> PromptTokens(const std::string& text,
+                                                            bool add_special,
+                                                            bool parse_special) const {
+    (void)parse_special;
+    return Tokenize(text, add_special);
+  }
   // The text of one token as the detokenizer renders it (for logprobs' "token" fields).
   virtual std::string TokenText(int32_t id) const = 0;
 

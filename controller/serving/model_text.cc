@@ -37,4 +37,76 @@ absl::StatusOr<ModelText> LoadModelText(const gguf::Metadata& metadata,
   return out;
 }
 
+nlohmann::ordered_json ChatVariables(const tokenizer::Tokenizer& tokenizer,
+                                     const std::vector<ChatMessage>& messages,
+                                     bool add_generation_prompt) {
+  nlohmann::ordered_json vars;
+  vars["messages"] = nlohmann::ordered_json::array();
+  for (const ChatMessage& m : messages) {
+    vars["messages"].push_back({{"role", m.role}, {"content", m.content}});
+  }
+  vars["add_generation_prompt"] = add_generation_prompt;
+  const tokenizer::SpecialTokenIds& sp = tokenizer.vocab().special();
+  vars["bos_token"] = sp.bos >= 0 ? std::string(tokenizer.Piece(sp.bos)) : "";
+  vars["eos_token"] = sp.eos >= 0 ? std::string(tokenizer.Piece(sp.eos)) : "";
+  chat::AddHuggingFaceDefaults(&vars);
+  return vars;
+}
+
+absl::StatusOr<std::vector<int32_t>> ChatPromptTokens(const tokenizer::Tokenizer& tokenizer,
+                                                      const chat::ChatTemplate& chat_template,
+                                                      const std::vector<ChatMessage>& messages,
+                                                      bool add_generation_prompt,
+                                                      const PromptLimits& limits,
+                                                      const std::tm* now) {
+  if (static_cast<int64_t>(messages.size()) > limits.max_chat_messages) {
+    return absl::InvalidArgumentError(absl::StrCat("the chat has ", messages.size(),
+                                                   " messages, more than max-chat-messages (",
+                                                   limits.max_chat_messages, ")"));
+  }
+  uint64_t content_bytes = 0;
+  for (const ChatMessage& m : messages) content_bytes += m.content.size();
+  if (content_bytes > limits.max_prompt_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("the messages' contents are ", content_bytes,
+                                                   " bytes, more than max-prompt-bytes (",
+                                                   limits.max_prompt_bytes, ")"));
+  }
+  const nlohmann::ordered_json vars = ChatVariables(tokenizer, messages, add_generation_prompt);
+  const std::vector<std::string> request_keys = {"messages", "tools", "documents"};
+  absl::StatusOr<chat::RenderedPrompt> prompt =
+      now != nullptr
+          ? chat_template.RenderTracked(vars, *now, request_keys, limits.max_prompt_bytes)
+          : chat_template.RenderTracked(vars, request_keys, limits.max_prompt_bytes);
+  if (!prompt.ok()) {
+    if (absl::IsOutOfRange(prompt.status())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the rendered chat prompt exceeds max-prompt-bytes (", limits.max_prompt_bytes, ")"));
+    }
+    return prompt.status();
+  }
+  tokenizer::EncodeOptions o;
+  // The template writes the special tokens it wants (BOS included) itself; those it writes
+  // are parsed, those that came from the request are text.
+  o.add_special = false;
+  o.parse_special = true;
+  if (!limits.parse_special_in_content) o.plain_text_ranges = prompt->request_spans;
+  return tokenizer.Encode(prompt->text, o);
+}
+
+absl::StatusOr<std::vector<int32_t>> CompletionPromptTokens(const tokenizer::Tokenizer& tokenizer,
+                                                            const std::string& text,
+                                                            bool add_special, bool parse_special,
+                                                            const PromptLimits& limits) {
+  if (text.size() > limits.max_prompt_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("the prompt is ", text.size(),
+                                                   " bytes, more than max-prompt-bytes (",
+                                                   limits.max_prompt_bytes, ")"));
+  }
+  tokenizer::EncodeOptions o;
+  o.add_special = add_special;
+  o.parse_special = parse_special || limits.parse_special_in_content;
+  o.skip_duplicate_bos = true;
+  return tokenizer.Encode(text, o);
+}
+
 }  // namespace tessera::serving

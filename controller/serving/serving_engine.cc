@@ -196,17 +196,40 @@ absl::StatusOr<std::string> ServingEngine::RenderChat(const std::vector<ChatMess
     return absl::FailedPreconditionError(
         absl::StrCat("model ", info_.name, " has no chat template (configure chat-template)"));
   }
-  nlohmann::ordered_json vars;
-  vars["messages"] = nlohmann::ordered_json::array();
-  for (const ChatMessage& m : messages) {
-    vars["messages"].push_back({{"role", m.role}, {"content", m.content}});
+  return chat_template_->Render(ChatVariables(tokenizer_, messages, add_generation_prompt));
+}
+
+PromptLimits ServingEngine::Limits() const {
+  int64_t max_prompt_tokens = options_.max_prompt_tokens;
+  if (max_prompt_tokens <= 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    max_prompt_tokens = EffectiveMaxModelLen();
   }
-  vars["add_generation_prompt"] = add_generation_prompt;
-  const tokenizer::SpecialTokenIds& sp = tokenizer_.vocab().special();
-  vars["bos_token"] = sp.bos >= 0 ? std::string(tokenizer_.Piece(sp.bos)) : "";
-  vars["eos_token"] = sp.eos >= 0 ? std::string(tokenizer_.Piece(sp.eos)) : "";
-  chat::AddHuggingFaceDefaults(&vars);
-  return chat_template_->Render(vars);
+  max_prompt_tokens = std::max<int64_t>(max_prompt_tokens, 1);
+  PromptLimits l;
+  l.max_prompt_bytes = options_.max_prompt_bytes > 0
+                           ? options_.max_prompt_bytes
+                           : 32 * static_cast<uint64_t>(max_prompt_tokens);
+  l.max_chat_messages =
+      options_.max_chat_messages > 0 ? options_.max_chat_messages : max_prompt_tokens;
+  l.parse_special_in_content = options_.parse_special_in_content;
+  return l;
+}
+
+absl::StatusOr<std::vector<int32_t>> ServingEngine::ChatPromptTokens(
+    const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+  if (!chat_template_.has_value()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model ", info_.name, " has no chat template (configure chat-template)"));
+  }
+  return serving::ChatPromptTokens(tokenizer_, *chat_template_, messages, add_generation_prompt,
+                                   Limits());
+}
+
+absl::StatusOr<std::vector<int32_t>> ServingEngine::PromptTokens(const std::string& text,
+                                                                 bool add_special,
+                                                                 bool parse_special) const {
+  return CompletionPromptTokens(tokenizer_, text, add_special, parse_special, Limits());
 }
 
 std::string ServingEngine::TokenText(int32_t id) const {

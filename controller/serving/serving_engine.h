@@ -32,6 +32,7 @@
 #include "controller/serving/block_manager.h"
 #include "controller/serving/engine.h"
 #include "controller/serving/engine_observer.h"
+#include "controller/serving/model_text.h"
 #include "controller/serving/scheduler.h"
 #include "controller/serving/step_runner.h"
 
@@ -54,6 +55,15 @@ struct EngineOptions {
   // max_tokens of requests that give none (clamped to the context left); 0: up to the
   // context length, as vLLM.
   int32_t default_max_tokens = 0;
+  // Prompt text bounds, checked before rendering or tokenizing: the bytes of a completion's
+  // prompt, of a chat's message contents together, and of the rendered chat prompt (0: 32
+  // per token of max_prompt_tokens); messages in one chat (0: max_prompt_tokens, since every
+  // message takes at least one token).
+  uint64_t max_prompt_bytes = 0;
+  int64_t max_chat_messages = 0;
+  // Special-token strings in request text (message contents, completion prompts) become
+  // special tokens, as before this option existed. Off: only the template's own text does.
+  bool parse_special_in_content = false;
 };
 
 struct EngineStats {
@@ -95,6 +105,10 @@ class ServingEngine : public Engine {
   absl::StatusOr<std::string> RenderChat(const std::vector<ChatMessage>& messages,
                                          bool add_generation_prompt) const override;
   std::string TokenText(int32_t id) const override;
+  absl::StatusOr<std::vector<int32_t>> ChatPromptTokens(const std::vector<ChatMessage>& messages,
+                                                        bool add_generation_prompt) const override;
+  absl::StatusOr<std::vector<int32_t>> PromptTokens(const std::string& text, bool add_special,
+                                                    bool parse_special) const override;
   // The runner is ready and the engine is not draining.
   bool ready() const override;
   void StartDrain() override;
@@ -122,6 +136,8 @@ class ServingEngine : public Engine {
   // With mu_ held.
   void EnsureCache();
   int64_t EffectiveMaxModelLen() const;
+  // The prompt limits in force (takes mu_).
+  PromptLimits Limits() const;
   void ReapCancelledAndExpired(Outbox& out);
   // Plans and runs one step; false when there was nothing to run.
   bool RunOneStep(std::unique_lock<std::mutex>& lock, Outbox& out);

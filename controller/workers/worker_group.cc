@@ -355,10 +355,13 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
     if (deaths.empty()) return;
     std::stable_sort(deaths.begin(), deaths.end(),
                      [](const Death& a, const Death& b) { return a.priority < b.priority; });
+    // The reason reaches clients (a failed request's status, /ready), which have no use for
+    // process ids: it names ranks, and the pids go to the operator's log only.
     std::string why;
     for (const Death& d : deaths) {
-      why += absl::StrCat(why.empty() ? "" : "; then ", "worker rank ", d.rank, "/",
-                          options.world_size, " (pid ", d.pid, ") ", Describe(d.status));
+      const std::string rank = absl::StrCat("worker rank ", d.rank, "/", options.world_size);
+      Log(absl::StrCat(rank, " (pid ", d.pid, ") ", Describe(d.status)));
+      why += absl::StrCat(why.empty() ? "" : "; then ", rank, " ", Describe(d.status));
     }
     if (deaths.front().priority != 0) {
       // Workers that exited (rather than being killed): often the consequence of a peer's

@@ -21,3 +21,21 @@ if(TARGET tessera_grpc_api)
     endforeach()
   endif()
 endif()
+
+# Hand-encoded bytes (garbage, proto3 strings that are not UTF-8, oversized client strings,
+# repeated `authorization`) through grpcio's raw channel methods, against the test server and
+# against tesserad itself; each status and the field its details name, and the server's log.
+if(TARGET tessera_grpc_api AND TESSERA_SYSTEM_PYTHON3)
+  add_test(NAME grpc_raw_bytes_client
+           COMMAND ${TESSERA_SYSTEM_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/grpc_raw_bytes_client.py
+                   --server $<TARGET_FILE:test_grpc_server>)
+  set_tests_properties(grpc_raw_bytes_client PROPERTIES
+    LABELS "clients;grpc" TIMEOUT 120 SKIP_RETURN_CODE 77)
+  if(TARGET tesserad AND TARGET tessera-worker)
+    add_test(NAME tesserad_grpc_raw_bytes_client
+             COMMAND ${TESSERA_SYSTEM_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/grpc_raw_bytes_client.py
+                     --tesserad $<TARGET_FILE:tesserad> --worker $<TARGET_FILE:tessera-worker>)
+    set_tests_properties(tesserad_grpc_raw_bytes_client PROPERTIES
+      LABELS "clients;grpc;daemon" TIMEOUT 180 SKIP_RETURN_CODE 77)
+  endif()
+endif()

@@ -36,5 +36,15 @@ if(TARGET tesserad AND TARGET tessera-worker AND TARGET tessera)
                      --work-dir ${CMAKE_CURRENT_BINARY_DIR}/tesserad_api_test)
     set_tests_properties(tesserad_api_test PROPERTIES
       LABELS "clients;integration;daemon" TIMEOUT 300)
+
+    # Requests from an adversarial probe: large chats prepared off the I/O threads, cheap
+    # bounds, control tokens in request text, browser safety (Content-Type, Host, CORS, HEAD).
+    add_test(NAME tesserad_hardening_test
+             COMMAND ${TESSERA_SYSTEM_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/tesserad_hardening_test.py
+                     --tesserad $<TARGET_FILE:tesserad> --worker $<TARGET_FILE:tessera-worker>
+                     --tessera $<TARGET_FILE:tessera>
+                     --work-dir ${CMAKE_CURRENT_BINARY_DIR}/tesserad_hardening_test)
+    set_tests_properties(tesserad_hardening_test PROPERTIES
+      LABELS "clients;http;daemon" TIMEOUT 240)
   endif()
 endif()

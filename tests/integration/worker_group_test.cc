@@ -7,9 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -222,6 +225,13 @@ TEST(WorkerGroup, KilledWorkerFailsTheStepAndTheGroupRestarts) {
   WorkerGroupOptions o = Options(model, 2);
   o.max_restarts = 3;
   o.restart_backoff = std::chrono::milliseconds(200);
+  auto log = std::make_shared<std::vector<std::string>>();
+  auto log_mu = std::make_shared<std::mutex>();
+  o.log = [log, log_mu](const std::string& line) {
+    std::fprintf(stderr, "[group] %s\n", line.c_str());
+    std::lock_guard<std::mutex> lock(*log_mu);
+    log->push_back(line);
+  };
   auto g = WorkerGroup::Create(o);
   ASSERT_TRUE(g.ok());
   ASSERT_TRUE((*g)->Start().ok());
@@ -237,6 +247,17 @@ TEST(WorkerGroup, KilledWorkerFailsTheStepAndTheGroupRestarts) {
   }
   EXPECT_TRUE(absl::IsUnavailable(failed)) << failed;
   EXPECT_NE(failed.message().find("rank 1"), absl::string_view::npos) << failed;
+  // The failure reaches clients: it names the rank, never the process id, which only the
+  // operator's log carries.
+  EXPECT_EQ(failed.message().find("pid"), absl::string_view::npos) << failed;
+  {
+    std::lock_guard<std::mutex> lock(*log_mu);
+    const std::string logged = "worker rank 1/2 (pid " + std::to_string(victim) + ")";
+    EXPECT_TRUE(std::any_of(
+        log->begin(), log->end(),
+        [&](const std::string& line) { return line.find(logged) != std::string::npos; }))
+        << "no log line names " << logged;
+  }
   // The group comes back and serves again.
   for (int i = 0; i < 300 && !(*g)->ready(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

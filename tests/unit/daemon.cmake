@@ -6,3 +6,10 @@ if(TARGET tessera_memory_trimmer)
     LABELS unit
     TIMEOUT 60)
 endif()
+if(TARGET tessera_serving)
+  tessera_test(prep_pool_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/prep_pool_test.cc
+    DEPS tessera_serving
+    LABELS "unit;serving;sanitize"
+    TIMEOUT 60)
+endif()

@@ -127,6 +127,30 @@ class GrpcApiTest : public ::testing::Test {
     return 0;  // UNKNOWN
   }
 
+  // `bytes` sent as the request of `method` (any method: a streaming one answers its error
+  // status the same way), with optional metadata; the status and the answer's bytes.
+  grpc::Status RawCall(const std::string& method, const std::string& bytes,
+                       const std::vector<std::pair<std::string, std::string>>& metadata = {},
+                       std::string* answer = nullptr) {
+    grpc::GenericStub generic(channel_);
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer request(&slice, 1), response;
+    grpc::ClientContext context;
+    for (const auto& [key, value] : metadata) context.AddMetadata(key, value);
+    std::promise<grpc::Status> done;
+    generic.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
+                      [&](grpc::Status s) { done.set_value(s); });
+    grpc::Status status = done.get_future().get();
+    if (answer != nullptr && status.ok()) {
+      std::vector<grpc::Slice> slices;
+      EXPECT_TRUE(response.Dump(&slices).ok());
+      answer->clear();
+      for (const auto& s : slices)
+        answer->append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+    return status;
+  }
+
   int WaitForHealth(int want) {
     int got = 0;
     for (int i = 0; i < 200 && (got = HealthStatus()) != want; ++i) {
@@ -279,7 +303,8 @@ TEST_F(GrpcApiTest, ChatRendersMessagesWithTheTemplate) {
   const std::string rendered = "<|user|>hi\n<|assistant|>";
   EXPECT_EQ(r.text(), rendered);
   EXPECT_EQ(r.chunks.back().finish_reason(), "stop");
-  EXPECT_EQ(r.chunks.back().usage().prompt_tokens(), 1 + static_cast<int>(rendered.size()));
+  // As the REST gateway: the template writes the special tokens it wants, no BOS is added.
+  EXPECT_EQ(r.chunks.back().usage().prompt_tokens(), static_cast<int>(rendered.size()));
 
   grpc::ClientContext empty_context;
   v1::ChatRequest empty;
@@ -339,6 +364,8 @@ TEST_F(GrpcApiTest, ListModelsAndGetModelInfo) {
     ASSERT_TRUE(stub_->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
   }
   EXPECT_EQ(info.name(), "scripted-echo");
+  // The engine's model is /models/echo.gguf: clients see the file's name, not where it is.
+  EXPECT_EQ(info.path(), "echo.gguf");
   EXPECT_EQ(info.n_vocab(), 258);
   EXPECT_EQ(info.context_length(), 4096);
   EXPECT_EQ(info.quantization(), "F32");
@@ -432,10 +459,181 @@ TEST_F(GrpcApiTest, ApiKeyGuardsInferenceButNotHealth) {
   EXPECT_EQ(WaitForHealth(1), 1);  // no key needed
 }
 
+TEST_F(GrpcApiTest, ApiKeyIsOneBearerEntryAsOverRest) {
+  server_.reset();
+  GrpcServerOptions options;
+  options.api_key = "s3cret";
+  StartServer(options);
+  const std::string list_models = "/tessera.v1.Inference/ListModels";
+  EXPECT_TRUE(RawCall(list_models, "", {{"authorization", "Bearer s3cret"}}).ok());
+  EXPECT_EQ(RawCall(list_models, "", {{"authorization", "Bearer  s3cret"}}).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  // Two entries are refused even when both carry the key (REST answers two headers with 401).
+  const grpc::Status twice = RawCall(
+      list_models, "", {{"authorization", "Bearer s3cret"}, {"authorization", "Bearer s3cret"}});
+  EXPECT_EQ(twice.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(RawCall(list_models, "",
+                    {{"authorization", "Bearer s3cret"}, {"authorization", "Bearer wrong"}})
+                .error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  // The key is checked before the request is parsed: garbage without a key says nothing more.
+  const grpc::Status unparsed = RawCall("/tessera.v1.Inference/Chat", "\xFF\xFF\xFF");
+  EXPECT_EQ(unparsed.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(unparsed.error_message(), ::testing::Not(HasSubstr("ChatRequest")));
+}
+
+// Requests protobuf cannot parse, sent as raw bytes: INVALID_ARGUMENT saying what was wrong
+// (gRPC's generated handlers answered UNIMPLEMENTED without details), and protobuf's own
+// complaint in the daemon's log format, not as a raw "[libprotobuf ERROR" line.
+TEST_F(GrpcApiTest, UnparsableRequestsAreInvalidArgumentSayingWhy) {
+  // Wire type 7 does not exist: not protobuf at all.
+  const std::string garbage = "\xFF\xFF\xFF\xFF garbage";
+  for (const char* method : {"/tessera.v1.Inference/Generate", "/tessera.v1.Inference/Chat",
+                             "/tessera.v1.Inference/Tokenize", "/tessera.v1.Inference/Detokenize",
+                             "/tessera.v1.Inference/GetModelInfo"}) {
+    const grpc::Status s = RawCall(method, garbage);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method;
+    EXPECT_THAT(s.error_message(), HasSubstr("is not a valid tessera.v1.")) << method;
+    EXPECT_THAT(s.error_message(), HasSubstr("not protobuf wire format")) << method;
+  }
+  EXPECT_THAT(RawCall("/tessera.v1.Inference/Chat", garbage).error_message(),
+              HasSubstr("tessera.v1.ChatRequest"));
+
+  // ChatRequest{messages: [{role: "user", content: "\xFF"}]}, encoded by hand: field 2
+  // (messages) holds field 1 (role) and field 2 (content).
+  const std::string bad_content("\x12\x09\x0A\x04user\x12\x01\xFF", 11);
+  ::testing::internal::CaptureStderr();
+  const grpc::Status content = RawCall("/tessera.v1.Inference/Chat", bad_content);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(content.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(content.error_message(),
+              HasSubstr("the request is not a valid tessera.v1.ChatRequest: messages[0].content: "
+                        "expected UTF-8 text (a proto3 string), byte 0 is 0xff"));
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("[libprotobuf")));
+  EXPECT_THAT(log, HasSubstr(" error protobuf: String field 'tessera.v1.ChatMessage.content' "
+                             "contains invalid UTF-8"));
+
+  // GenerateRequest{text: "x", request_id: "a\xC3"}: field 2 and field 7.
+  const std::string bad_id(
+      "\x12\x01x\x3A\x02"
+      "a\xC3",
+      7);
+  const grpc::Status id = RawCall("/tessera.v1.Inference/Generate", bad_id);
+  EXPECT_EQ(id.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(id.error_message(), HasSubstr("tessera.v1.GenerateRequest: request_id: expected "
+                                            "UTF-8 text (a proto3 string), byte 1 is 0xc3"));
+  // TokenizeRequest{text: "\xC0\xAF"} (an overlong '/'): field 2.
+  const grpc::Status text =
+      RawCall("/tessera.v1.Inference/Tokenize", std::string("\x12\x02\xC0\xAF", 4));
+  EXPECT_EQ(text.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(text.error_message(), HasSubstr("tessera.v1.TokenizeRequest: text:"));
+  EXPECT_EQ(engine_.requests().size(), 0u);
+
+  // A well-formed request still works through the same raw path.
+  std::string answer;
+  ASSERT_TRUE(
+      RawCall("/tessera.v1.Inference/Tokenize", std::string("\x12\x02hi", 4), {}, &answer).ok());
+  v1::TokenizeResponse tokens;
+  ASSERT_TRUE(tokens.ParseFromString(answer));
+  EXPECT_THAT(tokens.token_ids(), ElementsAre(ScriptedEngine::kBos, 'h', 'i'));
+}
+
+TEST_F(GrpcApiTest, ClientStringsThatAreLoggedOrEchoedAreBounded) {
+  // A 1 MB request_id (it was accepted, logged and echoed in every chunk).
+  v1::GenerateRequest request = TextRequest("x");
+  request.set_request_id(std::string(1 << 20, 'r'));
+  StreamResult r = Generate(request);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("request_id: expected at most 256 bytes"));
+  EXPECT_LT(r.status.error_message().size(), 300u);
+  EXPECT_TRUE(r.chunks.empty());
+  request.set_request_id(std::string(256, 'r'));
+  r = Generate(request);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.chunks.back().request_id(), std::string(256, 'r'));
+  request.set_request_id("two words");
+  EXPECT_THAT(Generate(request).status.error_message(), HasSubstr("request_id"));
+  request.set_request_id("line\nbreak");
+  EXPECT_EQ(Generate(request).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  // A model name too long to echo is refused before the not-found check quotes it.
+  request = TextRequest("x");
+  request.set_model(std::string(100000, 'm'));
+  r = Generate(request);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("model: expected a name of at most 256 bytes"));
+  EXPECT_LT(r.status.error_message().size(), 300u);
+  v1::GetModelInfoRequest info_request;
+  info_request.set_model(std::string(300, 'm'));
+  v1::ModelInfo info;
+  grpc::ClientContext context;
+  EXPECT_EQ(stub_->GetModelInfo(&context, info_request, &info).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  // Stop strings: at most 16, of at most 256 bytes each.
+  request = TextRequest("x");
+  for (int i = 0; i < 17; ++i) request.mutable_options()->add_stop("s" + std::to_string(i));
+  EXPECT_THAT(Generate(request).status.error_message(),
+              HasSubstr("stop: expected at most 16 stop strings, got 17"));
+  request = TextRequest("x");
+  request.mutable_options()->add_stop("ok");
+  request.mutable_options()->add_stop(std::string(257, 's'));
+  EXPECT_THAT(Generate(request).status.error_message(),
+              HasSubstr("stop[1]: expected at most 256 bytes, got 257"));
+  EXPECT_EQ(engine_.requests().size(), 1u);  // only the 256-byte id went through
+}
+
+// Where REST and gRPC disagreed, gRPC now answers as REST does, through the same checks.
+TEST_F(GrpcApiTest, ChecksAgreeWithRest) {
+  v1::ChatRequest chat;
+  auto* m = chat.add_messages();
+  m->set_role("wizard");
+  m->set_content("hi");
+  grpc::ClientContext chat_context;
+  StreamResult role = Drain(&chat_context, stub_->Chat(&chat_context, chat));
+  EXPECT_EQ(role.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(role.status.error_message(),
+              HasSubstr("messages[0].role: expected system, developer, user, assistant or tool, "
+                        "got 'wizard'"));
+
+  // stop_token_ids name the real vocabulary (258 in the scripted engine), not [0, 0).
+  v1::GenerateRequest request = TextRequest("x");
+  request.mutable_options()->add_stop_token_ids(-1);
+  StreamResult stop = Generate(request);
+  EXPECT_EQ(stop.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(stop.status.error_message(),
+              HasSubstr("stop_token_ids[0]: token id -1 is outside the vocabulary [0, 258)"));
+  request = TextRequest("x");
+  request.mutable_options()->add_stop_token_ids(7);
+  request.mutable_options()->add_stop_token_ids(ScriptedEngine::kVocab);
+  EXPECT_THAT(Generate(request).status.error_message(), HasSubstr("stop_token_ids[1]"));
+
+  // The ranges are OpenAI's, as the REST gateway's (temperature at most 2).
+  request = TextRequest("x");
+  request.mutable_sampling()->set_temperature(2.5f);
+  StreamResult hot = Generate(request);
+  EXPECT_EQ(hot.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(hot.status.error_message(), HasSubstr("temperature: expected a value in [0, 2]"));
+  EXPECT_THAT(hot.status.error_message(), HasSubstr("got 2.5"));
+  request = TextRequest("x");
+  request.mutable_options()->set_top_logprobs(21);
+  EXPECT_THAT(Generate(request).status.error_message(),
+              HasSubstr("top_logprobs: expected a value in [0, 20], got 21"));
+  // An empty stop string never matches; it is ignored, as over REST.
+  request = TextRequest("x");
+  request.mutable_options()->add_stop("");
+  EXPECT_TRUE(Generate(request).status.ok());
+  EXPECT_EQ(engine_.requests().size(), 1u);
+}
+
 TEST(ApiKeyCheckTest, BearerSchemeAndExactKey) {
   ApiKeyCheck check("k3y");
   EXPECT_TRUE(check.AllowsHeader("Bearer k3y"));
-  EXPECT_TRUE(check.AllowsHeader("bearer  k3y "));
+  EXPECT_TRUE(check.AllowsHeader("bearer k3y"));
+  // One space and the key byte for byte, as the REST gateway requires.
+  EXPECT_FALSE(check.AllowsHeader("Bearer  k3y"));
+  EXPECT_FALSE(check.AllowsHeader("bearer  k3y "));
+  EXPECT_FALSE(check.AllowsHeader("Bearer k3y "));
   EXPECT_FALSE(check.AllowsHeader("Basic k3y"));
   EXPECT_FALSE(check.AllowsHeader("Bearer k3"));
   EXPECT_FALSE(check.AllowsHeader("Bearer k3yy"));

@@ -36,7 +36,8 @@ TEST(HttpServerTest, KeepAliveAndPipelining) {
   }
   // Two requests in one write: answered in order on the same connection.
   c.WriteRaw(
-      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 14\r\n\r\n{\"prompt\":\"a\"}"
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 14\r\n\r\n{\"prompt\":\"a\"}"
       "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n");
   const auto first = c.Read();
   const auto second = c.Read();
@@ -57,8 +58,10 @@ TEST(HttpServerTest, Http10ClientsGetWholeAnswersThenClose) {
   // A stream to an HTTP/1.0 client is not chunked: its body ends when the connection does.
   HttpTestConnection streamed(g.port());
   const std::string body = R"({"prompt":"ab","stream":true})";
-  streamed.WriteRaw("POST /v1/completions HTTP/1.0\r\nContent-Length: " +
-                    std::to_string(body.size()) + "\r\n\r\n" + body);
+  streamed.WriteRaw(
+      "POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body);
   const auto s = streamed.Read();
   EXPECT_EQ(s.status, 200);
   EXPECT_EQ(s.Header("transfer-encoding"), "");
@@ -125,6 +128,7 @@ TEST(HttpServerTest, ExpectContinue) {
   const std::string body = R"({"prompt":"ok"})";
   c.WriteRaw(
       "POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+      "Content-Type: application/json\r\n"
       "Content-Length: " +
       std::to_string(body.size()) + "\r\n\r\n");
   EXPECT_EQ(c.ReadHeader().status, 100);

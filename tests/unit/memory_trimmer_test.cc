@@ -88,8 +88,8 @@ TEST_F(PolicyTest, ARequestEndingTriggersATrimDespiteTheBackoff) {
 // the rise from the dip counts, and the returned pages, touched again, are returned again.
 TEST_F(PolicyTest, FreeBytesRisingFromTheirLowSinceTheLastTrim) {
   ASSERT_TRUE(policy.ShouldTrim(100 * kMiB, 70 * kMiB, At(1)));
-  policy.Trimmed(100 * kMiB, 45 * kMiB, 70 * kMiB, At(1));  // 25 above idle stays in use
-  policy.Trimmed(45 * kMiB, 45 * kMiB, 70 * kMiB, At(2));   // back-off 2 ticks
+  policy.Trimmed(100 * kMiB, 45 * kMiB, 70 * kMiB, At(1));       // 25 above idle stays in use
+  policy.Trimmed(45 * kMiB, 45 * kMiB, 70 * kMiB, At(2));        // back-off 2 ticks
   EXPECT_FALSE(policy.ShouldTrim(58 * kMiB, 57 * kMiB, At(3)));  // 13 MiB taken again
   EXPECT_TRUE(policy.ShouldTrim(50 * kMiB, 70 * kMiB, At(3) + kTick / 2));  // and freed
 }
@@ -119,8 +119,8 @@ TEST(MallocTrim, FreedFragmentedHeapIsReportedFreeAndReturned) {
   EXPECT_GE(still + 8 * kMiB, full) << "freed pages should stay resident before the trim";
   malloc_trim(0);
   const uint64_t trimmed = util::RssBytes();
-  EXPECT_LE(trimmed + 48 * kMiB, still) << "full " << full << " before trim " << still
-                                        << " after " << trimmed;
+  EXPECT_LE(trimmed + 48 * kMiB, still)
+      << "full " << full << " before trim " << still << " after " << trimmed;
 }
 
 }  // namespace
