@@ -113,7 +113,9 @@ absl::Status InferenceService::AnswerTokenize(const v1::TokenizeRequest& request
   const serving::Engine& engine = guard_->engine();
   if (absl::Status s = CheckModelName(request.model(), engine.info()); !s.ok()) return s;
   const bool add_special = request.has_add_special_tokens() ? request.add_special_tokens() : true;
-  absl::StatusOr<std::vector<int32_t>> ids = engine.Tokenize(request.text(), add_special);
+  // As Generate reads the same text.
+  absl::StatusOr<std::vector<int32_t>> ids =
+      engine.PromptTokens(request.text(), add_special, request.parse_special_tokens());
   if (!ids.ok()) return ids.status();
   for (int32_t id : *ids) {
     response->add_token_ids(id);

@@ -76,8 +76,8 @@ std::unique_ptr<Served> Load(const std::string& arch, const std::string& templat
   if (!text->chat_template.has_value()) {
     Die(arch, absl::InternalError(text->chat_template_problem));
   }
-  auto served = std::make_unique<Served>(Served{arch + "/" + template_override,
-                                                *std::move(text), 0});
+  auto served =
+      std::make_unique<Served>(Served{arch + "/" + template_override, *std::move(text), 0});
   // tesserad: max_model_len = the model's context length unless configured.
   auto ctx = md.GetInt(arch + ".context_length");
   served->max_model_len = ctx.ok() && *ctx > 0 ? *ctx : 4096;
@@ -181,7 +181,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!stopped) output.Finish(&out);
   // The text goes out in a JSON response.
   const std::string response = tessera::http::DumpJson(nlohmann::json{{"content", out}});
-  Trace(m, "ok", absl::StrCat(prompt.size(), " prompt tokens, max_tokens ", *max_tokens,
-                              stopped ? ", stopped: " : ", text: ", response));
+  Trace(m, "ok",
+        absl::StrCat(prompt.size(), " prompt tokens, max_tokens ", *max_tokens,
+                     stopped ? ", stopped: " : ", text: ", response));
   return 0;
 }
