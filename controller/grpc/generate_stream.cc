@@ -47,7 +47,7 @@ GenerateStream* GenerateStream::StartPrepared(
     serving::PrepPool* pool, std::function<absl::StatusOr<serving::GenerateRequest>()> prepare) {
   auto* stream = new GenerateStream(guard, context, std::move(method));
   // gRPC keeps the reactor until Finish is called and OnDone runs: the task may use it.
-  const bool queued = pool->TrySubmit([stream, prepare = std::move(prepare)] {
+  const absl::Status queued = pool->TrySubmit([stream, prepare = std::move(prepare)] {
     if (stream->context_->IsCancelled()) {
       return stream->FinishNow(grpc::Status(grpc::StatusCode::CANCELLED,
                                             "the client went away while the request was prepared"));
@@ -56,11 +56,7 @@ GenerateStream* GenerateStream::StartPrepared(
     if (!request.ok()) return stream->FinishNow(ToGrpcStatus(request.status()));
     stream->Submit(*std::move(request));
   });
-  if (!queued) {
-    stream->FinishNow(ToGrpcStatus(absl::ResourceExhaustedError(
-        "too many large requests are waiting to be prepared (max-waiting-requests); retry "
-        "later")));
-  }
+  if (!queued.ok()) stream->FinishNow(ToGrpcStatus(queued));
   return stream;
 }
 

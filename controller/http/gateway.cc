@@ -287,16 +287,11 @@ void Gateway::HandleGeneration(HttpRequest request, std::shared_ptr<Exchange> ex
     return PrepareGeneration(request, std::move(exchange), engine);
   }
   auto shared = std::make_shared<HttpRequest>(std::move(request));
-  const bool queued = options_.prep_pool->TrySubmit([this, shared, exchange, engine] {
+  const absl::Status queued = options_.prep_pool->TrySubmit([this, shared, exchange, engine] {
     if (exchange->disconnected()) return;  // the client left while it waited
     PrepareGeneration(*shared, exchange, engine);
   });
-  if (!queued) {
-    HttpResponse response = ErrorResponse(ApiErrorFromStatus(absl::ResourceExhaustedError(
-        "too many large requests are waiting to be prepared (max-waiting-requests); retry "
-        "later")));
-    exchange->Respond(std::move(response));
-  }
+  if (!queued.ok()) exchange->Respond(ErrorResponse(ApiErrorFromStatus(queued)));
 }
 
 void Gateway::PrepareGeneration(const HttpRequest& request, std::shared_ptr<Exchange> exchange,

@@ -21,14 +21,19 @@ int PrepPool::DefaultThreads() {
   return std::clamp(cpus / 4, 1, 8);
 }
 
-bool PrepPool::TrySubmit(std::function<void()> task) {
+absl::Status PrepPool::TrySubmit(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stop_ || static_cast<int>(queue_.size()) >= max_queued_) return false;
+    if (stop_) return absl::UnavailableError("the server is shutting down");
+    if (static_cast<int>(queue_.size()) >= max_queued_) {
+      return absl::ResourceExhaustedError(
+          "too many large requests are waiting to be prepared (max-waiting-requests); retry "
+          "later");
+    }
     queue_.push_back(std::move(task));
   }
   cv_.notify_one();
-  return true;
+  return absl::OkStatus();
 }
 
 int PrepPool::queued() const {

@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace tessera::serving {
 
 // Requests (bodies, messages) up to this size are prepared on the thread that received them:
@@ -28,9 +30,10 @@ class PrepPool {
   PrepPool(const PrepPool&) = delete;
   PrepPool& operator=(const PrepPool&) = delete;
 
-  // Queues `task`; false (task dropped unrun) when max_queued tasks already wait or the pool
-  // is stopped.
-  bool TrySubmit(std::function<void()> task);
+  // Queues `task`. Otherwise (the task dropped unrun) RESOURCE_EXHAUSTED when max_queued
+  // tasks already wait, UNAVAILABLE when the pool is stopped: statuses a front end answers
+  // as they are (HTTP 429 / 503).
+  absl::Status TrySubmit(std::function<void()> task);
 
   // Tasks waiting for a thread, and tasks running.
   int queued() const;

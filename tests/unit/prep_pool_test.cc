@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/status/status.h"
+
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -24,7 +26,7 @@ bool WaitFor(const std::function<bool()>& condition) {
 TEST(PrepPool, RunsTasksOffTheCallersThread) {
   PrepPool pool(2, 4);
   std::promise<std::thread::id> ran;
-  ASSERT_TRUE(pool.TrySubmit([&] { ran.set_value(std::this_thread::get_id()); }));
+  ASSERT_TRUE(pool.TrySubmit([&] { ran.set_value(std::this_thread::get_id()); }).ok());
   EXPECT_NE(ran.get_future().get(), std::this_thread::get_id());
 }
 
@@ -34,17 +36,19 @@ TEST(PrepPool, RefusesBeyondMaxQueued) {
   std::shared_future<void> released = release.get_future().share();
   std::atomic<int> done{0};
   ASSERT_TRUE(pool.TrySubmit([&] {
-    released.wait();
-    ++done;
-  }));
+                    released.wait();
+                    ++done;
+                  })
+                  .ok());
   ASSERT_TRUE(WaitFor([&] { return pool.running() == 1; }));
-  EXPECT_TRUE(pool.TrySubmit([&] { ++done; }));  // waits
+  EXPECT_TRUE(pool.TrySubmit([&] { ++done; }).ok());  // waits
   EXPECT_EQ(pool.queued(), 1);
-  EXPECT_FALSE(pool.TrySubmit([&] { ++done; }));  // refused: one is already waiting
+  EXPECT_EQ(pool.TrySubmit([&] { ++done; }).code(),  // refused: one is already waiting
+            absl::StatusCode::kResourceExhausted);
   release.set_value();
   EXPECT_TRUE(WaitFor([&] { return done.load() == 2; }));
   EXPECT_TRUE(WaitFor([&] { return pool.running() == 0 && pool.queued() == 0; }));
-  EXPECT_TRUE(pool.TrySubmit([&] { ++done; }));  // room again
+  EXPECT_TRUE(pool.TrySubmit([&] { ++done; }).ok());  // room again
   EXPECT_TRUE(WaitFor([&] { return done.load() == 3; }));
 }
 
@@ -56,11 +60,12 @@ TEST(PrepPool, StopFinishesTheRunningTaskAndDropsTheQueued) {
   auto captured = std::make_shared<int>(7);
   std::weak_ptr<int> watch = captured;
   ASSERT_TRUE(pool.TrySubmit([&] {
-    released.wait();
-    first_done = true;
-  }));
+                    released.wait();
+                    first_done = true;
+                  })
+                  .ok());
   ASSERT_TRUE(WaitFor([&] { return pool.running() == 1; }));
-  ASSERT_TRUE(pool.TrySubmit([&, captured] { second_ran = true; }));
+  ASSERT_TRUE(pool.TrySubmit([&, captured] { second_ran = true; }).ok());
   captured.reset();
   std::thread releaser([&] {
     std::this_thread::sleep_for(50ms);
@@ -71,7 +76,7 @@ TEST(PrepPool, StopFinishesTheRunningTaskAndDropsTheQueued) {
   EXPECT_TRUE(first_done);
   EXPECT_FALSE(second_ran);
   EXPECT_TRUE(watch.expired()) << "a dropped task's captures are destroyed";
-  EXPECT_FALSE(pool.TrySubmit([] {}));
+  EXPECT_EQ(pool.TrySubmit([] {}).code(), absl::StatusCode::kUnavailable);
   pool.Stop();  // idempotent
 }
 
