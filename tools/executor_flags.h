@@ -13,8 +13,8 @@
 
 namespace tessera::cli {
 
-// Parses --exact, --dtype D, --threads N at args[i]. Returns how many arguments it used
-// (0: not an executor flag), or -1 after printing a usage error.
+// Parses --exact, --dtype D, --threads N, --repack-weights MODE at args[i]. Returns how many
+// arguments it used (0: not an executor flag), or -1 after printing a usage error.
 inline int ParseExecutorFlag(const Args& args, size_t i, executor::ExecutorOptions& o,
                              const char* command) {
   const std::string& a = args[i];
@@ -22,12 +22,22 @@ inline int ParseExecutorFlag(const Args& args, size_t i, executor::ExecutorOptio
     o.exact = true;
     return 1;
   }
-  if (a != "--dtype" && a != "--threads") return 0;
+  if (a != "--dtype" && a != "--threads" && a != "--repack-weights") return 0;
   if (i + 1 >= args.size()) {
     std::fprintf(stderr, "tessera %s: %s needs a value\n", command, a.c_str());
     return -1;
   }
   const std::string& v = args[i + 1];
+  if (a == "--repack-weights") {
+    std::optional<executor::WeightPacking> p = executor::ParseWeightPacking(v);
+    if (!p) {
+      std::fprintf(stderr, "tessera %s: --repack-weights: '%s' is not one of auto, on, off\n",
+                   command, v.c_str());
+      return -1;
+    }
+    o.weight_packing = *p;
+    return 2;
+  }
   if (a == "--threads") {
     if (!absl::SimpleAtoi(v, &o.threads) || o.threads < 1 || o.threads > 1024) {
       std::fprintf(stderr, "tessera %s: --threads: '%s' is not in 1..1024\n", command, v.c_str());

@@ -109,6 +109,7 @@ absl::StatusOr<std::unique_ptr<serving::StepRunner>> OpenStepRunner(
   o.threads_per_worker = exec.threads;
   o.dtype = DtypeName(exec.dtype);
   o.exact = exec.exact;
+  o.weight_packing = executor::WeightPackingName(exec.weight_packing);
   o.kv_block_size = exec.kv_block_size;
   o.kv_tokens = exec.kv_tokens;
   o.max_restarts = 0;  // an offline command fails instead of retrying

@@ -253,6 +253,7 @@ int Serve(const config::DaemonConfig& c) {
   wo.dtype = c.dtype;
   wo.exact = c.exact;
   wo.batch_invariant = c.batch_invariant;
+  wo.weight_packing = c.repack_weights;
   wo.kv_block_size = static_cast<int>(c.kv_block_size);
   wo.gpus = placement->gpus;
   wo.comm_backend = placement->comm_backend;

@@ -196,6 +196,7 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
       setup.set_dtype(options.dtype);
       setup.set_exact(options.exact);
       setup.set_allow_batch_variance(!options.batch_invariant);
+      setup.set_weight_packing(options.weight_packing);
       setup.set_kv_block_size(options.kv_block_size);
       setup.set_kv_tokens(options.kv_tokens);
       setup.set_heartbeat_interval_ms(options.heartbeat_interval.count());

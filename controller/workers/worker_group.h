@@ -48,7 +48,8 @@ struct WorkerGroupOptions {
   std::vector<int> gpus;                     // one per rank (NCCL); empty: CPU workers
   std::string dtype = "auto";
   bool exact = false;
-  bool batch_invariant = true;  // see ExecutorOptions::batch_invariant
+  bool batch_invariant = true;          // see ExecutorOptions::batch_invariant
+  std::string weight_packing = "auto";  // auto | on | off: ExecutorOptions::weight_packing
   int kv_block_size = 16;
   int64_t kv_tokens = 0;
   double gpu_memory_utilization = 0.9;

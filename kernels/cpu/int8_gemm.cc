@@ -1,6 +1,9 @@
 #include "kernels/cpu/int8_gemm.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "common/quant/blocks.h"
 #include "common/util/half.h"
@@ -261,6 +264,73 @@ Int8Panel Int8PanelBuffer::view() const {
   const bool mins = !mpair_.empty();
   return {q_.data(), scale_.data(), d_.data(), mins ? dmin_.data() : nullptr,
           mins ? mpair_.data() : nullptr};
+}
+
+PackedInt8Matrix::PackedInt8Matrix(const Int8GemmLayout& layout, int64_t rows, int64_t cols)
+    : layout_(&layout), rows_(rows), cols_(cols) {
+  constexpr size_t kLanes = kInt8PanelRows;
+  const auto n_groups = static_cast<size_t>(cols / layout.group);
+  const auto n_blocks = static_cast<size_t>(cols / layout.act_block);
+  // Every part is a multiple of 64 bytes (cols is a multiple of 32), so each stays aligned.
+  scale_at_ = static_cast<size_t>(cols) * kLanes;
+  d_at_ = scale_at_ + n_groups * kLanes * sizeof(float);
+  dmin_at_ = d_at_ + n_blocks * kLanes * sizeof(float);
+  mpair_at_ = dmin_at_ + (layout.mins ? n_blocks * kLanes * sizeof(float) : 0);
+  panel_bytes_ = mpair_at_ + (layout.mins ? n_groups / 2 * kLanes * sizeof(int32_t) : 0);
+}
+
+PackedInt8Matrix::~PackedInt8Matrix() { std::free(data_); }
+
+size_t PackedInt8Matrix::Bytes(const Int8GemmLayout& layout, int64_t rows, int64_t cols) {
+  return PackedInt8Matrix(layout, rows, cols).bytes();
+}
+
+std::unique_ptr<PackedInt8Matrix> PackedInt8Matrix::Pack(const Int8GemmLayout& layout,
+                                                         const uint8_t* data, size_t row_bytes,
+                                                         int64_t rows, int64_t cols, Isa isa,
+                                                         ThreadPool* pool) {
+  std::unique_ptr<PackedInt8Matrix> m(new PackedInt8Matrix(layout, rows, cols));
+  m->data_ = static_cast<uint8_t*>(std::aligned_alloc(64, m->bytes()));
+  if (m->data_ == nullptr) throw std::bad_alloc();
+  const int threads = pool != nullptr ? pool->size() : 1;
+  std::vector<Int8PanelBuffer> buffers(static_cast<size_t>(threads));
+  auto task = [&](int64_t p, int thread) {
+    Int8PanelBuffer& b = buffers[static_cast<size_t>(thread)];
+    const int64_t r0 = p * kInt8PanelRows;
+    b.Unpack(layout, data + r0 * row_bytes, row_bytes,
+             static_cast<int>(std::min<int64_t>(kInt8PanelRows, rows - r0)), cols, isa);
+    const Int8Panel from = b.view();
+    const Int8Panel to = m->panel(p);
+    auto copy = [](const void* src, const void* dst, size_t n) {
+      std::memcpy(const_cast<void*>(dst), src, n);
+    };
+    copy(from.q, to.q, m->scale_at_);
+    copy(from.scale, to.scale, m->d_at_ - m->scale_at_);
+    copy(from.d, to.d, m->dmin_at_ - m->d_at_);
+    if (layout.mins) {
+      copy(from.dmin, to.dmin, m->mpair_at_ - m->dmin_at_);
+      copy(from.mpair, to.mpair, m->panel_bytes_ - m->mpair_at_);
+    }
+  };
+  if (pool != nullptr) {
+    pool->ParallelFor(m->panels(), task);
+  } else {
+    for (int64_t p = 0; p < m->panels(); ++p) task(p, 0);
+  }
+  return m;
+}
+
+Int8Panel PackedInt8Matrix::panel(int64_t p) const {
+  const uint8_t* base = data_ + static_cast<size_t>(p) * panel_bytes_;
+  Int8Panel v;
+  v.q = base;
+  v.scale = reinterpret_cast<const float*>(base + scale_at_);
+  v.d = reinterpret_cast<const float*>(base + d_at_);
+  if (layout_->mins) {
+    v.dmin = reinterpret_cast<const float*>(base + dmin_at_);
+    v.mpair = reinterpret_cast<const int32_t*>(base + mpair_at_);
+  }
+  return v;
 }
 
 }  // namespace tessera::cpu

@@ -4,6 +4,7 @@
 #include <array>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -108,6 +109,19 @@ Workspace& CallerWorkspace(int threads) {
   return ws;
 }
 
+// w's packed panels when a product of its rows from `row_begin` can read them (its tiles
+// start on panel boundaries, and the panels are of `layout` and hold the rows), else null.
+const PackedInt8Matrix* PackedFor(const QuantMatrix& w, int64_t row_begin,
+                                  const Int8GemmLayout& layout) {
+  const PackedInt8Matrix* p = w.packed;
+  if (p == nullptr || (w.packed_row0 + row_begin) % kInt8PanelRows != 0 ||
+      &p->layout() != &layout || p->cols() != w.cols || w.packed_row0 < 0 ||
+      w.packed_row0 + w.rows > p->rows()) {
+    return nullptr;
+  }
+  return p;
+}
+
 // Prefill with the int8 GEMM: the batch is quantized once (rows split over the pool), then
 // each task unpacks 32 weight rows into two panels and multiplies them with every token.
 void Int8GemmMatmul(const Int8GemmLayout& layout, const QuantMatrix& w, int64_t row_begin,
@@ -138,12 +152,19 @@ void Int8GemmMatmul(const Int8GemmLayout& layout, const QuantMatrix& w, int64_t 
   }
   const Int8Activations a = acts.view();
 
+  // Tiles start at row_begin + 32 t: on panel boundaries of the packed matrix, when there is
+  // one, if row_begin is.
+  const PackedInt8Matrix* packed = PackedFor(w, row_begin, layout);
   constexpr int64_t kTileRows = 2 * kInt8PanelRows;
   run((row_end - row_begin + kTileRows - 1) / kTileRows, [&](int64_t t, int thread) {
     const int64_t r0 = row_begin + t * kTileRows;
     const int rows = static_cast<int>(std::min(kTileRows, row_end - r0));
     Int8Panel views[2];
     for (int p = 0; p * kInt8PanelRows < rows; ++p) {
+      if (packed != nullptr) {
+        views[p] = packed->panel((w.packed_row0 + r0) / kInt8PanelRows + p);
+        continue;
+      }
       Int8PanelBuffer& buffer = ws.panels[thread][p];
       buffer.Unpack(layout, w.data + (r0 + p * kInt8PanelRows) * w.row_bytes, w.row_bytes,
                     std::min(kInt8PanelRows, rows - p * kInt8PanelRows), w.cols, Isa::kAvx512);
@@ -273,22 +294,27 @@ bool MeasuredFloat(gguf::GgmlType type, const MatmulOptions& options) {
   return id < 64 && ((options.float_prefill_types >> id) & 1) != 0;
 }
 
-Kernel ChooseKernel(gguf::GgmlType type, int64_t batch, const MatmulOptions& options) {
+// `packed`: the matrix has packed panels the product can read (PackedFor).
+Kernel ChooseKernel(gguf::GgmlType type, int64_t batch, const MatmulOptions& options,
+                    bool packed = false) {
   if (options.path == MatmulPath::kFloat) return Kernel::kFloat;
   const auto id = static_cast<uint32_t>(type);
   const bool has_gemm = GemmCovers(type, options);
+  // The int8 GEMM gives every (row, vector) the bits of the integer dots, and from 16
+  // vectors on it is faster (each weight panel is unpacked once for all; at 8 the head's
+  // q6_K measured slower, the FFN's q4_K faster); with packed panels, from fewer (measured).
+  int64_t from =
+      id < 64 && options.dots_gemm_batch[id] != 0 ? options.dots_gemm_batch[id] : kDotsGemmBatch;
+  if (packed && id < 64 && options.packed_gemm_batch[id] != 0) {
+    from = std::min<int64_t>(from, options.packed_gemm_batch[id]);
+  }
+  const bool same_bits_gemm = has_gemm && HasIntegerKernel(type, options.isa);
   if (options.path == MatmulPath::kDots) {
-    // The int8 GEMM gives every (row, vector) the bits of the integer dots, and from 16
-    // vectors on it is faster (each weight panel is unpacked once for all; at 8 the head's
-    // q6_K measured slower, the FFN's q4_K faster).
-    const int64_t from =
-        id < 64 && options.dots_gemm_batch[id] != 0 ? options.dots_gemm_batch[id] : kDotsGemmBatch;
-    if (batch >= from && has_gemm && HasIntegerKernel(type, options.isa)) {
-      return Kernel::kInt8Gemm;
-    }
+    if (batch >= from && same_bits_gemm) return Kernel::kInt8Gemm;
     return HasIntegerKernel(type, options.isa) ? Kernel::kIntegerDots : Kernel::kFloat;
   }
-  const bool gemm = batch >= kPrefillBatch && has_gemm && !MeasuredFloat(type, options);
+  const bool gemm = has_gemm && !MeasuredFloat(type, options) &&
+                    (batch >= kPrefillBatch || (packed && same_bits_gemm && batch >= from));
   if (gemm) return Kernel::kInt8Gemm;
   const bool dots = options.path == MatmulPath::kInteger || batch < kPrefillBatch;
   return dots && HasIntegerKernel(type, options.isa) ? Kernel::kIntegerDots : Kernel::kFloat;
@@ -337,6 +363,17 @@ bool DotsMatchAnyBatch(gguf::GgmlType type, const MatmulOptions& options) {
 
 bool UsesIntegerDots(gguf::GgmlType type, int64_t batch, const MatmulOptions& options) {
   return ChooseKernel(type, batch, options) == Kernel::kIntegerDots;
+}
+
+bool UsesIntegerDots(const QuantMatrix& w, int64_t batch, const MatmulOptions& options) {
+  const Int8GemmLayout* layout = FindInt8GemmLayout(w.type);
+  const bool packed = layout != nullptr && PackedFor(w, 0, *layout) != nullptr;
+  return ChooseKernel(w.type, batch, options, packed) == Kernel::kIntegerDots;
+}
+
+bool GemmPacksType(gguf::GgmlType type, const MatmulOptions& options) {
+  return options.path != MatmulPath::kFloat && GemmCovers(type, options) &&
+         HasIntegerKernel(type, options.isa) && !MeasuredFloat(type, options);
 }
 
 gguf::GgmlType ActivationFormat(gguf::GgmlType type) {
@@ -398,12 +435,14 @@ absl::Status Matmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, co
   }
   if (batch == 0) return absl::OkStatus();
   if ((row_end - row_begin) * w.cols * batch < options.min_parallel_macs) pool = nullptr;
-  switch (ChooseKernel(w.type, batch, options)) {
+  const Int8GemmLayout* layout = FindInt8GemmLayout(w.type);
+  const bool packed = layout != nullptr && PackedFor(w, row_begin, *layout) != nullptr;
+  switch (ChooseKernel(w.type, batch, options, packed)) {
     case Kernel::kIntegerDots:
       IntegerMatmul(w, row_begin, row_end, x, batch, y, ldy, pool, options);
       break;
     case Kernel::kInt8Gemm:
-      Int8GemmMatmul(*FindInt8GemmLayout(w.type), w, row_begin, row_end, x, batch, y, ldy, pool);
+      Int8GemmMatmul(*layout, w, row_begin, row_end, x, batch, y, ldy, pool);
       break;
     case Kernel::kFloat:
       if (w.type == gguf::GgmlType::kF32 && batch >= kPrefillBatch &&
@@ -430,6 +469,43 @@ double BestSeconds(int reps, Fn fn) {
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return best;
+}
+
+// From how many vectors the int8 GEMM on packed panels beats the integer dots (`vectors`
+// per pass), measured on up to 2,048 rows of w (weights that no longer fit the core's
+// caches, as in a step); sets options->packed_gemm_batch and returns the line's part.
+std::string CalibratePacked(const QuantMatrix& w, const Int8GemmLayout& layout, int vectors,
+                            MatmulOptions* options) {
+  const int64_t rows = std::min<int64_t>(w.rows, 2048);
+  constexpr int kMax = 16;
+  std::vector<float> x(static_cast<size_t>(kMax * w.cols)), y(static_cast<size_t>(kMax * rows));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 40503u) % 1999) / 1000 - 1;
+  const std::unique_ptr<PackedInt8Matrix> packed =
+      PackedInt8Matrix::Pack(layout, w.data, w.row_bytes, rows, w.cols, Isa::kAvx512, nullptr);
+  QuantMatrix pw = w;
+  pw.rows = rows;
+  pw.packed = packed.get();
+  pw.packed_row0 = 0;
+  int from = kMax;
+  std::string gains;
+  for (int n : {2, 4, 6, 8, 12}) {
+    QuantizedActivations xn;
+    QuantizeActivations(ActivationFormat(w.type), x.data(), n, w.cols, &xn);
+    IntegerDotRows(pw, 0, rows, xn, y.data(), rows, nullptr, vectors);  // warm
+    const double dots =
+        BestSeconds(3, [&] { IntegerDotRows(pw, 0, rows, xn, y.data(), rows, nullptr, vectors); });
+    Int8GemmMatmul(layout, pw, 0, rows, x.data(), n, y.data(), rows, nullptr);  // warm
+    const double gemm = BestSeconds(
+        3, [&] { Int8GemmMatmul(layout, pw, 0, rows, x.data(), n, y.data(), rows, nullptr); });
+    absl::StrAppend(&gains, gains.empty() ? "" : ", ", n, ": ",
+                    absl::StrFormat("%.2fx", dots / gemm));
+    if (gemm * 1.05 < dots) {
+      from = n;
+      break;
+    }
+  }
+  options->packed_gemm_batch[static_cast<uint32_t>(w.type)] = static_cast<uint8_t>(from);
+  return absl::StrCat("packed panels: GEMM from ", from, " rows (over the dots at ", gains, ")");
 }
 
 }  // namespace
@@ -507,6 +583,9 @@ std::string CalibrateMatmul(const QuantMatrix& w, MatmulOptions* options) {
       options->dots_gemm_batch[id] = static_cast<uint8_t>(from);
       absl::StrAppend(&line, "; decode GEMM from ", from, " rows (its speed over the dots at ",
                       gains, ")");
+      if (((options->packed_types >> id) & 1) != 0 && !MeasuredFloat(w.type, *options)) {
+        absl::StrAppend(&line, "; ", CalibratePacked(w, *layout, best, options));
+      }
     }
   }
   return line;

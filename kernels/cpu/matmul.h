@@ -15,7 +15,10 @@
 //  - int8 GEMM (prefill, batch ≥ kPrefillBatch, Q4_K/Q5_K/Q6_K/Q8_0/Q4_0 with AVX-512
 //    VNNI): x is quantized once as for the integer path, and tiles of 32 weight rows,
 //    unpacked once to int8 panels, meet every token in vpdpbusd register tiles
-//    (int8_gemm.h). Same error terms as the integer path.
+//    (int8_gemm.h). Same error terms as the integer path, and the same bits as the integer
+//    dots. A matrix whose panels were kept from load (QuantMatrix::packed) skips the
+//    unpacking, and takes the GEMM from smaller batches where measured faster
+//    (MatmulOptions::packed_gemm_batch).
 //  - float (prefill otherwise, and wherever no integer kernel exists): tiles of W rows are
 //    dequantized to float32 and multiplied with x in float32 (register-blocked FMA, AVX-512
 //    where present); F32 matrices with a prefill batch on AVX-512 (attention's K and Vᵀ)
@@ -41,6 +44,8 @@
 
 namespace tessera::cpu {
 
+class PackedInt8Matrix;  // int8_gemm.h
+
 // A view of a quantized weight matrix (not owning).
 struct QuantMatrix {
   gguf::GgmlType type = gguf::GgmlType::kF32;
@@ -48,6 +53,11 @@ struct QuantMatrix {
   int64_t cols = 0;
   size_t row_bytes = 0;
   const uint8_t* data = nullptr;  // row r starts at data + r * row_bytes
+  // The same rows as int8 GEMM panels kept from load (not owned; null: none): row r is row
+  // packed_row0 + r of `packed`. The GEMM reads them where its tiles start on a panel
+  // boundary instead of unpacking the rows; every result keeps its bits.
+  const PackedInt8Matrix* packed = nullptr;
+  int64_t packed_row0 = 0;
 
   // Checks the type is supported, cols is a whole number of blocks and `bytes` holds exactly
   // rows × cols elements. `name` is used in errors ("tensor blk.0.attn_q.weight: ...").
@@ -90,6 +100,12 @@ struct MatmulOptions {
   // Per type id, the batch from which MatmulPath::kDots takes the int8 GEMM (same bits as
   // the dots) instead of the dots: 0 = 16.
   std::array<uint8_t, 64> dots_gemm_batch{};
+  // The same for matrices with packed panels (QuantMatrix::packed), on any path but kFloat
+  // (below kPrefillBatch too): 0 = as dots_gemm_batch.
+  std::array<uint8_t, 64> packed_gemm_batch{};
+  // Set by the caller before CalibrateMatmul: the type's matrices will be packed, so the
+  // packed GEMM is measured against the dots too.
+  uint64_t packed_types = 0;
 };
 
 // Measures, on this machine, the kernels Matmul chooses between for `w`'s type and sets
@@ -101,6 +117,10 @@ struct MatmulOptions {
 // rows on the calling thread, a few milliseconds. Returns a line naming the choices and the
 // rates behind them.
 std::string CalibrateMatmul(const QuantMatrix& w, MatmulOptions* options);
+
+// True when the int8 GEMM covers `type` under `options` and was not measured slower than the
+// float path (CalibrateMatmul): its matrices gain from packed panels (PackedInt8Matrix).
+bool GemmPacksType(gguf::GgmlType type, const MatmulOptions& options);
 
 // y[b * ldy + (r − row_begin)] = Σ_k W[r][k] · x[b * cols + k] for r in [row_begin, row_end),
 // b in [0, batch). ldy ≥ row_end − row_begin. `pool` may be null (single-threaded).
@@ -140,6 +160,9 @@ absl::Status MatmulQuantized(const QuantMatrix& w, int64_t row_begin, int64_t ro
 // True when Matmul of a `type` matrix with `batch` vectors under `options` takes the integer
 // dots (so MatmulQuantized gives its result).
 bool UsesIntegerDots(gguf::GgmlType type, int64_t batch, const MatmulOptions& options);
+// The same for `w` itself: a matrix with packed panels may take the int8 GEMM (same bits)
+// from a smaller batch.
+bool UsesIntegerDots(const QuantMatrix& w, int64_t batch, const MatmulOptions& options);
 
 // True when MatmulPath::kDots over any batch gives every row the bits that the product of
 // its own rows alone gets under `options` (kAuto: the int8 GEMM or the dots, which agree):

@@ -53,5 +53,17 @@ TEST(GenerateFlagsTest, SamplingRangesAreTheDaemons) {
   EXPECT_THAT(ok.err, ::testing::Not(HasSubstr("temperature")));
 }
 
+TEST(GenerateFlagsTest, RepackWeightsTakesAutoOnOff) {
+  const GenerateRun bad = Generate("--repack-weights", "sometimes");
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_THAT(bad.err, HasSubstr("tessera generate: --repack-weights: 'sometimes' is not one of "
+                                 "auto, on, off"));
+  for (const char* mode : {"auto", "on", "off"}) {
+    const GenerateRun ok = Generate("--repack-weights", mode);
+    EXPECT_EQ(ok.rc, 1) << mode << ": the flag passes, the missing model fails";
+    EXPECT_THAT(ok.err, ::testing::Not(HasSubstr("repack"))) << ok.err;
+  }
+}
+
 }  // namespace
 }  // namespace tessera::cli

@@ -6,12 +6,14 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/quant/dequantize.h"
 #include "common/quant/type_traits.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/int8_gemm.h"
 #include "kernels/reference/matmul_ref.h"
 #include "tests/unit/quant_test_util.h"
 
@@ -313,6 +315,98 @@ TEST(MatmulDotsTest, Int8GemmGivesTheBitsOfTheDots) {
     }
   }
   EXPECT_EQ(types, 5) << "q4_0, q8_0, q4_K, q5_K and q6_K have the int8 GEMM";
+}
+
+// Panels kept from load (PackedInt8Matrix) hold what the GEMM would unpack: a product over
+// them gives every (row, vector) the bits of the one-vector dot, at every batch (packed
+// matrices take the GEMM from 2 vectors when measured faster), for row ranges that start on
+// a panel boundary (read packed) or not (unpacked as before), for a view of rows inside a
+// larger packed matrix (an expert of a stacked tensor), on one thread or several.
+TEST(MatmulPackedTest, PackedPanelsGiveTheBitsOfTheDots) {
+  if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "host has no AVX-512 VNNI";
+  uint64_t seed = 171;
+  int types = 0;
+  for (const quant::QuantTraits& t : quant::SupportedQuantTypes()) {
+    const Int8GemmLayout* layout = FindInt8GemmLayout(t.type);
+    if (layout == nullptr || !HasIntegerKernel(t.type)) continue;
+    ++types;
+    SCOPED_TRACE(t.name);
+    const int64_t rows = 75, cols = 512, max_batch = 13;
+    const Problem p = MakeProblem(t.type, rows, cols, max_batch, seed++);
+    auto w = QuantMatrix::Make(p.type, rows, cols, p.w, "w");
+    ASSERT_TRUE(w.ok()) << w.status();
+    ThreadPool pool(3);
+    auto packed =
+        PackedInt8Matrix::Pack(*layout, w->data, w->row_bytes, rows, cols, Isa::kAvx512, &pool);
+    ASSERT_EQ(packed->panels(), 5);
+    EXPECT_EQ(packed->bytes(), PackedInt8Matrix::Bytes(*layout, rows, cols));
+    QuantMatrix pw = *w;
+    pw.packed = packed.get();
+    // Expert-like view: rows [32, 75) of the packed matrix as a matrix of their own.
+    QuantMatrix tail = pw;
+    tail.rows = rows - 32;
+    tail.data = w->data + 32 * w->row_bytes;
+    tail.packed_row0 = 32;
+    for (MatmulPath path : {MatmulPath::kAuto, MatmulPath::kDots}) {
+      MatmulOptions opt;
+      opt.path = path;
+      opt.min_parallel_macs = 0;
+      opt.packed_gemm_batch[static_cast<uint32_t>(t.type)] = 2;  // the GEMM from 2 vectors
+      for (int64_t batch : {1, 2, 3, 5, 8, 13}) {
+        for (auto [m, r0] : {std::pair<const QuantMatrix*, int64_t>{&pw, 0},
+                             {&pw, 16},
+                             {&pw, 7},
+                             {&tail, 0},
+                             {&tail, 5}}) {
+          SCOPED_TRACE(testing::Message()
+                       << "path " << static_cast<int>(path) << " batch " << batch << " rows from "
+                       << r0 << " of a view at " << m->packed_row0);
+          const int64_t n = m->rows - r0;
+          std::vector<float> got(batch * n), alone(n);
+          ASSERT_TRUE(Matmul(*m, r0, m->rows, p.x.data(), batch, got.data(), n, &pool, opt).ok());
+          for (int64_t b = 0; b < batch; ++b) {
+            ASSERT_TRUE(Matmul(*w, m->packed_row0 + r0, m->packed_row0 + m->rows,
+                               p.x.data() + b * cols, 1, alone.data(), n, nullptr, {})
+                            .ok());
+            for (int64_t r = 0; r < n; ++r) {
+              ASSERT_EQ(std::bit_cast<uint32_t>(got[b * n + r]), std::bit_cast<uint32_t>(alone[r]))
+                  << "vector " << b << " row " << r << ": " << got[b * n + r] << " vs " << alone[r];
+            }
+          }
+        }
+      }
+      // Small batches of a packed matrix take the GEMM (no integer dots) from 2 vectors.
+      EXPECT_TRUE(UsesIntegerDots(pw, 1, opt));
+      if (path == MatmulPath::kAuto) {
+        EXPECT_FALSE(UsesIntegerDots(pw, 2, opt));
+        EXPECT_TRUE(UsesIntegerDots(*w, 2, opt)) << "no panels: the dots below the prefill batch";
+      }
+    }
+    // And they agree with the float64 reference within the integer path's bound.
+    std::vector<float> y(max_batch * rows);
+    ASSERT_TRUE(Matmul(pw, 0, rows, p.x.data(), max_batch, y.data(), rows, &pool, {}).ok());
+    for (int64_t b = 0; b < max_batch; ++b) {
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_NEAR(y[b * rows + r], p.want[b * rows + r], Tolerance(p, b, r, true));
+      }
+    }
+  }
+  EXPECT_EQ(types, 5) << "q4_0, q8_0, q4_K, q5_K and q6_K have the int8 GEMM";
+}
+
+// Bytes() is what a packed matrix keeps: the GEMM's quants (one byte each), the group and
+// block scales per lane, padded to whole panels of 16 rows.
+TEST(MatmulPackedTest, BytesCountWholePanels) {
+  const Int8GemmLayout* q4k = FindInt8GemmLayout(GgmlType::kQ4_K);
+  const Int8GemmLayout* q8 = FindInt8GemmLayout(GgmlType::kQ8_0);
+  ASSERT_NE(q4k, nullptr);
+  ASSERT_NE(q8, nullptr);
+  // q4_K, 256 cols: per panel 16·256 quants, 8 group scales, 1 d, 1 dmin, 4 min pairs (×16
+  // lanes × 4 bytes).
+  EXPECT_EQ(PackedInt8Matrix::Bytes(*q4k, 16, 256), 16u * 256 + (8 + 1 + 1 + 4) * 16 * 4);
+  EXPECT_EQ(PackedInt8Matrix::Bytes(*q4k, 17, 256), 2 * PackedInt8Matrix::Bytes(*q4k, 16, 256));
+  // q8_0, 64 cols: 2 groups = 2 blocks, no mins.
+  EXPECT_EQ(PackedInt8Matrix::Bytes(*q8, 16, 64), 16u * 64 + (2 + 2) * 16 * 4);
 }
 
 TEST(MatmulDotsTest, SharedActivationsMustFitTheMatrix) {

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <limits>
 #include <optional>
 
 #include <fcntl.h>
@@ -13,6 +15,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/model/arch.h"
 #include "common/model/fixups.h"
@@ -150,6 +153,23 @@ void Prefault(absl::Span<const uint8_t> bytes) {
 // every allocation, a third of a 512-token prefill. Up to 32 MiB (glibc's largest threshold)
 // they come from the heap instead, and freed memory stays for the next layer and step
 // rather than being trimmed back to the system.
+// MemAvailable of /proc/meminfo in bytes (0 when unreadable).
+uint64_t MemAvailableBytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  uint64_t kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long long v = 0;
+    if (std::sscanf(line, "MemAvailable: %llu kB", &v) == 1) {
+      kib = v;
+      break;
+    }
+  }
+  std::fclose(f);
+  return kib * 1024;
+}
+
 void KeepStepBuffersInTheHeap() {
   static const bool done = [] {
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
@@ -396,7 +416,7 @@ absl::Status Executor::Impl::MatMulMany(absl::Span<const Product> products, int6
   for (const Product& p : products) {
     const int64_t n = batch_of(p);
     int xq = -1;
-    if (n > 0 && cpu::UsesIntegerDots(p.w->type, n, matmul)) {
+    if (n > 0 && cpu::UsesIntegerDots(*p.w, n, matmul)) {
       const gguf::GgmlType format = cpu::ActivationFormat(p.w->type);
       size_t i = 0;
       while (i < quantized.size() &&
@@ -413,14 +433,21 @@ absl::Status Executor::Impl::MatMulMany(absl::Span<const Product> products, int6
     xq_of.push_back(xq);
   }
   std::vector<Chunk> chunks;
+  std::vector<const Product*> whole;  // the int8 GEMM's (packed panels): one hand-off each
   size_t product_index = 0;
   for (const Product& p : products) {
     const int i = xq_of[product_index++];
     if (batch_of(p) == 0) continue;
+    if (i < 0 && p.w->packed != nullptr && cpu::RoundsActivations(p.w->type, batch_of(p), matmul)) {
+      whole.push_back(&p);
+      continue;
+    }
     const cpu::QuantizedActivations* xq = i < 0 ? nullptr : &act_scratch[i];
-    // About four chunks per thread per product keeps the threads busy to the end.
+    // About four chunks per thread per product keeps the threads busy to the end; chunks
+    // start on panel boundaries (16 rows).
     const int64_t rows = p.w->rows;
-    const int64_t step = std::max<int64_t>(16, (rows + 4 * pool->size() - 1) / (4 * pool->size()));
+    const int64_t per_thread = (rows + 4 * pool->size() - 1) / (4 * pool->size());
+    const int64_t step = std::max<int64_t>(16, (per_thread + 15) / 16 * 16);
     for (int64_t r = 0; r < rows; r += step) {
       chunks.push_back({&p, r, std::min(rows, r + step), xq});
     }
@@ -438,6 +465,9 @@ absl::Status Executor::Impl::MatMulMany(absl::Span<const Product> products, int6
   for (const absl::Status& s : status) {
     if (!s.ok()) return s;
   }
+  for (const Product* p : whole) {
+    if (auto s = MatMul(*p->w, p->x, batch_of(*p), p->y); !s.ok()) return s;
+  }
   return absl::OkStatus();
 }
 
@@ -449,31 +479,100 @@ void Executor::Impl::Round(float* x, int64_t n) const {
   }
 }
 
+std::vector<QuantMatrix*> Executor::Impl::WeightMatrices() {
+  std::vector<QuantMatrix*> out;
+  for (LayerWeights& L : layers) {
+    for (QuantMatrix* m :
+         {&L.wq,        &L.wk,      &L.wv,        &L.wo,      &L.wq_a,   &L.wq_b,   &L.wkv_a,
+          &L.wk_b,      &L.wv_b,    &L.idx_q_b,   &L.idx_k,   &L.w_gate, &L.w_up,   &L.w_down,
+          &L.gate_exps, &L.up_exps, &L.down_exps, &L.gate_sh, &L.up_sh,  &L.down_sh}) {
+      if (m->data != nullptr) out.push_back(m);
+    }
+  }
+  if (output.data != nullptr) out.push_back(&output);
+  return out;
+}
+
+std::vector<bool> Executor::Impl::PackingPlan(std::string* why) {
+  const std::vector<QuantMatrix*> ms = WeightMatrices();
+  std::vector<bool> plan(ms.size(), false);
+  if (options.exact || options.weight_packing == WeightPacking::kOff) {
+    *why = options.exact ? "exact path" : "--repack-weights off";
+    return plan;
+  }
+  uint64_t budget = std::numeric_limits<uint64_t>::max();
+  if (options.weight_packing == WeightPacking::kAuto) budget = MemAvailableBytes() / 4;
+  uint64_t wanted = 0, planned = 0;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    const QuantMatrix& m = *ms[i];
+    if (!cpu::GemmPacksType(m.type, matmul)) continue;
+    const uint64_t bytes =
+        cpu::PackedInt8Matrix::Bytes(*cpu::FindInt8GemmLayout(m.type), m.rows, m.cols);
+    wanted += bytes;
+    if (planned + bytes > budget) continue;
+    planned += bytes;
+    plan[i] = true;
+  }
+  constexpr double kMiB = 1 << 20;
+  *why = wanted == 0         ? "no matrix the int8 GEMM takes"
+         : planned == wanted ? absl::StrFormat("%.1f MiB", planned / kMiB)
+                             : absl::StrFormat(
+                                   "%.1f of %.1f MiB: a quarter of the memory available at load "
+                                   "is %.1f MiB (--repack-weights on packs all)",
+                                   planned / kMiB, wanted / kMiB, budget / kMiB);
+  return plan;
+}
+
+void Executor::Impl::PackWeights() {
+  std::string why;
+  const std::vector<bool> plan = PackingPlan(&why);
+  const std::vector<QuantMatrix*> ms = WeightMatrices();
+  int n = 0, candidates = 0;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    QuantMatrix& m = *ms[i];
+    if (cpu::GemmPacksType(m.type, matmul)) ++candidates;
+    if (!plan[i]) continue;
+    packed.push_back(cpu::PackedInt8Matrix::Pack(*cpu::FindInt8GemmLayout(m.type), m.data,
+                                                 m.row_bytes, m.rows, m.cols, cpu::Isa::kAvx512,
+                                                 pool.get()));
+    m.packed = packed.back().get();
+    m.packed_row0 = 0;
+    packed_bytes += m.packed->bytes();
+    ++n;
+  }
+  absl::StrAppend(&kernel_summary, "; weights: int8 panels kept for ", n, " of ", candidates,
+                  " GEMM matrices (", why, ")");
+}
+
 void Executor::Impl::CalibrateKernels() {
   kernel_summary = absl::StrCat(
       "cpu ", cpu::CpuModelName(), ", ", cpu::IsaName(matmul.isa),
       "; attention: ", options.exact ? "gathered (exact path)" : "paged in place (decode)");
   if (options.exact) return;  // the float path everywhere: nothing to choose
+  {
+    // The types whose matrices will keep panels: calibration then measures the GEMM on
+    // packed panels against the dots too.
+    std::string why;
+    const std::vector<bool> plan = PackingPlan(&why);
+    const std::vector<QuantMatrix*> ms = WeightMatrices();
+    for (size_t i = 0; i < ms.size(); ++i) {
+      if (plan[i]) matmul.packed_types |= uint64_t{1} << static_cast<uint32_t>(ms[i]->type);
+    }
+  }
   // One matrix of each weight type the layers and the head use: the one with the longest
   // rows.
   std::vector<const QuantMatrix*> of_type;
-  auto consider = [&](const QuantMatrix& m) {
-    if (m.data == nullptr || m.type == gguf::GgmlType::kF32) return;
+  for (const QuantMatrix* m : WeightMatrices()) {
+    if (m->type == gguf::GgmlType::kF32) continue;
+    bool seen_type = false;
     for (const QuantMatrix*& seen : of_type) {
-      if (seen->type != m.type) continue;
-      if (m.cols > seen->cols) seen = &m;
-      return;
+      if (seen->type != m->type) continue;
+      seen_type = true;
+      if (m->cols > seen->cols) seen = m;
+      break;
     }
-    of_type.push_back(&m);
-  };
-  for (const LayerWeights& L : layers) {
-    for (const QuantMatrix* m :
-         {&L.wq, &L.wk, &L.wv, &L.wo, &L.wq_a, &L.wq_b, &L.wkv_a, &L.w_gate, &L.w_up, &L.w_down,
-          &L.gate_exps, &L.up_exps, &L.down_exps, &L.gate_sh, &L.up_sh, &L.down_sh}) {
-      consider(*m);
-    }
+    if (!seen_type) of_type.push_back(m);
   }
-  consider(output);
   for (const QuantMatrix* m : of_type) {
     absl::StrAppend(&kernel_summary, "; ", cpu::CalibrateMatmul(*m, &matmul));
   }
@@ -660,6 +759,26 @@ std::string Executor::device_name() const {
 }
 int Executor::threads() const { return impl_->pool->size(); }
 uint64_t Executor::planned_read_bytes() const { return impl_->planned_read_bytes; }
+uint64_t Executor::packed_weight_bytes() const { return impl_->packed_bytes; }
+
+std::optional<WeightPacking> ParseWeightPacking(std::string_view s) {
+  if (s == "auto") return WeightPacking::kAuto;
+  if (s == "on" || s == "true") return WeightPacking::kOn;
+  if (s == "off" || s == "false") return WeightPacking::kOff;
+  return std::nullopt;
+}
+
+const char* WeightPackingName(WeightPacking p) {
+  switch (p) {
+    case WeightPacking::kOn:
+      return "on";
+    case WeightPacking::kOff:
+      return "off";
+    case WeightPacking::kAuto:
+      break;
+  }
+  return "auto";
+}
 const std::string& Executor::kernel_summary() const { return impl_->kernel_summary; }
 std::map<std::string, double> Executor::Profile() const { return impl_->profile; }
 void Executor::ResetProfile() { impl_->profile.clear(); }
@@ -746,6 +865,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& mo
   if (options.device == Device::kCpu) {
     KeepStepBuffersInTheHeap();
     impl->CalibrateKernels();
+    impl->PackWeights();
   }
   CacheDtype kv_dtype = CacheDtype::kF32;
   impl->act_dtype = ComputeDtype::kFloat32;

@@ -10,7 +10,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -28,6 +30,18 @@ enum class ComputeDtype { kAuto, kFloat32, kBFloat16, kFloat16 };
 
 enum class Device { kCpu, kCuda };
 
+// Whether a CPU executor keeps its int8-GEMM weights unpacked into panels from load on
+// (cpu::PackedInt8Matrix): batched steps then do not unpack them every step, at about 2.2x
+// the memory of q4_K weights (1.2x of q8_0) on top of the mapped file.
+enum class WeightPacking {
+  kAuto,  // pack while the panels fit in a quarter of the memory available at load
+  kOn,    // pack every matrix the int8 GEMM takes
+  kOff,   // unpack panels per product (the least memory)
+};
+// "auto" | "on" | "off" (also "true"/"false"); nullopt for anything else.
+std::optional<WeightPacking> ParseWeightPacking(std::string_view s);
+const char* WeightPackingName(WeightPacking p);
+
 struct ExecutorOptions {
   // Exact path: float32 activations and KV cache, weights dequantized on the fly, no
   // activation quantization. Otherwise the fast path: quantized activations and integer dot
@@ -40,6 +54,8 @@ struct ExecutorOptions {
   // 8+ rows run per prefill sequence, decode rows with per-vector kernels). False lets all
   // rows share one kernel choice: faster at high concurrency, batch-dependent roundings.
   bool batch_invariant = true;
+  // CPU: int8-GEMM weight panels kept from load (see WeightPacking). No effect on results.
+  WeightPacking weight_packing = WeightPacking::kAuto;
   // Cache capacity in tokens (rounded up to whole blocks); 0: min(4096, context length).
   // More than the model's context length is an error.
   int64_t kv_tokens = 0;
@@ -108,6 +124,8 @@ class Executor {
   std::string device_name() const;
   // File bytes this rank's shard plan names (what it read or mapped to load).
   uint64_t planned_read_bytes() const;
+  // Bytes of int8 weight panels kept from load (ExecutorOptions::weight_packing; 0: none).
+  uint64_t packed_weight_bytes() const;
   // The CPU, instruction set and kernels chosen for this model on this machine, with the
   // rates measured at load ("cpu AMD EPYC (family 26 model 2), avx512; attention: ...;
   // q4_K (768 cols): prefill int8 GEMM (...); decode dots 4 vectors/pass (...)"). Empty on

@@ -15,6 +15,7 @@
 #include "common/gguf/split.h"
 #include "common/model/hparams.h"
 #include "common/model/tensor_map.h"
+#include "kernels/cpu/int8_gemm.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/nn_ops.h"
 #include "kernels/cpu/paged_attention.h"
@@ -45,6 +46,7 @@ inline QuantMatrix RowsOf(const QuantMatrix& w, int64_t r0, int64_t r1) {
   QuantMatrix q = w;
   q.rows = r1 - r0;
   q.data = w.data + r0 * w.row_bytes;
+  q.packed_row0 = w.packed_row0 + r0;
   return q;
 }
 
@@ -121,6 +123,16 @@ struct Executor::Impl {
   // records the choices in `matmul` and `kernel_summary`.
   void CalibrateKernels();
   std::string kernel_summary;
+  // The layers' and the head's quantized matrices (the ones products read).
+  std::vector<QuantMatrix*> WeightMatrices();
+  // Keeps int8 panels of the matrices the GEMM takes (options.weight_packing; after
+  // CalibrateKernels, which names the candidate types in matmul.packed_types first).
+  void PackWeights();
+  // Which of WeightMatrices() get panels under options.weight_packing (the first ones that
+  // fit the budget), in the order WeightMatrices() gives them, and the budget's line.
+  std::vector<bool> PackingPlan(std::string* why);
+  std::deque<std::unique_ptr<cpu::PackedInt8Matrix>> packed;
+  uint64_t packed_bytes = 0;
   std::map<std::string, double> profile;  // seconds per phase (Executor::Profile)
 
   explicit Impl(gguf::GgufModel f);

@@ -211,6 +211,15 @@ int Run(const Flags& flags) {
   o.kv_block_size = setup.kv_block_size() > 0 ? setup.kv_block_size() : 16;
   o.kv_tokens = setup.kv_tokens();
   o.batch_invariant = !setup.allow_batch_variance();
+  if (!setup.weight_packing().empty()) {
+    std::optional<executor::WeightPacking> packing =
+        executor::ParseWeightPacking(setup.weight_packing());
+    if (!packing) {
+      Die(&sender, absl::StrCat(who, ": weight_packing '", setup.weight_packing(),
+                                "' is not one of auto, on, off"));
+    }
+    o.weight_packing = *packing;
+  }
   o.tp_rank = rank;
   o.tp_size = world;
   o.comm = communicator.get();
