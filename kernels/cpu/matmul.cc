@@ -471,43 +471,6 @@ double BestSeconds(int reps, Fn fn) {
   return best;
 }
 
-// From how many vectors the int8 GEMM on packed panels beats the integer dots (`vectors`
-// per pass), measured on up to 2,048 rows of w (weights that no longer fit the core's
-// caches, as in a step); sets options->packed_gemm_batch and returns the line's part.
-std::string CalibratePacked(const QuantMatrix& w, const Int8GemmLayout& layout, int vectors,
-                            MatmulOptions* options) {
-  const int64_t rows = std::min<int64_t>(w.rows, 2048);
-  constexpr int kMax = 16;
-  std::vector<float> x(static_cast<size_t>(kMax * w.cols)), y(static_cast<size_t>(kMax * rows));
-  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 40503u) % 1999) / 1000 - 1;
-  const std::unique_ptr<PackedInt8Matrix> packed =
-      PackedInt8Matrix::Pack(layout, w.data, w.row_bytes, rows, w.cols, Isa::kAvx512, nullptr);
-  QuantMatrix pw = w;
-  pw.rows = rows;
-  pw.packed = packed.get();
-  pw.packed_row0 = 0;
-  int from = kMax;
-  std::string gains;
-  for (int n : {2, 4, 6, 8, 12}) {
-    QuantizedActivations xn;
-    QuantizeActivations(ActivationFormat(w.type), x.data(), n, w.cols, &xn);
-    IntegerDotRows(pw, 0, rows, xn, y.data(), rows, nullptr, vectors);  // warm
-    const double dots =
-        BestSeconds(3, [&] { IntegerDotRows(pw, 0, rows, xn, y.data(), rows, nullptr, vectors); });
-    Int8GemmMatmul(layout, pw, 0, rows, x.data(), n, y.data(), rows, nullptr);  // warm
-    const double gemm = BestSeconds(
-        3, [&] { Int8GemmMatmul(layout, pw, 0, rows, x.data(), n, y.data(), rows, nullptr); });
-    absl::StrAppend(&gains, gains.empty() ? "" : ", ", n, ": ",
-                    absl::StrFormat("%.2fx", dots / gemm));
-    if (gemm * 1.05 < dots) {
-      from = n;
-      break;
-    }
-  }
-  options->packed_gemm_batch[static_cast<uint32_t>(w.type)] = static_cast<uint8_t>(from);
-  return absl::StrCat("packed panels: GEMM from ", from, " rows (over the dots at ", gains, ")");
-}
-
 }  // namespace
 
 std::string CalibrateMatmul(const QuantMatrix& w, MatmulOptions* options) {
@@ -583,12 +546,70 @@ std::string CalibrateMatmul(const QuantMatrix& w, MatmulOptions* options) {
       options->dots_gemm_batch[id] = static_cast<uint8_t>(from);
       absl::StrAppend(&line, "; decode GEMM from ", from, " rows (its speed over the dots at ",
                       gains, ")");
-      if (((options->packed_types >> id) & 1) != 0 && !MeasuredFloat(w.type, *options)) {
-        absl::StrAppend(&line, "; ", CalibratePacked(w, *layout, best, options));
-      }
     }
   }
   return line;
+}
+
+std::string CalibratePackedGemm(absl::Span<const QuantMatrix* const> matrices, ThreadPool* pool,
+                                MatmulOptions* options) {
+  if (matrices.empty()) return "";
+  const gguf::GgmlType type = matrices[0]->type;
+  const Int8GemmLayout* layout = FindInt8GemmLayout(type);
+  const quant::QuantTraits* traits = quant::FindQuantTraits(type);
+  std::string line = absl::StrCat(traits != nullptr ? traits->name : "?", " packed panels:");
+  const auto id = static_cast<uint32_t>(type);
+  if (layout == nullptr || id >= 64 || !GemmPacksType(type, *options)) {
+    return line + " not measured";
+  }
+  // The matrices in the order a step reads them, up to 256 MiB of file bytes: as in a step,
+  // the weights come from memory, not from the caches (a slice that fits them favours the
+  // GEMM's larger panels).
+  std::vector<const QuantMatrix*> sweep;
+  int64_t max_rows = 0, max_cols = 0;
+  uint64_t bytes = 0;
+  for (const QuantMatrix* m : matrices) {
+    if (m->type != type || m->packed == nullptr || bytes >= (uint64_t{256} << 20)) continue;
+    if (PackedFor(*m, 0, *layout) == nullptr) continue;
+    sweep.push_back(m);
+    bytes += static_cast<uint64_t>(m->rows) * m->row_bytes;
+    max_rows = std::max(max_rows, m->rows);
+    max_cols = std::max(max_cols, m->cols);
+  }
+  if (sweep.empty()) return line + " not measured";
+  constexpr int kMax = 16;
+  std::vector<float> x(static_cast<size_t>(kMax * max_cols)), y(static_cast<size_t>(kMax * max_rows));
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>((i * 40503u) % 1999) / 1000 - 1;
+  const int vectors = DotVectors(type, *options);
+  QuantizedActivations xq;
+  auto dots = [&](int64_t n) {
+    for (const QuantMatrix* m : sweep) {
+      QuantizeActivations(ActivationFormat(type), x.data(), n, m->cols, &xq);
+      IntegerDotRows(*m, 0, m->rows, xq, y.data(), m->rows, pool, vectors);
+    }
+  };
+  auto gemm = [&](int64_t n) {
+    for (const QuantMatrix* m : sweep) {
+      Int8GemmMatmul(*layout, *m, 0, m->rows, x.data(), n, y.data(), m->rows, pool);
+    }
+  };
+  int from = kMax;
+  std::string gains;
+  for (int n : {1, 2, 3, 4, 6, 8, 12}) {
+    dots(n);  // warm
+    const double d = BestSeconds(2, [&] { dots(n); });
+    gemm(n);
+    const double g = BestSeconds(2, [&] { gemm(n); });
+    absl::StrAppend(&gains, gains.empty() ? "" : ", ", n, ": ", absl::StrFormat("%.2fx", d / g));
+    if (g * 1.05 < d) {
+      from = n;
+      break;
+    }
+  }
+  options->packed_gemm_batch[id] = static_cast<uint8_t>(from);
+  return absl::StrFormat("%s GEMM from %d rows (over the dots at %s; %d matrices, %.0f MiB)", line,
+                         from, gains, sweep.size(), bytes / double{1 << 20});
 }
 
 }  // namespace tessera::cpu

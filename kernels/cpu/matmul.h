@@ -101,11 +101,8 @@ struct MatmulOptions {
   // the dots) instead of the dots: 0 = 16.
   std::array<uint8_t, 64> dots_gemm_batch{};
   // The same for matrices with packed panels (QuantMatrix::packed), on any path but kFloat
-  // (below kPrefillBatch too): 0 = as dots_gemm_batch.
+  // (below kPrefillBatch too; CalibratePackedGemm): 0 = as dots_gemm_batch.
   std::array<uint8_t, 64> packed_gemm_batch{};
-  // Set by the caller before CalibrateMatmul: the type's matrices will be packed, so the
-  // packed GEMM is measured against the dots too.
-  uint64_t packed_types = 0;
 };
 
 // Measures, on this machine, the kernels Matmul chooses between for `w`'s type and sets
@@ -117,6 +114,15 @@ struct MatmulOptions {
 // rows on the calling thread, a few milliseconds. Returns a line naming the choices and the
 // rates behind them.
 std::string CalibrateMatmul(const QuantMatrix& w, MatmulOptions* options);
+
+// Measures from how many vectors the int8 GEMM on packed panels beats the integer dots for
+// `matrices` (one weight type, with packed panels: the model's matrices of that type in
+// step order), sweeping them as a step does (up to 256 MiB, so that the weights come from
+// memory as they do in a step) on `pool`, and sets options->packed_gemm_batch for the type
+// (1..12, or 16 when the GEMM never wins below). Returns a line naming the choice and the
+// speeds behind it. Both kernels give the same bits: only the speed depends on it.
+std::string CalibratePackedGemm(absl::Span<const QuantMatrix* const> matrices, ThreadPool* pool,
+                                MatmulOptions* options);
 
 // True when the int8 GEMM covers `type` under `options` and was not measured slower than the
 // float path (CalibrateMatmul): its matrices gain from packed panels (PackedInt8Matrix).

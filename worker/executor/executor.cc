@@ -542,6 +542,21 @@ void Executor::Impl::PackWeights() {
   }
   absl::StrAppend(&kernel_summary, "; weights: int8 panels kept for ", n, " of ", candidates,
                   " GEMM matrices (", why, ")");
+  // Per packed type, from which batch the GEMM on the panels beats the dots, measured over
+  // the model's own matrices in step order.
+  std::vector<gguf::GgmlType> types;
+  for (const QuantMatrix* m : ms) {
+    if (m->packed != nullptr && std::find(types.begin(), types.end(), m->type) == types.end()) {
+      types.push_back(m->type);
+    }
+  }
+  for (gguf::GgmlType t : types) {
+    std::vector<const QuantMatrix*> of_type;
+    for (const QuantMatrix* m : ms) {
+      if (m->type == t && m->packed != nullptr) of_type.push_back(m);
+    }
+    absl::StrAppend(&kernel_summary, "; ", cpu::CalibratePackedGemm(of_type, pool.get(), &matmul));
+  }
 }
 
 void Executor::Impl::CalibrateKernels() {
@@ -549,16 +564,6 @@ void Executor::Impl::CalibrateKernels() {
       "cpu ", cpu::CpuModelName(), ", ", cpu::IsaName(matmul.isa),
       "; attention: ", options.exact ? "gathered (exact path)" : "paged in place (decode)");
   if (options.exact) return;  // the float path everywhere: nothing to choose
-  {
-    // The types whose matrices will keep panels: calibration then measures the GEMM on
-    // packed panels against the dots too.
-    std::string why;
-    const std::vector<bool> plan = PackingPlan(&why);
-    const std::vector<QuantMatrix*> ms = WeightMatrices();
-    for (size_t i = 0; i < ms.size(); ++i) {
-      if (plan[i]) matmul.packed_types |= uint64_t{1} << static_cast<uint32_t>(ms[i]->type);
-    }
-  }
   // One matrix of each weight type the layers and the head use: the one with the longest
   // rows.
   std::vector<const QuantMatrix*> of_type;

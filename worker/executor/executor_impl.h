@@ -126,7 +126,7 @@ struct Executor::Impl {
   // The layers' and the head's quantized matrices (the ones products read).
   std::vector<QuantMatrix*> WeightMatrices();
   // Keeps int8 panels of the matrices the GEMM takes (options.weight_packing; after
-  // CalibrateKernels, which names the candidate types in matmul.packed_types first).
+  // CalibrateKernels), then measures from which batch the GEMM on them beats the dots.
   void PackWeights();
   // Which of WeightMatrices() get panels under options.weight_packing (the first ones that
   // fit the budget), in the order WeightMatrices() gives them, and the budget's line.
