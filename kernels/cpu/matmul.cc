@@ -578,9 +578,9 @@ std::string CalibratePackedGemm(absl::Span<const QuantMatrix* const> matrices, T
   }
   if (sweep.empty()) return line + " not measured";
   constexpr int kMax = 16;
-  std::vector<float> x(static_cast<size_t>(kMax * max_cols)), y(static_cast<size_t>(kMax * max_rows));
-  for (size_t i = 0; i < x.size(); ++i)
-    x[i] = static_cast<float>((i * 40503u) % 1999) / 1000 - 1;
+  std::vector<float> x(static_cast<size_t>(kMax * max_cols)),
+      y(static_cast<size_t>(kMax * max_rows));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 40503u) % 1999) / 1000 - 1;
   const int vectors = DotVectors(type, *options);
   QuantizedActivations xq;
   auto dots = [&](int64_t n) {
