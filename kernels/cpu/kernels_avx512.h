@@ -47,6 +47,12 @@ void QuantizeInt8Activations(const float* x, int64_t n, int act_block, int group
 void Softmax(float* x, int64_t n);
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
 void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y);
+// nn_ops.h's 16-bit row conversions for the first n / 16 · 16 elements; return how many
+// they did (the caller converts the rest).
+int64_t FloatsToFp16(const float* x, int64_t n, uint16_t* out);
+int64_t FloatsToBf16(const float* x, int64_t n, uint16_t* out);
+int64_t Fp16sToFloats(const uint16_t* h, int64_t n, float* out);
+int64_t Bf16sToFloats(const uint16_t* h, int64_t n, float* out);
 
 // cpu::PagedAttention (paged_attention.h) for dk and dv multiples of 16; `scores` holds
 // nq × n_keys floats.

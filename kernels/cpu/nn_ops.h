@@ -38,6 +38,14 @@ void Softmax(float* x, int64_t n);
 // out = silu(gate) * up, element-wise; out may alias gate.
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
 
+// 16-bit storage of float rows (the KV cache): out[i] = FloatToFp16(x[i]) / FloatToBf16(x[i])
+// (common/util/half.h: round to nearest even, NaN stays a quiet NaN) and back, exactly as
+// those functions, with AVX-512 (F16C conversions, integer rounding for bf16) where present.
+void FloatsToFp16(const float* x, int64_t n, uint16_t* out);
+void FloatsToBf16(const float* x, int64_t n, uint16_t* out);
+void Fp16sToFloats(const uint16_t* h, int64_t n, float* out);
+void Bf16sToFloats(const uint16_t* h, int64_t n, float* out);
+
 // YaRN's rope magnitude M for the general case (spec 5.3): 1 + 0.1 ln s, times attn_factor.
 float YarnMagnitude(float scaling_factor, float attn_factor);
 

@@ -100,4 +100,53 @@ void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y) {
   }
 }
 
+int64_t FloatsToFp16(const float* x, int64_t n, uint16_t* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    // Round to nearest even, as FloatToFp16 (also for halves' subnormals; NaNs keep their
+    // top payload bits and become quiet).
+    const __m256i h =
+        _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), h);
+  }
+  return i;
+}
+
+int64_t FloatsToBf16(const float* x, int64_t n, uint16_t* out) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+  const __m512i quiet = _mm512_set1_epi32(0x40);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i b = _mm512_loadu_si512(x + i);
+    // FloatToBf16: NaN → top half | 0x40; else (b + 0x7fff + lsb of the top half) >> 16.
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(b, abs_mask), inf);
+    const __m512i top = _mm512_srli_epi32(b, 16);
+    const __m512i rounded = _mm512_srli_epi32(
+        _mm512_add_epi32(b, _mm512_add_epi32(bias, _mm512_and_si512(top, one))), 16);
+    const __m512i r = _mm512_mask_or_epi32(rounded, nan, top, quiet);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(r));
+  }
+  return i;
+}
+
+int64_t Fp16sToFloats(const uint16_t* h, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(out + i,
+                     _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i))));
+  }
+  return i;
+}
+
+int64_t Bf16sToFloats(const uint16_t* h, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i w =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i)));
+    _mm512_storeu_si512(out + i, _mm512_slli_epi32(w, 16));
+  }
+  return i;
+}
+
 }  // namespace tessera::cpu::avx512

@@ -433,18 +433,15 @@ absl::Status Executor::Impl::MatMulMany(absl::Span<const Product> products, int6
     xq_of.push_back(xq);
   }
   std::vector<Chunk> chunks;
-  std::vector<const Product*> whole;  // the int8 GEMM's (packed panels): one hand-off each
   size_t product_index = 0;
   for (const Product& p : products) {
     const int i = xq_of[product_index++];
     if (batch_of(p) == 0) continue;
-    if (i < 0 && p.w->packed != nullptr && cpu::RoundsActivations(p.w->type, batch_of(p), matmul)) {
-      whole.push_back(&p);
-      continue;
-    }
     const cpu::QuantizedActivations* xq = i < 0 ? nullptr : &act_scratch[i];
     // About four chunks per thread per product keeps the threads busy to the end; chunks
-    // start on panel boundaries (16 rows).
+    // start on panel boundaries (16 rows), where the int8 GEMM can read packed panels (a
+    // packed product of a few vectors takes it, quantizing its few rows per chunk: cheaper
+    // than a hand-off of its own).
     const int64_t rows = p.w->rows;
     const int64_t per_thread = (rows + 4 * pool->size() - 1) / (4 * pool->size());
     const int64_t step = std::max<int64_t>(16, (per_thread + 15) / 16 * 16);
@@ -464,9 +461,6 @@ absl::Status Executor::Impl::MatMulMany(absl::Span<const Product> products, int6
   });
   for (const absl::Status& s : status) {
     if (!s.ok()) return s;
-  }
-  for (const Product* p : whole) {
-    if (auto s = MatMul(*p->w, p->x, batch_of(*p), p->y); !s.ok()) return s;
   }
   return absl::OkStatus();
 }

@@ -2,23 +2,9 @@
 
 #include <algorithm>
 
-#include "common/util/half.h"
+#include "kernels/cpu/nn_ops.h"
 
 namespace tessera::executor {
-namespace {
-
-// fp16 -> float through a table: the attention reads every cached value of a sequence for
-// each new token, and the bit-twiddling conversion dominated decode profiles.
-const float* Fp16Table() {
-  static const std::vector<float>* table = [] {
-    auto* t = new std::vector<float>(65536);
-    for (uint32_t h = 0; h < 65536; ++h) (*t)[h] = Fp16ToFloat(static_cast<uint16_t>(h));
-    return t;
-  }();
-  return table->data();
-}
-
-}  // namespace
 
 PagedKvCache::PagedKvCache(const KvCacheShape& shape)
     : shape_(shape), slots_(int64_t{shape.n_blocks} * shape.block_size) {
@@ -57,10 +43,10 @@ void PagedKvCache::Store(float* f, uint16_t* h, int64_t at, const float* x, int 
       std::copy(x, x + n, f + at);
       break;
     case CacheDtype::kF16:
-      for (int i = 0; i < n; ++i) h[at + i] = FloatToFp16(x[i]);
+      cpu::FloatsToFp16(x, n, h + at);
       break;
     case CacheDtype::kBF16:
-      for (int i = 0; i < n; ++i) h[at + i] = FloatToBf16(x[i]);
+      cpu::FloatsToBf16(x, n, h + at);
       break;
   }
 }
@@ -70,13 +56,11 @@ void PagedKvCache::Load(const float* f, const uint16_t* h, int64_t at, float* ou
     case CacheDtype::kF32:
       std::copy(f + at, f + at + n, out);
       break;
-    case CacheDtype::kF16: {
-      const float* table = Fp16Table();
-      for (int i = 0; i < n; ++i) out[i] = table[h[at + i]];
+    case CacheDtype::kF16:
+      cpu::Fp16sToFloats(h + at, n, out);
       break;
-    }
     case CacheDtype::kBF16:
-      for (int i = 0; i < n; ++i) out[i] = Bf16ToFloat(h[at + i]);
+      cpu::Bf16sToFloats(h + at, n, out);
       break;
   }
 }
