@@ -27,6 +27,12 @@ void FloatGemmPanels(const float* w, int64_t ldw, int rows, const float* x, int6
 bool Int8Gemm(const Int8GemmLayout& layout, const Int8Panel* panels, int rows,
               const Int8Activations& a, float* y, int64_t ldy);
 
+// The one-vector integer dot of a weight row of `type` with a Q8_K activation row, `n`
+// elements: the bits of avx2::IntegerDot (two blocks per register); nullptr for types
+// without one (q4_K and q6_K have it).
+using OneDotFn = float (*)(const void* w, const void* a, int64_t n);
+OneDotFn IntegerDot(gguf::GgmlType type);
+
 // Writes the unsigned quants of one weight row (`cols` elements of a row of `type` blocks)
 // as plain bytes to dst[0, cols). nullptr for types without one.
 using RowQuantsFn = void (*)(const uint8_t* row, int64_t cols, uint8_t* dst);

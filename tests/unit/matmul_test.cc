@@ -394,6 +394,42 @@ TEST(MatmulPackedTest, PackedPanelsGiveTheBitsOfTheDots) {
   EXPECT_EQ(types, 5) << "q4_0, q8_0, q4_K, q5_K and q6_K have the int8 GEMM";
 }
 
+// The AVX-512 one-vector dots (q4_K, q6_K: two blocks per register) give the AVX2 dots'
+// bits, for even and odd block counts and activations at the top of their range.
+TEST(MatmulDotsTest, Avx512OneVectorDotsGiveTheAvx2Bits) {
+  if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "host has no AVX-512";
+  uint64_t seed = 211;
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+    for (int64_t cols : {256, 512, 768, 1280}) {
+      for (bool extreme : {false, true}) {
+        SCOPED_TRACE(testing::Message() << quant::FindQuantTraits(type)->name << " cols " << cols
+                                        << (extreme ? " extreme" : ""));
+        const int64_t rows = 9;
+        Problem p = MakeProblem(type, rows, cols, 1, seed++);
+        if (extreme) {
+          for (size_t i = 0; i < p.x.size(); ++i) p.x[i] = i % 3 == 0 ? -3.0f : 3.0f;
+        }
+        auto w = QuantMatrix::Make(p.type, rows, cols, p.w, "w");
+        ASSERT_TRUE(w.ok()) << w.status();
+        std::vector<float> wide(rows), narrow(rows);
+        ASSERT_TRUE(Matmul(*w, 0, rows, p.x.data(), 1, wide.data(), rows, nullptr,
+                           MatmulOptions{MatmulPath::kAuto, Isa::kAvx512})
+                        .ok());
+        ASSERT_TRUE(Matmul(*w, 0, rows, p.x.data(), 1, narrow.data(), rows, nullptr,
+                           MatmulOptions{MatmulPath::kAuto, Isa::kAvx2})
+                        .ok());
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(wide[r]), std::bit_cast<uint32_t>(narrow[r]))
+              << "row " << r << ": " << wide[r] << " vs " << narrow[r];
+          if (!extreme) {
+            ASSERT_NEAR(wide[r], p.want[r], Tolerance(p, 0, r, true));
+          }
+        }
+      }
+    }
+  }
+}
+
 // Bytes() is what a packed matrix keeps: the GEMM's quants (one byte each), the group and
 // block scales per lane, padded to whole panels of 16 rows.
 TEST(MatmulPackedTest, BytesCountWholePanels) {
