@@ -300,9 +300,11 @@ serve_runs() { # SIDE URL
     for ((r = 1; r <= reps; r++)); do
       run_no=$((run_no + 1))
       o=$work/bench.$run_no.json
-      # tessera bench exits 1 when every request failed; its JSON still says so.
-      "$tessera" bench --url "$url" --concurrency "$c" --prompt-len 128 --gen-len 64 --json \
-        >"$o" 2>"$o.err" || true
+      # tessera bench exits 1 when every request failed; its JSON still says so. Each run
+      # draws its prompts from its own seeds, so that no prompt repeats one a server has seen
+      # (llama-server's slots would otherwise reuse a cached prompt and skip its prefill).
+      "$tessera" bench --url "$url" --concurrency "$c" --prompt-len 128 --gen-len 64 \
+        --seed $((run_no * 1000000)) --json >"$o" 2>"$o.err" || true
       if parsed=$(helper bench "$o" 2>>"$o.err"); then
         read -r tok failed req <<<"$parsed"
         log "$side concurrency $c run $r/$reps: $tok generated tok/s, $failed of $req failed"

@@ -55,7 +55,10 @@ constexpr char kUsage[] =
     "  --model NAME       the \"model\" field (default: the first of GET /v1/models)\n"
     "  --api-key KEY      sent as Authorization: Bearer KEY (default $TESSERA_API_KEY)\n"
     "  --temperature T    sampling temperature (default 0: greedy)\n"
-    "  --seed S           request i sends seed S+i and a prompt drawn with it (default 0)\n"
+    "  --seed S           request i sends seed S+i and a prompt drawn with it (default 0; the\n"
+    "                     warm-up uses S+R, so no request repeats it). Prompts repeated\n"
+    "                     across runs let a server that caches prompts skip their prefill:\n"
+    "                     give each run its own S to measure distinct requests\n"
     "  --timeout SECONDS  per-request limit (default 600)\n"
     "  --json             print the results as one JSON object\n"
     "\n"
@@ -307,7 +310,9 @@ bool CalibratePrompt(int prompt_len, bench::LoadOptions* o) {
   probe.gen_len = 1;
   probe.stream = false;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    const bench::RequestResult r = bench::SendOne(probe, 0);
+    // A prompt no request of the run sends (index `requests`: seed S + R), so that a server
+    // that caches prompts gains nothing from the warm-up.
+    const bench::RequestResult r = bench::SendOne(probe, o->requests);
     if (!r.ok()) {
       std::fprintf(stderr, "tessera bench: warm-up request: %s\n", r.error.c_str());
       return false;

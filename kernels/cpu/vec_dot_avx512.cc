@@ -62,7 +62,8 @@ __m512i Int16Picker(int j) {
 // Q4_K: the 8 scales of a block as int16, in both 128-bit lanes of a 256-bit half; the mins
 // each twice (against the 16 bsums).
 __m256i ScalesK4(uint64_t sc) {
-  return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc))));
+  return _mm256_broadcastsi128_si256(
+      _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc))));
 }
 __m256i MinsK4(uint64_t m) {
   const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
@@ -85,8 +86,7 @@ void SumsQ4_K(const quant::BlockQ4_K* w, const quant::BlockQ8_K* a, bool two, in
     const __m512i raw = two ? Two32(w[0].qs + 32 * p, w[1].qs + 32 * p) : Low32(w[0].qs + 32 * p);
     const __m512i lo = _mm512_and_si512(raw, mask);
     const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), mask);
-    const __m512i alo =
-        two ? Two32(a[0].qs + 64 * p, a[1].qs + 64 * p) : Low32(a[0].qs + 64 * p);
+    const __m512i alo = two ? Two32(a[0].qs + 64 * p, a[1].qs + 64 * p) : Low32(a[0].qs + 64 * p);
     const __m512i ahi =
         two ? Two32(a[0].qs + 64 * p + 32, a[1].qs + 64 * p + 32) : Low32(a[0].qs + 64 * p + 32);
     const __m512i s_lo = _mm512_shuffle_epi8(sc16, Int16Picker(2 * p));
