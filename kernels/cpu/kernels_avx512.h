@@ -32,6 +32,11 @@ bool Int8Gemm(const Int8GemmLayout& layout, const Int8Panel* panels, int rows,
 // without one (q4_K and q6_K have it).
 using OneDotFn = float (*)(const void* w, const void* a, int64_t n);
 OneDotFn IntegerDot(gguf::GgmlType type);
+// The same dot for two weight rows against one activation row (block i of both rows per
+// register): out[0], out[1] with the bits IntegerDot gives each row. q4_K only.
+using TwoRowDotFn = void (*)(const void* w0, const void* w1, const void* a, int64_t n,
+                             float out[2]);
+TwoRowDotFn IntegerDot2(gguf::GgmlType type);
 
 // Writes the unsigned quants of one weight row (`cols` elements of a row of `type` blocks)
 // as plain bytes to dst[0, cols). nullptr for types without one.

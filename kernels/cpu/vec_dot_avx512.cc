@@ -70,33 +70,42 @@ __m256i MinsK4(uint64_t m) {
   return _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m)), dup));
 }
 
-// Blocks i and i + 1 (or i alone when `two` is false: the high half is zero) of a Q4_K row
-// against Q8_K activations: their integer sums Σ sc·Σ(u·a) and Σ m·Σa.
-void SumsQ4_K(const quant::BlockQ4_K* w, const quant::BlockQ8_K* a, bool two, int32_t is[2],
-              int32_t ms[2]) {
+// Two Q4_K blocks against their Q8_K activation blocks, one pair per 256-bit half: (w0, a0)
+// low, (w1, a1) high (blocks i and i + 1 of one row, or block i of two rows against the same
+// activations); with `two` false the high half is zero. Their integer sums Σ sc·Σ(u·a) and
+// Σ m·Σa.
+void SumsQ4_K(const quant::BlockQ4_K& w0, const quant::BlockQ4_K& w1, const quant::BlockQ8_K& a0,
+              const quant::BlockQ8_K& a1, bool two, int32_t is[2], int32_t ms[2]) {
   uint64_t sc0, m0, sc1 = 0, m1 = 0;
-  quant::UnpackScalesMinsK4(w[0].scales, &sc0, &m0);
-  if (two) quant::UnpackScalesMinsK4(w[1].scales, &sc1, &m1);
+  quant::UnpackScalesMinsK4(w0.scales, &sc0, &m0);
+  if (two) quant::UnpackScalesMinsK4(w1.scales, &sc1, &m1);
   const __m512i sc16 = _mm512_inserti64x4(_mm512_castsi256_si512(ScalesK4(sc0)), ScalesK4(sc1), 1);
   const __m512i mins16 = _mm512_inserti64x4(_mm512_castsi256_si512(MinsK4(m0)), MinsK4(m1), 1);
   const __m512i mask = _mm512_set1_epi8(0x0F);
+  auto load = [&](const void* p0, const void* p1) { return two ? Two32(p0, p1) : Low32(p0); };
   __m512i isum = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int p = 0; p < 4; ++p) {
-    const __m512i raw = two ? Two32(w[0].qs + 32 * p, w[1].qs + 32 * p) : Low32(w[0].qs + 32 * p);
+    const __m512i raw = load(w0.qs + 32 * p, w1.qs + 32 * p);
     const __m512i lo = _mm512_and_si512(raw, mask);
     const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), mask);
-    const __m512i alo = two ? Two32(a[0].qs + 64 * p, a[1].qs + 64 * p) : Low32(a[0].qs + 64 * p);
-    const __m512i ahi =
-        two ? Two32(a[0].qs + 64 * p + 32, a[1].qs + 64 * p + 32) : Low32(a[0].qs + 64 * p + 32);
+    const __m512i alo = load(a0.qs + 64 * p, a1.qs + 64 * p);
+    const __m512i ahi = load(a0.qs + 64 * p + 32, a1.qs + 64 * p + 32);
     const __m512i s_lo = _mm512_shuffle_epi8(sc16, Int16Picker(2 * p));
     const __m512i s_hi = _mm512_shuffle_epi8(sc16, Int16Picker(2 * p + 1));
     isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(lo, alo), s_lo));
     isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(hi, ahi), s_hi));
   }
-  const __m512i bsums = two ? Two32(a[0].bsums, a[1].bsums) : Low32(a[0].bsums);
   HalfSums(isum, &is[0], &is[1]);
-  HalfSums(_mm512_madd_epi16(bsums, mins16), &ms[0], &ms[1]);
+  HalfSums(_mm512_madd_epi16(load(a0.bsums, a1.bsums), mins16), &ms[0], &ms[1]);
+}
+
+// acc += block b's part of the dot, the AVX2 dots' float operations.
+float AccumulateQ4_K(float acc, const quant::BlockQ4_K& w, const quant::BlockQ8_K& a, int32_t is,
+                     int32_t ms) {
+  const float dw = HalfToFloat(w.d), dmin = HalfToFloat(w.dmin);
+  acc = std::fma(dw * a.d, static_cast<float>(is), acc);
+  return std::fma(-(dmin * a.d), static_cast<float>(ms), acc);
 }
 
 float DotQ4_K(const void* wp, const void* ap, int64_t n) {
@@ -108,15 +117,30 @@ float DotQ4_K(const void* wp, const void* ap, int64_t n) {
     const bool two = i + 1 < blocks;
     PrefetchAhead(w + i, 2 * sizeof(quant::BlockQ4_K));
     int32_t is[2], ms[2];
-    SumsQ4_K(w + i, a + i, two, is, ms);
-    for (int j = 0; j < (two ? 2 : 1); ++j) {
-      const float dw = HalfToFloat(w[i + j].d), dmin = HalfToFloat(w[i + j].dmin);
-      const float da = a[i + j].d;
-      acc = std::fma(dw * da, static_cast<float>(is[j]), acc);
-      acc = std::fma(-(dmin * da), static_cast<float>(ms[j]), acc);
-    }
+    SumsQ4_K(w[i], two ? w[i + 1] : w[i], a[i], two ? a[i + 1] : a[i], two, is, ms);
+    acc = AccumulateQ4_K(acc, w[i], a[i], is[0], ms[0]);
+    if (two) acc = AccumulateQ4_K(acc, w[i + 1], a[i + 1], is[1], ms[1]);
   }
   return acc;
+}
+
+// Two rows against one activation row: block i of both per register (no half idle when a
+// row has an odd number of blocks).
+void DotQ4_K2(const void* w0p, const void* w1p, const void* ap, int64_t n, float out[2]) {
+  const auto* w0 = static_cast<const quant::BlockQ4_K*>(w0p);
+  const auto* w1 = static_cast<const quant::BlockQ4_K*>(w1p);
+  const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
+  float acc0 = 0.0f, acc1 = 0.0f;
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    PrefetchAhead(w0 + i, sizeof(quant::BlockQ4_K));
+    PrefetchAhead(w1 + i, sizeof(quant::BlockQ4_K));
+    int32_t is[2], ms[2];
+    SumsQ4_K(w0[i], w1[i], a[i], a[i], true, is, ms);
+    acc0 = AccumulateQ4_K(acc0, w0[i], a[i], is[0], ms[0]);
+    acc1 = AccumulateQ4_K(acc1, w1[i], a[i], is[1], ms[1]);
+  }
+  out[0] = acc0;
+  out[1] = acc1;
 }
 
 // Q6_K: scales 8h..8h+7 of a block as int16 in both 128-bit lanes of a 256-bit half.
@@ -125,20 +149,21 @@ __m256i ScalesQ6(const quant::BlockQ6_K& b, int h) {
   return _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h == 0 ? sc8 : _mm_srli_si128(sc8, 8)));
 }
 
-// Blocks i and i + 1 (or i alone) of a Q6_K row: Σ sc·Σ(q·a), the stored q + 32 corrected
-// by 32·Σ sc·Σa from the activation's bsums.
-void SumsQ6_K(const quant::BlockQ6_K* w, const quant::BlockQ8_K* a, bool two, int32_t is[2]) {
-  const quant::BlockQ6_K& w1 = two ? w[1] : w[0];
+// Two Q6_K blocks against their activation blocks, (w0, a0) in the low half and (w1, a1) in
+// the high one, as SumsQ4_K: Σ sc·Σ(q·a), the stored q + 32 corrected by 32·Σ sc·Σa from
+// the activation's bsums.
+void SumsQ6_K(const quant::BlockQ6_K& w0, const quant::BlockQ6_K& w1, const quant::BlockQ8_K& a0,
+              const quant::BlockQ8_K& a1, bool two, int32_t is[2]) {
   const __m512i mask4 = _mm512_set1_epi8(0x0F), mask2 = _mm512_set1_epi8(0x03);
   __m512i isum = _mm512_setzero_si512();
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
     const __m512i sc =
-        _mm512_inserti64x4(_mm512_castsi256_si512(ScalesQ6(w[0], h)), ScalesQ6(w1, h), 1);
+        _mm512_inserti64x4(_mm512_castsi256_si512(ScalesQ6(w0, h)), ScalesQ6(w1, h), 1);
     auto load = [&](const void* p0, const void* p1) { return two ? Two32(p0, p1) : Low32(p0); };
-    const __m512i qa = load(w[0].ql + 64 * h, w1.ql + 64 * h);
-    const __m512i qb = load(w[0].ql + 64 * h + 32, w1.ql + 64 * h + 32);
-    const __m512i qc = load(w[0].qh + 32 * h, w1.qh + 32 * h);
+    const __m512i qa = load(w0.ql + 64 * h, w1.ql + 64 * h);
+    const __m512i qb = load(w0.ql + 64 * h + 32, w1.ql + 64 * h + 32);
+    const __m512i qc = load(w0.qh + 32 * h, w1.qh + 32 * h);
     const __m512i low[4] = {_mm512_and_si512(qa, mask4), _mm512_and_si512(qb, mask4),
                             _mm512_and_si512(_mm512_srli_epi16(qa, 4), mask4),
                             _mm512_and_si512(_mm512_srli_epi16(qb, 4), mask4)};
@@ -154,16 +179,15 @@ void SumsQ6_K(const quant::BlockQ6_K* w, const quant::BlockQ8_K* a, bool two, in
                            _mm512_castsi512_si128(Int16Picker(2 * r))),
           1);
       const __m512i scales = _mm512_shuffle_epi8(sc, pick);
-      const quant::BlockQ8_K& a1 = two ? a[1] : a[0];
-      const __m512i act = load(a[0].qs + 128 * h + 32 * r, a1.qs + 128 * h + 32 * r);
+      const __m512i act = load(a0.qs + 128 * h + 32 * r, a1.qs + 128 * h + 32 * r);
       isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(u, act), scales));
     }
   }
   auto sc16 = [](const quant::BlockQ6_K& b) {
     return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
   };
-  const __m512i scales16 = _mm512_inserti64x4(_mm512_castsi256_si512(sc16(w[0])), sc16(w1), 1);
-  const __m512i bsums = two ? Two32(a[0].bsums, a[1].bsums) : Low32(a[0].bsums);
+  const __m512i scales16 = _mm512_inserti64x4(_mm512_castsi256_si512(sc16(w0)), sc16(w1), 1);
+  const __m512i bsums = two ? Two32(a0.bsums, a1.bsums) : Low32(a0.bsums);
   const __m512i offsets = _mm512_madd_epi16(bsums, scales16);
   isum = _mm512_sub_epi32(isum, _mm512_slli_epi32(offsets, 5));
   HalfSums(isum, &is[0], &is[1]);
@@ -178,7 +202,7 @@ float DotQ6_K(const void* wp, const void* ap, int64_t n) {
     const bool two = i + 1 < blocks;
     PrefetchAhead(w + i, 2 * sizeof(quant::BlockQ6_K));
     int32_t is[2];
-    SumsQ6_K(w + i, a + i, two, is);
+    SumsQ6_K(w[i], two ? w[i + 1] : w[i], a[i], two ? a[i + 1] : a[i], two, is);
     for (int j = 0; j < (two ? 2 : 1); ++j) {
       acc = std::fma(HalfToFloat(w[i + j].d) * a[i + j].d, static_cast<float>(is[j]), acc);
     }
@@ -197,6 +221,11 @@ OneDotFn IntegerDot(gguf::GgmlType type) {
     default:
       return nullptr;
   }
+}
+
+TwoRowDotFn IntegerDot2(gguf::GgmlType type) {
+  // q6_K's two-row form measured slower than its one-row form (memory-bound decode, Zen 5).
+  return type == gguf::GgmlType::kQ4_K ? DotQ4_K2 : nullptr;
 }
 
 }  // namespace tessera::cpu::avx512
