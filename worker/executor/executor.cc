@@ -148,11 +148,6 @@ void Prefault(absl::Span<const uint8_t> bytes) {
   asm volatile("" : : "r"(acc));
 }
 
-// A CPU step allocates its activations (megabytes for a prefill chunk) afresh in every layer.
-// Above glibc's mmap threshold each one was a new mapping: page faults and kernel zeroing on
-// every allocation, a third of a 512-token prefill. Up to 32 MiB (glibc's largest threshold)
-// they come from the heap instead, and freed memory stays for the next layer and step
-// rather than being trimmed back to the system.
 // MemAvailable of /proc/meminfo in bytes (0 when unreadable).
 uint64_t MemAvailableBytes() {
   std::FILE* f = std::fopen("/proc/meminfo", "r");
@@ -170,6 +165,11 @@ uint64_t MemAvailableBytes() {
   return kib * 1024;
 }
 
+// A CPU step allocates its activations (megabytes for a prefill chunk) afresh in every layer.
+// Above glibc's mmap threshold each one was a new mapping: page faults and kernel zeroing on
+// every allocation, a third of a 512-token prefill. Up to 32 MiB (glibc's largest threshold)
+// they come from the heap instead, and freed memory stays for the next layer and step
+// rather than being trimmed back to the system.
 void KeepStepBuffersInTheHeap() {
   static const bool done = [] {
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
