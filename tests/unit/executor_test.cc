@@ -305,6 +305,40 @@ TEST(Executor, PackedWeightsGiveTheSameBits) {
   }
 }
 
+// auto packs matrices while their panels fit its budget (a quarter of the available memory,
+// or the one set), in the order the layers hold them, and says what it left out.
+TEST(Executor, AutoPackingStopsAtItsBudget) {
+  if (!cpu::IsaSupported(cpu::Isa::kAvx512)) GTEST_SKIP() << "host has no AVX-512 VNNI";
+  const std::string path = Synthetic("llama", "Q8_0");
+  ExecutorOptions all;
+  all.weight_packing = WeightPacking::kOn;
+  auto full = Make(path, all);
+  ASSERT_NE(full, nullptr);
+  const uint64_t everything = full->packed_weight_bytes();
+  ASSERT_GT(everything, 0u);
+  ExecutorOptions some;
+  some.weight_packing = WeightPacking::kAuto;
+  some.weight_packing_budget = everything / 2;
+  auto half = Make(path, some);
+  ASSERT_NE(half, nullptr);
+  EXPECT_GT(half->packed_weight_bytes(), 0u);
+  EXPECT_LE(half->packed_weight_bytes(), everything / 2);
+  EXPECT_THAT(half->kernel_summary(), ::testing::HasSubstr("the budget is"));
+  EXPECT_THAT(half->kernel_summary(), ::testing::HasSubstr("as set"));
+  // Packed or not, the same bits.
+  std::vector<SequenceInput> seqs(1);
+  seqs[0].tokens = Tokens(12);
+  seqs[0].all_logits = true;
+  seqs[0].block_table = {0};
+  auto a = full->Step(seqs);
+  auto b = half->Step(seqs);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ((*a)[0].size(), (*b)[0].size());
+  for (size_t j = 0; j < (*a)[0].size(); ++j) {
+    ASSERT_EQ(std::bit_cast<uint32_t>((*a)[0][j]), std::bit_cast<uint32_t>((*b)[0][j])) << j;
+  }
+}
+
 TEST(Executor, PagedCacheWithShuffledBlocksEqualsContiguous) {
   // GQA (per-head K/V) and MLA + DSA (latent and indexer caches).
   for (const char* arch : {"llama", "glm-dsa"}) {

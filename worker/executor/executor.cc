@@ -495,7 +495,10 @@ std::vector<bool> Executor::Impl::PackingPlan(std::string* why) {
     return plan;
   }
   uint64_t budget = std::numeric_limits<uint64_t>::max();
-  if (options.weight_packing == WeightPacking::kAuto) budget = MemAvailableBytes() / 4;
+  if (options.weight_packing == WeightPacking::kAuto) {
+    budget =
+        options.weight_packing_budget > 0 ? options.weight_packing_budget : MemAvailableBytes() / 4;
+  }
   uint64_t wanted = 0, planned = 0;
   for (size_t i = 0; i < ms.size(); ++i) {
     const QuantMatrix& m = *ms[i];
@@ -508,12 +511,15 @@ std::vector<bool> Executor::Impl::PackingPlan(std::string* why) {
     plan[i] = true;
   }
   constexpr double kMiB = 1 << 20;
-  *why = wanted == 0         ? "no matrix the int8 GEMM takes"
-         : planned == wanted ? absl::StrFormat("%.1f MiB", planned / kMiB)
-                             : absl::StrFormat(
-                                   "%.1f of %.1f MiB: a quarter of the memory available at load "
-                                   "is %.1f MiB (--repack-weights on packs all)",
-                                   planned / kMiB, wanted / kMiB, budget / kMiB);
+  *why = wanted == 0 ? "no matrix the int8 GEMM takes"
+         : planned == wanted
+             ? absl::StrFormat("%.1f MiB", planned / kMiB)
+             : absl::StrFormat(
+                   "%.1f of %.1f MiB: the budget is %.1f MiB, %s "
+                   "(--repack-weights on packs all)",
+                   planned / kMiB, wanted / kMiB, budget / kMiB,
+                   options.weight_packing_budget > 0 ? "as set"
+                                                     : "a quarter of the memory available at load");
   return plan;
 }
 

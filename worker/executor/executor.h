@@ -56,6 +56,8 @@ struct ExecutorOptions {
   bool batch_invariant = true;
   // CPU: int8-GEMM weight panels kept from load (see WeightPacking). No effect on results.
   WeightPacking weight_packing = WeightPacking::kAuto;
+  // kAuto's budget in bytes; 0: a quarter of the memory available at load (MemAvailable).
+  uint64_t weight_packing_budget = 0;
   // Cache capacity in tokens (rounded up to whole blocks); 0: min(4096, context length).
   // More than the model's context length is an error.
   int64_t kv_tokens = 0;
