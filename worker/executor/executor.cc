@@ -487,8 +487,8 @@ std::vector<QuantMatrix*> Executor::Impl::WeightMatrices() {
   return out;
 }
 
-std::vector<bool> Executor::Impl::PackingPlan(std::string* why) {
-  const std::vector<QuantMatrix*> ms = WeightMatrices();
+std::vector<bool> Executor::Impl::PackingPlan(const std::vector<QuantMatrix*>& ms,
+                                              std::string* why) const {
   std::vector<bool> plan(ms.size(), false);
   if (options.exact || options.weight_packing == WeightPacking::kOff) {
     *why = options.exact ? "exact path" : "--repack-weights off";
@@ -524,9 +524,9 @@ std::vector<bool> Executor::Impl::PackingPlan(std::string* why) {
 }
 
 void Executor::Impl::PackWeights() {
-  std::string why;
-  const std::vector<bool> plan = PackingPlan(&why);
   const std::vector<QuantMatrix*> ms = WeightMatrices();
+  std::string why;
+  const std::vector<bool> plan = PackingPlan(ms, &why);
   int n = 0, candidates = 0;
   for (size_t i = 0; i < ms.size(); ++i) {
     QuantMatrix& m = *ms[i];
@@ -544,17 +544,11 @@ void Executor::Impl::PackWeights() {
                   " GEMM matrices (", why, ")");
   // Per packed type, from which batch the GEMM on the panels beats the dots, measured over
   // the model's own matrices in step order.
-  std::vector<gguf::GgmlType> types;
+  std::map<gguf::GgmlType, std::vector<const QuantMatrix*>> packed_of_type;
   for (const QuantMatrix* m : ms) {
-    if (m->packed != nullptr && std::find(types.begin(), types.end(), m->type) == types.end()) {
-      types.push_back(m->type);
-    }
+    if (m->packed != nullptr) packed_of_type[m->type].push_back(m);
   }
-  for (gguf::GgmlType t : types) {
-    std::vector<const QuantMatrix*> of_type;
-    for (const QuantMatrix* m : ms) {
-      if (m->type == t && m->packed != nullptr) of_type.push_back(m);
-    }
+  for (const auto& [type, of_type] : packed_of_type) {
     absl::StrAppend(&kernel_summary, "; ", cpu::CalibratePackedGemm(of_type, pool.get(), &matmul));
   }
 }

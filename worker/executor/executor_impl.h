@@ -128,9 +128,9 @@ struct Executor::Impl {
   // Keeps int8 panels of the matrices the GEMM takes (options.weight_packing; after
   // CalibrateKernels), then measures from which batch the GEMM on them beats the dots.
   void PackWeights();
-  // Which of WeightMatrices() get panels under options.weight_packing (the first ones that
-  // fit the budget), in the order WeightMatrices() gives them, and the budget's line.
-  std::vector<bool> PackingPlan(std::string* why);
+  // Which of `ms` (WeightMatrices()) get panels under options.weight_packing (the first
+  // ones that fit the budget), and the budget's line.
+  std::vector<bool> PackingPlan(const std::vector<QuantMatrix*>& ms, std::string* why) const;
   std::deque<std::unique_ptr<cpu::PackedInt8Matrix>> packed;
   uint64_t packed_bytes = 0;
   std::map<std::string, double> profile;  // seconds per phase (Executor::Profile)
