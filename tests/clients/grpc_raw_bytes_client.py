@@ -26,6 +26,8 @@ import subprocess
 import sys
 import threading
 
+from check_tally import check, report  # beside this script
+
 try:
     import grpc
 except ImportError as e:  # pragma: no cover - environment without the Debian packages
@@ -34,14 +36,6 @@ except ImportError as e:  # pragma: no cover - environment without the Debian pa
 
 TIMEOUT_S = 30
 API_KEY = "raw-bytes-test-key"
-PASSED = []
-FAILURES = []
-
-
-def check(condition, what):
-    print(("ok   " if condition else "FAIL ") + what)
-    (PASSED if condition else FAILURES).append(what)
-    return condition
 
 
 # --- protobuf wire format, by hand (https://protobuf.dev/programming-guides/encoding/) ------
@@ -275,8 +269,7 @@ def main():
             with_tesserad(args.tesserad, args.worker)
     except (grpc.RpcError, grpc.FutureTimeoutError, RuntimeError, ValueError, IndexError) as e:
         check(False, f"unexpected error: {e!r}")
-    print(f"{len(PASSED)} passed, {len(FAILURES)} failed")
-    return 1 if FAILURES else 0
+    return report()
 
 
 if __name__ == "__main__":

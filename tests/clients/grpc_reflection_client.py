@@ -30,6 +30,8 @@ import subprocess
 import sys
 import time
 
+from check_tally import check, report  # beside this script
+
 try:
     import grpc
     from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
@@ -41,15 +43,6 @@ except ImportError as e:  # pragma: no cover - environment without the Debian pa
 REFLECTION_PACKAGES = ["grpc.reflection.v1", "grpc.reflection.v1alpha"]
 HEALTH_CHECK_METHOD = "/grpc.health.v1.Health/Check"
 TIMEOUT_S = 30
-
-PASSED = []
-FAILURES = []
-
-
-def check(condition, what):
-    print(("ok   " if condition else "FAIL ") + what)
-    (PASSED if condition else FAILURES).append(what)
-    return condition
 
 
 def reflection_messages(package):
@@ -312,8 +305,7 @@ def main():
         if server is not None and server.poll() is None:
             server.kill()
             server.wait()
-    print(f"{len(PASSED)} passed, {len(FAILURES)} failed")
-    return 1 if FAILURES else 0
+    return report()
 
 
 if __name__ == "__main__":

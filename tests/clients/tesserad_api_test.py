@@ -44,6 +44,7 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_tally import FAILURES, check, report  # noqa: E402
 from tesserad_harness import Tesserad  # noqa: E402
 
 API_KEY = "sk-tesserad-api-test"
@@ -51,15 +52,6 @@ MAX_PROMPT_TOKENS = 256
 DRAIN_TIMEOUT_S = 30
 WORDS = ("the quick brown fox jumps over a lazy dog while seven tired engineers "
          "measure tokens per second on two shared cores").split()
-
-PASSED = []
-FAILURES = []
-
-
-def check(condition, what):
-    print(("ok   " if condition else "FAIL ") + what, flush=True)
-    (PASSED if condition else FAILURES).append(what)
-    return condition
 
 
 class Client:
@@ -609,8 +601,7 @@ def main():
             if FAILURES and d.proc is not None:
                 print(f"tesserad log ({d.http}, exit {code}):\n{d.log_text(60)}")
             d.kill()
-    print(f"{len(PASSED)} passed, {len(FAILURES)} failed, {time.monotonic() - t_start:.1f} s")
-    return 1 if FAILURES else 0
+    return report(f", {time.monotonic() - t_start:.1f} s")
 
 
 if __name__ == "__main__":
