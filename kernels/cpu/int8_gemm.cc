@@ -219,10 +219,25 @@ void Int8PanelBuffer::Unpack(const Int8GemmLayout& layout, const uint8_t* data, 
   constexpr int kLanes = kInt8PanelRows;
   const int64_t n_groups = cols / layout.group, n_blocks = cols / layout.act_block;
   q_.resize(static_cast<size_t>(cols * kLanes));
-  scale_.assign(static_cast<size_t>(n_groups * kLanes), 0.0f);
-  d_.assign(static_cast<size_t>(n_blocks * kLanes), 0.0f);
-  dmin_.assign(layout.mins ? d_.size() : 0, 0.0f);
-  mpair_.assign(layout.mins ? scale_.size() / 2 : 0, 0);
+  scale_.resize(static_cast<size_t>(n_groups * kLanes));
+  d_.resize(static_cast<size_t>(n_blocks * kLanes));
+  dmin_.resize(layout.mins ? d_.size() : 0);
+  mpair_.resize(layout.mins ? scale_.size() / 2 : 0);
+  UnpackTo(layout, data, row_bytes, rows, cols, isa,
+           {q_.data(), scale_.data(), d_.data(), dmin_.data(), mpair_.data()});
+}
+
+void Int8PanelBuffer::UnpackTo(const Int8GemmLayout& layout, const uint8_t* data, size_t row_bytes,
+                               int rows, int64_t cols, Isa isa, const MutablePanel& out) {
+  constexpr int kLanes = kInt8PanelRows;
+  const int64_t n_groups = cols / layout.group, n_blocks = cols / layout.act_block;
+  // Padding rows' scales stay 0.
+  std::fill_n(out.scale, n_groups * kLanes, 0.0f);
+  std::fill_n(out.d, n_blocks * kLanes, 0.0f);
+  if (layout.mins) {
+    std::fill_n(out.dmin, n_blocks * kLanes, 0.0f);
+    std::fill_n(out.mpair, n_groups / 2 * kLanes, 0);
+  }
   row_scale_.resize(static_cast<size_t>(n_groups));
   row_min_.assign(static_cast<size_t>(n_groups), 0);
   row_d_.resize(static_cast<size_t>(n_blocks));
@@ -235,7 +250,8 @@ void Int8PanelBuffer::Unpack(const Int8GemmLayout& layout, const uint8_t* data, 
   if (row_quants != nullptr && rows < kLanes) {
     std::memset(row_q_.data() + rows * cols, 0, static_cast<size_t>((kLanes - rows) * cols));
   }
-  if (row_quants == nullptr && rows < kLanes) std::memset(q_.data(), 0, q_.size());
+  if (row_quants == nullptr && rows < kLanes)
+    std::memset(out.q, 0, static_cast<size_t>(cols * kLanes));
   const DecodeFn decode = Decoder(layout.type);
   for (int r = 0; r < rows; ++r) {
     const uint8_t* row = data + r * row_bytes;
@@ -246,18 +262,18 @@ void Int8PanelBuffer::Unpack(const Int8GemmLayout& layout, const uint8_t* data, 
       row_quants(row, cols, row_q_.data() + r * cols);
     } else {
       for (int64_t k4 = 0; k4 < cols / 4; ++k4) {
-        std::memcpy(q_.data() + 64 * k4 + 4 * r, row_q_.data() + 4 * k4, 4);
+        std::memcpy(out.q + 64 * k4 + 4 * r, row_q_.data() + 4 * k4, 4);
       }
     }
-    for (int64_t g = 0; g < n_groups; ++g) scale_[g * kLanes + r] = row_scale_[g];
-    for (int64_t i = 0; i < n_blocks; ++i) d_[i * kLanes + r] = row_d_[i];
+    for (int64_t g = 0; g < n_groups; ++g) out.scale[g * kLanes + r] = row_scale_[g];
+    for (int64_t i = 0; i < n_blocks; ++i) out.d[i * kLanes + r] = row_d_[i];
     if (!layout.mins) continue;
-    for (int64_t i = 0; i < n_blocks; ++i) dmin_[i * kLanes + r] = row_dmin_[i];
+    for (int64_t i = 0; i < n_blocks; ++i) out.dmin[i * kLanes + r] = row_dmin_[i];
     for (int64_t p = 0; p < n_groups / 2; ++p) {
-      mpair_[p * kLanes + r] = Int16Pair(row_min_[2 * p], row_min_[2 * p + 1]);
+      out.mpair[p * kLanes + r] = Int16Pair(row_min_[2 * p], row_min_[2 * p + 1]);
     }
   }
-  if (row_quants != nullptr) avx512::InterleavePanel(row_q_.data(), cols, q_.data());
+  if (row_quants != nullptr) avx512::InterleavePanel(row_q_.data(), cols, out.q);
 }
 
 Int8Panel Int8PanelBuffer::view() const {
@@ -295,22 +311,14 @@ std::unique_ptr<PackedInt8Matrix> PackedInt8Matrix::Pack(const Int8GemmLayout& l
   const int threads = pool != nullptr ? pool->size() : 1;
   std::vector<Int8PanelBuffer> buffers(static_cast<size_t>(threads));
   auto task = [&](int64_t p, int thread) {
-    Int8PanelBuffer& b = buffers[static_cast<size_t>(thread)];
     const int64_t r0 = p * kInt8PanelRows;
-    b.Unpack(layout, data + r0 * row_bytes, row_bytes,
-             static_cast<int>(std::min<int64_t>(kInt8PanelRows, rows - r0)), cols, isa);
-    const Int8Panel from = b.view();
-    const Int8Panel to = m->panel(p);
-    auto copy = [](const void* src, const void* dst, size_t n) {
-      std::memcpy(const_cast<void*>(dst), src, n);
-    };
-    copy(from.q, to.q, m->scale_at_);
-    copy(from.scale, to.scale, m->d_at_ - m->scale_at_);
-    copy(from.d, to.d, m->dmin_at_ - m->d_at_);
-    if (layout.mins) {
-      copy(from.dmin, to.dmin, m->mpair_at_ - m->dmin_at_);
-      copy(from.mpair, to.mpair, m->panel_bytes_ - m->mpair_at_);
-    }
+    uint8_t* base = m->data_ + static_cast<size_t>(p) * m->panel_bytes_;
+    buffers[static_cast<size_t>(thread)].UnpackTo(
+        layout, data + r0 * row_bytes, row_bytes,
+        static_cast<int>(std::min<int64_t>(kInt8PanelRows, rows - r0)), cols, isa,
+        {base, reinterpret_cast<float*>(base + m->scale_at_),
+         reinterpret_cast<float*>(base + m->d_at_), reinterpret_cast<float*>(base + m->dmin_at_),
+         reinterpret_cast<int32_t*>(base + m->mpair_at_)});
   };
   if (pool != nullptr) {
     pool->ParallelFor(m->panels(), task);

@@ -83,6 +83,20 @@ class Int8PanelBuffer {
               int64_t cols, Isa isa);
   Int8Panel view() const;
 
+  // Where UnpackTo writes a panel: Int8Panel's arrays, writable, of the sizes it names
+  // (dmin and mpair only for layouts with mins).
+  struct MutablePanel {
+    uint8_t* q;
+    float* scale;
+    float* d;
+    float* dmin;
+    int32_t* mpair;
+  };
+  // Unpack into caller storage (PackedInt8Matrix's panels); this buffer lends only its
+  // per-row scratch.
+  void UnpackTo(const Int8GemmLayout& layout, const uint8_t* data, size_t row_bytes, int rows,
+                int64_t cols, Isa isa, const MutablePanel& out);
+
  private:
   std::vector<uint8_t> q_, row_q_;
   std::vector<float> scale_, d_, dmin_, row_scale_, row_d_, row_dmin_;
