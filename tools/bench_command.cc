@@ -26,7 +26,7 @@ constexpr char kUsage[] =
     "usage: tessera bench --url URL [--concurrency C] [--requests R] [--prompt-len P]\n"
     "                     [--gen-len G] [--stream] [--model NAME] [--api-key KEY]\n"
     "                     [--logprobs] [--temperature T] [--seed S] [--timeout SECONDS]\n"
-    "                     [--json]\n"
+    "                     [--shared-prefix S | --turns T [--conversations N]] [--json]\n"
     "\n"
     "Sends R requests to URL's POST /v1/completions from C concurrent keep-alive clients\n"
     "(each sends its next request when the previous one is answered), every one with a\n"
@@ -34,7 +34,8 @@ constexpr char kUsage[] =
     "\"max_tokens\": G, \"ignore_eos\": true, so each generates exactly G tokens. Then prints\n"
     "requests ok / failed (by HTTP status), latency percentiles (p50/p90/p99/mean) and the\n"
     "aggregate throughput: generated tokens/s (the usage's completion_tokens summed over\n"
-    "the wall time), prompt tokens/s and requests/s.\n"
+    "the wall time), prompt tokens/s and requests/s, and the prompt tokens the server\n"
+    "reported as served from its prefix cache (usage.prompt_tokens_details.cached_tokens).\n"
     "\n"
     "Before the run one request with max_tokens 1 (a warm-up, not counted) measures how\n"
     "many tokens the server makes of the prompt, and the word count is scaled so that\n"
@@ -60,6 +61,14 @@ constexpr char kUsage[] =
     "                     across runs let a server that caches prompts skip their prefill:\n"
     "                     give each run its own S to measure distinct requests\n"
     "  --timeout SECONDS  per-request limit (default 600)\n"
+    "  --shared-prefix S  shared-prefix mode: every prompt starts with the same system\n"
+    "                     prompt of about S tokens, then its own P tokens (agents resending\n"
+    "                     one system prompt and tool list)\n"
+    "  --turns T          multi-turn mode: N conversations of T requests each, sent in order\n"
+    "                     by one client; each turn's prompt is the previous prompt, its\n"
+    "                     answer and P new tokens (a chat client resending the whole\n"
+    "                     conversation). Latencies are also printed per turn\n"
+    "  --conversations N  multi-turn mode: conversations (default C); R = N x T\n"
     "  --json             print the results as one JSON object\n"
     "\n"
     "Exit status: 0 when at least one request succeeded, 1 when none did or the server\n"
@@ -69,6 +78,8 @@ struct BenchFlags {
   std::string url;
   bench::LoadOptions load;
   int prompt_len = 128;
+  int shared_prefix_len = 0;
+  int conversations = 0;
   bool json = false;
 };
 
@@ -112,14 +123,18 @@ struct Report {
   std::map<std::string, std::string> failure_messages;  // the first message of each kind
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;
   Percentiles ttft_ms, itl_ms, e2e_ms;
+  // Multi-turn mode: TTFT and E2E of each turn's successful requests.
+  std::vector<Percentiles> turn_ttft_ms, turn_e2e_ms;
   double wall_s = 0;
 };
 
-Report MakeReport(const bench::LoadResult& load) {
+Report MakeReport(const bench::LoadResult& load, int turns) {
   Report report;
   report.wall_s = load.wall_s;
   std::vector<double> ttft, itl, e2e;
+  std::vector<std::vector<double>> turn_ttft(turns > 1 ? turns : 0), turn_e2e(turn_ttft.size());
   for (const bench::RequestResult& r : load.requests) {
     if (!r.ok()) {
       const std::string kind = FailureKind(r);
@@ -129,13 +144,22 @@ Report MakeReport(const bench::LoadResult& load) {
     ++report.ok;
     report.prompt_tokens += r.prompt_tokens;
     report.completion_tokens += r.completion_tokens;
+    report.cached_tokens += r.cached_tokens;
     e2e.push_back(r.e2e_s * 1e3);
     if (r.ttft_s >= 0) ttft.push_back(r.ttft_s * 1e3);
+    if (r.turn < static_cast<int>(turn_e2e.size())) {
+      turn_e2e[r.turn].push_back(r.e2e_s * 1e3);
+      if (r.ttft_s >= 0) turn_ttft[r.turn].push_back(r.ttft_s * 1e3);
+    }
     for (double gap : r.itl_s) itl.push_back(gap * 1e3);
   }
   report.ttft_ms = Summarize(std::move(ttft));
   report.itl_ms = Summarize(std::move(itl));
   report.e2e_ms = Summarize(std::move(e2e));
+  for (size_t t = 0; t < turn_e2e.size(); ++t) {
+    report.turn_ttft_ms.push_back(Summarize(std::move(turn_ttft[t])));
+    report.turn_e2e_ms.push_back(Summarize(std::move(turn_e2e[t])));
+  }
   return report;
 }
 
@@ -158,6 +182,9 @@ void PrintJson(const BenchFlags& flags, const Report& r) {
       {"gen_len", o.gen_len},
       {"stream", o.stream},
       {"logprobs", o.logprobs},
+      {"shared_prefix_len", flags.shared_prefix_len},
+      {"shared_prefix_words", o.shared_prefix_words},
+      {"turns", o.turns},
       {"ok", r.ok},
       {"failed", o.requests - r.ok},
       {"failures", r.failures},
@@ -165,12 +192,22 @@ void PrintJson(const BenchFlags& flags, const Report& r) {
       {"wall_s", r.wall_s},
       {"prompt_tokens", r.prompt_tokens},
       {"completion_tokens", r.completion_tokens},
+      {"cached_tokens", r.cached_tokens},
       {"ttft_ms", PercentilesJson(r.ttft_ms)},
       {"itl_ms", PercentilesJson(r.itl_ms)},
       {"e2e_ms", PercentilesJson(r.e2e_ms)},
       {"generated_tokens_per_s", PerSecond(static_cast<double>(r.completion_tokens), r.wall_s)},
       {"prompt_tokens_per_s", PerSecond(static_cast<double>(r.prompt_tokens), r.wall_s)},
       {"requests_per_s", PerSecond(r.ok, r.wall_s)}};
+  if (!r.turn_e2e_ms.empty()) {
+    json by_turn = json::array();
+    for (size_t t = 0; t < r.turn_e2e_ms.size(); ++t) {
+      by_turn.push_back({{"turn", t + 1},
+                         {"ttft_ms", PercentilesJson(r.turn_ttft_ms[t])},
+                         {"e2e_ms", PercentilesJson(r.turn_e2e_ms[t])}});
+    }
+    out["by_turn"] = by_turn;
+  }
   std::printf("%s\n", out.dump(2).c_str());
 }
 
@@ -186,6 +223,17 @@ void PrintTable(const BenchFlags& flags, const Report& r) {
       "  %d requests, concurrency %d, prompt %d tokens, gen %d tokens, %s%s\n\n",
       o.server.ToString(), o.model, o.requests, o.concurrency, flags.prompt_len, o.gen_len,
       o.stream ? "streaming" : "not streaming", o.logprobs ? ", logprobs" : "");
+  if (o.shared_prefix_words > 0) {
+    absl::StrAppendFormat(&out,
+                          "  shared-prefix mode: a common system prompt of %d tokens first\n\n",
+                          flags.shared_prefix_len);
+  }
+  if (o.turns > 1) {
+    absl::StrAppendFormat(&out,
+                          "  multi-turn mode: %d conversations of %d turns, each turn adding "
+                          "its answer and %d prompt tokens\n\n",
+                          (o.requests + o.turns - 1) / o.turns, o.turns, flags.prompt_len);
+  }
   absl::StrAppendFormat(&out, "requests     ok %d, failed %d\n", r.ok, o.requests - r.ok);
   for (const auto& [kind, count] : r.failures) {
     absl::StrAppendFormat(&out, "  failed %-10s %5d  %s\n", kind, count,
@@ -198,12 +246,20 @@ void PrintTable(const BenchFlags& flags, const Report& r) {
     out += Row("ITL", r.itl_ms);
   }
   out += Row("E2E", r.e2e_ms);
+  for (size_t t = 0; t < r.turn_e2e_ms.size(); ++t) {
+    const std::string turn = absl::StrCat("turn ", t + 1);
+    if (o.stream) out += Row(absl::StrCat(turn, " TTFT").c_str(), r.turn_ttft_ms[t]);
+    out += Row(absl::StrCat(turn, " E2E").c_str(), r.turn_e2e_ms[t]);
+  }
   absl::StrAppendFormat(&out,
                         "\nthroughput   generated %.1f tok/s, prompt %.1f tok/s, %.2f requests/s\n"
                         "totals       %d completion tokens, %d prompt tokens in %.2f s\n",
                         PerSecond(static_cast<double>(r.completion_tokens), r.wall_s),
                         PerSecond(static_cast<double>(r.prompt_tokens), r.wall_s),
                         PerSecond(r.ok, r.wall_s), r.completion_tokens, r.prompt_tokens, r.wall_s);
+  absl::StrAppendFormat(&out, "prefix cache %d of the prompt tokens cached (%.1f%%)\n",
+                        r.cached_tokens,
+                        r.prompt_tokens > 0 ? 100.0 * r.cached_tokens / r.prompt_tokens : 0.0);
   std::fputs(out.c_str(), stdout);
 }
 
@@ -247,6 +303,12 @@ int ParseFlags(const Args& args, BenchFlags* flags) {
       rc = int_flag(a, args[++i], 1, &flags->prompt_len);
     } else if (a == "--gen-len") {
       rc = int_flag(a, args[++i], 1, &o.gen_len);
+    } else if (a == "--shared-prefix") {
+      rc = int_flag(a, args[++i], 1, &flags->shared_prefix_len);
+    } else if (a == "--turns") {
+      rc = int_flag(a, args[++i], 1, &o.turns);
+    } else if (a == "--conversations") {
+      rc = int_flag(a, args[++i], 1, &flags->conversations);
     } else if (a == "--model") {
       o.model = args[++i];
     } else if (a == "--api-key") {
@@ -272,8 +334,21 @@ int ParseFlags(const Args& args, BenchFlags* flags) {
   auto server = bench::ParseServerUrl(flags->url);
   if (!server.ok()) return usage_error(std::string(server.status().message()));
   o.server = *server;
-  o.requests = requests > 0 ? requests : std::max(8, 4 * o.concurrency);
+  if (o.turns > 1 && flags->shared_prefix_len > 0) {
+    return usage_error("--turns and --shared-prefix are separate modes; give one");
+  }
+  if (flags->conversations > 0 && o.turns <= 1) {
+    return usage_error("--conversations needs --turns T (T > 1)");
+  }
+  if (o.turns > 1) {
+    if (requests > 0) return usage_error("multi-turn mode counts --conversations, not --requests");
+    o.requests =
+        std::max(flags->conversations, flags->conversations > 0 ? 1 : o.concurrency) * o.turns;
+  } else {
+    o.requests = requests > 0 ? requests : std::max(8, 4 * o.concurrency);
+  }
   o.prompt_words = flags->prompt_len;
+  o.shared_prefix_words = flags->shared_prefix_len;
   return 0;
 }
 
@@ -309,6 +384,17 @@ bool CalibratePrompt(int prompt_len, bench::LoadOptions* o) {
   bench::LoadOptions probe = *o;
   probe.gen_len = 1;
   probe.stream = false;
+  // The shared prefix (scaled like the prompt below) stays out of the warm-up, so that a
+  // prefix cache gains nothing from it.
+  probe.shared_prefix_words = 0;
+  const int shared_len = o->shared_prefix_words;
+  auto scale_shared = [&] {
+    if (shared_len > 0) {
+      o->shared_prefix_words =
+          std::max(1, static_cast<int>(std::lround(static_cast<double>(shared_len) *
+                                                   o->prompt_words / prompt_len)));
+    }
+  };
   for (int attempt = 0; attempt < 3; ++attempt) {
     // A prompt no request of the run sends (index `requests`: seed S + R), so that a server
     // that caches prompts gains nothing from the warm-up.
@@ -318,6 +404,7 @@ bool CalibratePrompt(int prompt_len, bench::LoadOptions* o) {
       return false;
     }
     o->prompt_words = probe.prompt_words;
+    scale_shared();
     if (r.prompt_tokens <= 0 || r.prompt_tokens == prompt_len) return true;
     const double scaled =
         static_cast<double>(probe.prompt_words) * prompt_len / static_cast<double>(r.prompt_tokens);
@@ -340,7 +427,7 @@ int RunBench(const Args& args) {
   }
   if (!CalibratePrompt(flags.prompt_len, &o)) return 1;
   const bench::LoadResult load = bench::RunLoad(o);
-  const Report report = MakeReport(load);
+  const Report report = MakeReport(load, o.turns);
   if (flags.json) {
     PrintJson(flags, report);
   } else {

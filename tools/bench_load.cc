@@ -115,6 +115,13 @@ class SseReader {
   std::string pending_;
 };
 
+void ReadUsage(const json& usage, RequestResult* result) {
+  result->prompt_tokens = usage.value("prompt_tokens", int64_t{0});
+  result->completion_tokens = usage.value("completion_tokens", int64_t{0});
+  const json details = usage.value("prompt_tokens_details", json());
+  if (details.is_object()) result->cached_tokens = details.value("cached_tokens", int64_t{0});
+}
+
 // What one request's event stream said so far.
 struct StreamState {
   Clock::time_point start;
@@ -139,8 +146,7 @@ void OnStreamEvent(const std::string& data, Clock::time_point now, StreamState* 
   }
   const json usage = event.value("usage", json());
   if (usage.is_object()) {
-    result->prompt_tokens = usage.value("prompt_tokens", int64_t{0});
-    result->completion_tokens = usage.value("completion_tokens", int64_t{0});
+    ReadUsage(usage, result);
     state->usage_seen = true;
   }
   const json choices = event.value("choices", json());
@@ -152,6 +158,7 @@ void OnStreamEvent(const std::string& data, Clock::time_point now, StreamState* 
   for (const json& c : choices) {
     if (!c.is_object()) continue;
     const json text = c.value("text", json());
+    if (text.is_string() && c.value("index", 0) == 0) result->text += text.get<std::string>();
     if ((text.is_string() && !text.get_ref<const std::string&>().empty()) ||
         c.value("logprobs", json()).is_object()) {
       has_token = true;
@@ -169,7 +176,7 @@ class Client {
  public:
   explicit Client(const LoadOptions& options) : options_(options), stream_(io_) {}
 
-  RequestResult Send(int index) {
+  RequestResult Send(const std::string& body) {
     RequestResult result;
     const Clock::time_point start = Clock::now();
     stream_.expires_after(
@@ -177,9 +184,9 @@ class Client {
     // A reused connection the server has meanwhile closed fails before any answer: retry
     // once on a fresh one.
     const bool reused = connected_;
-    if (!Exchange(index, start, &result) && reused && result.status == 0) {
+    if (!Exchange(body, start, &result) && reused && result.status == 0) {
       result = RequestResult();
-      Exchange(index, start, &result);
+      Exchange(body, start, &result);
     }
     result.e2e_s = Seconds(start, Clock::now());
     stream_.expires_never();
@@ -188,7 +195,7 @@ class Client {
 
  private:
   // False when the request failed (result->error says why).
-  bool Exchange(int index, Clock::time_point start, RequestResult* result) {
+  bool Exchange(const std::string& body_text, Clock::time_point start, RequestResult* result) {
     if (absl::Status s = Connect(); !s.ok()) {
       result->error = std::string(s.message());
       return false;
@@ -202,7 +209,7 @@ class Client {
       request.set(http::field::authorization, "Bearer " + options_.api_key);
     }
     request.keep_alive(true);
-    request.body() = CompletionBody(options_, index);
+    request.body() = body_text;
     request.prepare_payload();
     beast::error_code ec =
         RunOne(io_, [&](auto handler) { http::async_write(stream_, request, std::move(handler)); });
@@ -253,8 +260,12 @@ class Client {
         result->error = "the answer has no usage object: " + body.substr(0, 80);
         return false;
       }
-      result->prompt_tokens = usage.value("prompt_tokens", int64_t{0});
-      result->completion_tokens = usage.value("completion_tokens", int64_t{0});
+      ReadUsage(usage, result);
+      const json choices = answer.value("choices", json());
+      if (choices.is_array() && !choices.empty() && choices[0].is_object()) {
+        const json text = choices[0].value("text", json());
+        if (text.is_string()) result->text = text.get<std::string>();
+      }
     } else if (!state.usage_seen && result->error.empty()) {
       result->completion_tokens = state.token_events;  // a server that ignores include_usage
     }
@@ -358,10 +369,22 @@ std::string MakePrompt(int words, uint64_t seed) {
   return prompt;
 }
 
-std::string CompletionBody(const LoadOptions& options, int index) {
+std::string PromptOf(const LoadOptions& options, int index) {
   const uint64_t seed = options.seed + static_cast<uint64_t>(index);
+  std::string own = MakePrompt(options.prompt_words, seed);
+  if (options.shared_prefix_words <= 0) return own;
+  return absl::StrCat(MakePrompt(options.shared_prefix_words, kSharedPrefixSeed), " ", own);
+}
+
+std::string CompletionBody(const LoadOptions& options, int index) {
+  return CompletionBodyFor(options, PromptOf(options, index),
+                           options.seed + static_cast<uint64_t>(index));
+}
+
+std::string CompletionBodyFor(const LoadOptions& options, const std::string& prompt,
+                              uint64_t seed) {
   json body = {{"model", options.model},
-               {"prompt", MakePrompt(options.prompt_words, seed)},
+               {"prompt", prompt},
                {"max_tokens", options.gen_len},
                {"ignore_eos", true},
                {"temperature", options.temperature},
@@ -379,10 +402,36 @@ LoadResult RunLoad(const LoadOptions& options) {
   const Clock::time_point start = Clock::now();
   {
     std::vector<std::jthread> clients;
+    const int turns = std::max(options.turns, 1);
+    const int units = (options.requests + turns - 1) / turns;  // conversations, or requests
     for (int c = 0; c < options.concurrency; ++c) {
-      clients.emplace_back([&options, &load, &next] {
+      clients.emplace_back([&options, &load, &next, turns, units] {
         Client client(options);
-        for (int i = next++; i < options.requests; i = next++) load.requests[i] = client.Send(i);
+        for (int u = next++; u < units; u = next++) {
+          if (turns == 1) {
+            load.requests[u] = client.Send(CompletionBody(options, u));
+            continue;
+          }
+          std::string history;
+          for (int t = 0; t < turns && u * turns + t < options.requests; ++t) {
+            const int i = u * turns + t;
+            std::string prompt = PromptOf(options, i);
+            if (t > 0)
+              prompt =
+                  absl::StrCat(history, " ", MakePrompt(options.prompt_words, options.seed + i));
+            RequestResult& r = load.requests[i];
+            r = client.Send(CompletionBodyFor(options, prompt, options.seed + i));
+            r.turn = t;
+            if (!r.ok()) {
+              for (int rest = t + 1; rest < turns && u * turns + rest < options.requests; ++rest) {
+                load.requests[u * turns + rest].error = "not sent: an earlier turn failed";
+                load.requests[u * turns + rest].turn = rest;
+              }
+              break;
+            }
+            history = prompt + r.text;
+          }
+        }
       });
     }
   }  // joins every client
@@ -392,7 +441,7 @@ LoadResult RunLoad(const LoadOptions& options) {
 
 RequestResult SendOne(const LoadOptions& options, int index) {
   Client client(options);
-  return client.Send(index);
+  return client.Send(CompletionBody(options, index));
 }
 
 GetResult HttpGet(const ServerAddress& server, const std::string& target,

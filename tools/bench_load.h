@@ -38,7 +38,18 @@ struct LoadOptions {
   double temperature = 0.0;
   uint64_t seed = 0;  // request i is sent with "seed": seed + i and prompt MakePrompt(seed + i)
   double timeout_s = 600.0;  // per request
+  // Shared-prefix mode (> 0): every prompt starts with the same "system prompt" of this many
+  // words (MakePrompt(words, kSharedPrefixSeed)), then its own prompt_words.
+  int shared_prefix_words = 0;
+  // Multi-turn mode (> 1): `requests` are conversations of `turns` requests each, sent in
+  // order by one client; turn t's prompt is turn t-1's prompt, its answer and prompt_words
+  // new words (request c * turns + t uses seed + c * turns + t), as a chat client resends
+  // the whole conversation. A failed turn ends its conversation.
+  int turns = 1;
 };
+
+// The shared-prefix mode's system prompt seed (no request's own prompt uses it).
+inline constexpr uint64_t kSharedPrefixSeed = 0x5eed5eed5eedull;
 
 // One request as the client saw it. status: the HTTP status, 0 when no answer came (then
 // `error` says why: cannot connect, connection reset, timeout, ...).
@@ -51,6 +62,9 @@ struct RequestResult {
                               // logprobs)
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // usage.prompt_tokens_details.cached_tokens, when sent
+  int turn = 0;               // multi-turn mode: 0 for a conversation's first request
+  std::string text;           // the first choice's text (multi-turn mode's next prompt)
   bool ok() const { return error.empty(); }
 };
 
@@ -64,8 +78,12 @@ struct LoadResult {
 // different seeds give different prompts (so no request shares a cached prefix).
 std::string MakePrompt(int words, uint64_t seed);
 
-// The JSON body of request `index` of a run with these options.
+// The JSON body of request `index` of a run with these options (outside multi-turn mode).
 std::string CompletionBody(const LoadOptions& options, int index);
+// The JSON body of a request with this prompt and seed.
+std::string CompletionBodyFor(const LoadOptions& options, const std::string& prompt, uint64_t seed);
+// Request `index`'s own prompt: its words, after the shared prefix in shared-prefix mode.
+std::string PromptOf(const LoadOptions& options, int index);
 
 // Sends options.requests requests from options.concurrency clients (each takes the next
 // unsent request when its previous one is answered) and returns every result, in request

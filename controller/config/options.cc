@@ -194,6 +194,15 @@ const OptionSpec kOptions[] = {
      "cannot forge a role header or end a turn), and a completion request opts in with "
      "\"parse_special_tokens\": true.",
      &C::parse_special_in_content},
+    {"enable-prefix-caching", T::kBool, S::kScheduling, "true", "", "",
+     "Automatic prefix caching: a prompt that begins with the tokens of an earlier request "
+     "(a chat's earlier turns, a shared system prompt) reuses the KV cache blocks computed "
+     "for them instead of prefilling them again. Whole blocks of kv-block-size tokens are "
+     "shared, only between requests with the same cache_salt; blocks no request holds stay "
+     "cached until the space is needed. Responses report the reused tokens as "
+     "usage.prompt_tokens_details.cached_tokens; POST /reset_prefix_cache empties the cache. "
+     "--no-enable-prefix-caching prefills every prompt in full.",
+     &C::enable_prefix_caching},
     {"max-tokens-default", T::kInt, S::kScheduling, "0",
      "0: up to the context length (max-model-len minus the prompt), as vLLM does", "N",
      "Tokens generated when a request sets no max_tokens.", &C::max_tokens_default,

@@ -56,6 +56,10 @@ class MetricsBridge : public serving::EngineObserver {
     m_.StepDuration(phase).Observe(seconds);
   }
   void OnPreemption() override { m_.preemptions.Increment(); }
+  void OnPrefixCache(int64_t queried_tokens, int64_t hit_tokens) override {
+    m_.prefix_cache_queries.Increment(static_cast<double>(queried_tokens));
+    m_.prefix_cache_hits.Increment(static_cast<double>(hit_tokens));
+  }
 
  private:
   metrics::ServingMetrics& m_;

@@ -298,6 +298,7 @@ int Serve(const config::DaemonConfig& c) {
   eo.max_prompt_bytes = c.max_prompt_bytes;
   eo.max_chat_messages = c.max_chat_messages;
   eo.parse_special_in_content = c.parse_special_in_content;
+  eo.enable_prefix_caching = c.enable_prefix_caching;
   auto engine = std::make_unique<serving::ServingEngine>(group->get(), std::move(text->tokenizer),
                                                          std::move(text->chat_template),
                                                          facts->info, eo, &bridge);

@@ -51,6 +51,7 @@ absl::StatusOr<serving::GenerateRequest> ToEngineRequest(
   request.ignore_eos = o.ignore_eos();
   request.logprobs = o.logprobs() || o.top_logprobs() > 0;
   request.top_logprobs = o.top_logprobs();
+  request.cache_salt = o.cache_salt();
   if (absl::Status s = serving::ValidateRequestOptions(request, engine.info().n_vocab); !s.ok()) {
     return s;
   }

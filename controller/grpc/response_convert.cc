@@ -33,6 +33,7 @@ void AppendEvent(const serving::GenerateEvent& event, const serving::Engine& eng
     usage->set_prompt_tokens(event.usage.prompt_tokens);
     usage->set_completion_tokens(event.usage.completion_tokens);
     usage->set_total_tokens(event.usage.prompt_tokens + event.usage.completion_tokens);
+    usage->set_cached_tokens(event.usage.cached_tokens);
   }
 }
 

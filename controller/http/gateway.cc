@@ -24,6 +24,7 @@ constexpr char kChatRoute[] = "/v1/chat/completions";
 constexpr char kCompletionsRoute[] = "/v1/completions";
 constexpr char kModelsRoute[] = "/v1/models";
 constexpr char kModelsPrefix[] = "/v1/models/";
+constexpr char kResetPrefixCacheRoute[] = "/reset_prefix_cache";
 
 HttpResponse JsonResponse(int status, const json& body) {
   HttpResponse response;
@@ -45,7 +46,9 @@ HttpResponse Error(int status, const std::string& message, const std::string& pa
 
 // The method a known route takes, or "" for an unknown path.
 std::string MethodOf(const std::string& path) {
-  if (path == kChatRoute || path == kCompletionsRoute) return "POST";
+  if (path == kChatRoute || path == kCompletionsRoute || path == kResetPrefixCacheRoute) {
+    return "POST";
+  }
   if (path == kModelsRoute || absl::StartsWith(path, kModelsPrefix) || path == "/health" ||
       path == "/ready" || path == "/metrics") {
     return "GET";
@@ -217,7 +220,7 @@ void Gateway::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
     response.body = options_.metrics_text();
     return exchange->Respond(std::move(response));
   }
-  // Everything else is /v1/*.
+  // Everything else is /v1/* or an operator's action (/reset_prefix_cache).
   if (!Authorized(request)) {
     const bool missing = request.Header("Authorization").empty();
     HttpResponse response = Error(
@@ -245,6 +248,14 @@ void Gateway::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
   }
   if (path == kModelsRoute || absl::StartsWith(path, kModelsPrefix)) {
     return HandleModels(request, *exchange, engine);
+  }
+  if (path == kResetPrefixCacheRoute) {
+    if (!engine->ResetPrefixCache()) {
+      return exchange->Respond(Error(
+          400,
+          "prefix caching is off on this server (--no-enable-prefix-caching): nothing to reset"));
+    }
+    return exchange->Respond(JsonResponse(200, {{"status", "ok"}}));
   }
   HandleGeneration(std::move(request), std::move(exchange), engine);
 }

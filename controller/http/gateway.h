@@ -3,11 +3,13 @@
 //
 //   POST /v1/chat/completions, POST /v1/completions   (stream: true -> server-sent events)
 //   GET  /v1/models, GET /v1/models/{id}
+//   POST /reset_prefix_cache   forgets every cached prefix (400 when prefix caching is off)
 //   GET  /health   200 while the process lives
 //   GET  /ready    200 once the engine is set and ready, else 503 saying why
 //   GET  /metrics  Prometheus text from GatewayOptions::metrics_text
 //
-// With an API key set, /v1/* needs `Authorization: Bearer KEY` (401 otherwise); /health,
+// With an API key set, /v1/* and /reset_prefix_cache need `Authorization: Bearer KEY` (401
+// otherwise); /health,
 // /ready and /metrics stay open. Unknown paths are 404, known paths with another method
 // 405 (HEAD is answered on every GET route); every error has OpenAI's {"error": {...}} shape.
 //

@@ -62,6 +62,7 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   const ResponseHeader header_;
   const std::shared_ptr<Exchange> exchange_;
   int32_t prompt_tokens_;
+  int32_t cached_tokens_ = 0;
 
   std::mutex mu_;
   std::vector<Choice> choices_;
@@ -86,6 +87,7 @@ void GenerationCall::Start(const CompletionParams& params, std::vector<int32_t> 
     request.ignore_eos = params.ignore_eos;
     request.logprobs = params.logprobs;
     request.top_logprobs = params.top_logprobs;
+    request.cache_salt = params.cache_salt;
     absl::StatusOr<std::unique_ptr<serving::RequestHandle>> handle = engine_->Submit(
         std::move(request), [self = shared_from_this(), i](serving::GenerateEvent event) {
           self->OnEvent(i, std::move(event));
@@ -208,6 +210,9 @@ void GenerationCall::HandleEvent(int index, serving::GenerateEvent event) {
     choice.finish_reason = event.finish_reason.empty() ? "stop" : event.finish_reason;
     if (event.usage.completion_tokens > 0) choice.completion_tokens = event.usage.completion_tokens;
     if (event.usage.prompt_tokens > 0) prompt_tokens_ = event.usage.prompt_tokens;
+    // The prompt counts once; its cached tokens are the first choice's (later choices of
+    // the same prompt usually find more of it cached).
+    if (index == 0) cached_tokens_ = event.usage.cached_tokens;
     --remaining_;
   }
   if (stream_) {
@@ -241,7 +246,7 @@ void GenerationCall::Finish() {
   done_ = true;
   int64_t completion_tokens = 0;
   for (const Choice& c : choices_) completion_tokens += c.completion_tokens;
-  const json usage = UsageJson(prompt_tokens_, completion_tokens);
+  const json usage = UsageJson(prompt_tokens_, completion_tokens, cached_tokens_);
   if (stream_) {
     if (include_usage_) {
       json chunk = ResponseObject(header_);

@@ -81,6 +81,16 @@ absl::Status ReadString(const json& body, const char* name, std::string* out) {
   return absl::OkStatus();
 }
 
+// vLLM's cache_salt: a non-empty string when present (its length is serving's to check).
+absl::Status ReadCacheSalt(const json& body, std::string* out) {
+  if (absl::Status s = ReadString(body, "cache_salt", out); !s.ok()) return s;
+  auto it = body.find("cache_salt");
+  if (it != body.end() && it->is_string() && out->empty()) {
+    return InvalidParam("cache_salt", "'cache_salt' must be a non-empty string when given");
+  }
+  return absl::OkStatus();
+}
+
 // Every string as sent, empty ones too (so that serving's errors name the right index);
 // ParseCompletionRequest drops the empty ones once they are checked.
 absl::Status ReadStop(const json& body, std::vector<std::string>* out) {
@@ -351,6 +361,7 @@ absl::StatusOr<CompletionParams> ParseCompletionRequest(const std::string& body_
   if (s.ok()) s = ReadLogprobs(body, &params);
   if (s.ok()) s = ReadBool(body, "ignore_eos", &params.ignore_eos);
   if (s.ok()) s = ReadString(body, "user", &params.user);
+  if (s.ok()) s = ReadCacheSalt(body, &params.cache_salt);
   if (s.ok()) s = ReadStreaming(body, &params);
   if (s.ok() && endpoint == Endpoint::kCompletions) {
     // Tessera's own: special-token strings in `prompt` become special tokens.

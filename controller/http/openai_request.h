@@ -42,6 +42,8 @@ struct CompletionParams {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   std::string user;
+  // Prefix caching: only requests with the same salt share cached KV blocks (vLLM's field).
+  std::string cache_salt;
 };
 
 // Most choices one request may ask for with `n`.

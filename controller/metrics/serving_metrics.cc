@@ -115,6 +115,12 @@ ServingMetrics::ServingMetrics(Registry& registry, std::string model_name,
                                            "Tokens generated.")),
       preemptions(ModelCounter(registry, model_name_, "tessera_num_preemptions_total",
                                "Requests preempted (KV blocks reclaimed, to be recomputed).")),
+      prefix_cache_queries(ModelCounter(
+          registry, model_name_, "tessera_prefix_cache_queries_total",
+          "Prefix caching: prompt tokens of requests looked up in the cache (once per request).")),
+      prefix_cache_hits(ModelCounter(registry, model_name_, "tessera_prefix_cache_hits_total",
+                                     "Prefix caching: prompt tokens found in the cache (not "
+                                     "prefilled again).")),
       requests_running(ModelGauge(registry, model_name_, "tessera_num_requests_running",
                                   "Requests in the running batch.")),
       requests_waiting(ModelGauge(registry, model_name_, "tessera_num_requests_waiting",

@@ -107,6 +107,8 @@ class ServingMetrics {
   const Counter prompt_tokens_total;      // tessera_prompt_tokens_total
   const Counter generation_tokens_total;  // tessera_generation_tokens_total
   const Counter preemptions;              // tessera_num_preemptions_total
+  const Counter prefix_cache_queries;     // tessera_prefix_cache_queries_total (tokens)
+  const Counter prefix_cache_hits;        // tessera_prefix_cache_hits_total (tokens)
 
   const Gauge requests_running;    // tessera_num_requests_running
   const Gauge requests_waiting;    // tessera_num_requests_waiting

@@ -39,6 +39,9 @@ struct GenerateRequest {
   int32_t top_logprobs = 0;  // 0..20 alternatives per token
   // Absent: the engine's request timeout applies.
   std::optional<std::chrono::steady_clock::time_point> deadline;
+  // Prefix caching: only requests with the same salt share cached KV blocks (as vLLM's
+  // cache_salt), so tenants cannot learn each other's prompts from timing.
+  std::string cache_salt;
 };
 
 struct TokenLogprobs {
@@ -50,6 +53,8 @@ struct TokenLogprobs {
 struct Usage {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
+  // Prompt tokens whose KV came from the prefix cache instead of being prefilled.
+  int32_t cached_tokens = 0;
 };
 
 // One event per step that produced something for the request. `text` is valid UTF-8
@@ -143,6 +148,10 @@ class Engine {
   virtual bool ready() const = 0;
   // Stop admitting requests (Submit answers UNAVAILABLE); running ones go on.
   virtual void StartDrain() = 0;
+  // Forgets every cached prefix (POST /reset_prefix_cache): later requests prefill in full
+  // until the cache fills again. Requests in flight are unaffected. False when this engine
+  // has no prefix cache.
+  virtual bool ResetPrefixCache() { return false; }
   // Requests running or waiting.
   virtual int InFlight() const = 0;
 };

@@ -41,6 +41,9 @@ class EngineObserver {
   virtual void OnStep(const std::string& phase, double seconds, int tokens) {}
   // A running sequence lost its KV blocks to make room and will be recomputed.
   virtual void OnPreemption() {}
+  // Prefix caching: requests admitted for the first time queried the cache with
+  // `queried_tokens` prompt tokens, of which `hit_tokens` were found cached.
+  virtual void OnPrefixCache(int64_t queried_tokens, int64_t hit_tokens) {}
 };
 
 }  // namespace tessera::serving

@@ -177,6 +177,11 @@ absl::Status ValidateRequestOptions(const GenerateRequest& r, int32_t n_vocab) {
                       r.top_logprobs);
   }
   if (absl::Status s = ValidateStopStrings(r.stop); !s.ok()) return s;
+  if (r.cache_salt.size() > kMaxCacheSaltBytes) {
+    return InvalidField("cache_salt",
+                        absl::StrCat("cache_salt: expected at most ", kMaxCacheSaltBytes,
+                                     " bytes, got ", r.cache_salt.size()));
+  }
   for (size_t i = 0; i < r.stop_token_ids.size(); ++i) {
     const int32_t id = r.stop_token_ids[i];
     if (id >= 0 && (n_vocab <= 0 || id < n_vocab)) continue;

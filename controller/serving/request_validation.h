@@ -37,6 +37,8 @@ inline constexpr size_t kMaxModelNameBytes = 256;
 // Stop strings: how many, and how long each (the output holds back text that may begin one).
 inline constexpr size_t kMaxStopStrings = 16;
 inline constexpr size_t kMaxStopStringBytes = 256;
+// cache_salt (prefix caching; kept with every cached first block of the request's prompt).
+inline constexpr size_t kMaxCacheSaltBytes = 1024;
 
 // INVALID_ARGUMENT about request field `field` ("temperature", "messages[2].role"); the
 // message should start with the field's name.
@@ -77,7 +79,8 @@ absl::Status ValidateChatMessages(const std::vector<ChatMessage>& messages);
 bool AuthorizationAllows(const std::vector<absl::string_view>& values, absl::string_view api_key);
 
 // The options a client sets on a request, checked without the deployment's limits:
-// request_id, sampling, max_tokens >= 0, top_logprobs in [0, 20], stop strings, and
+// request_id, sampling, max_tokens >= 0, top_logprobs in [0, 20], stop strings, a
+// cache_salt of at most kMaxCacheSaltBytes bytes, and
 // stop_token_ids >= 0 and, when n_vocab > 0, below it (the error names the vocabulary
 // size). The prompt is not looked at.
 absl::Status ValidateRequestOptions(const GenerateRequest& request, int32_t n_vocab);

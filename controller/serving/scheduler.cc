@@ -18,6 +18,7 @@ void Scheduler::Preempt(size_t running_index) {
   running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(running_index));
   blocks_->Release(seq->block_table);
   seq->num_computed = 0;
+  seq->cache_committed = 0;
   ++preemptions_;
   waiting_.push_front(std::move(seq));
 }
@@ -62,8 +63,28 @@ StepPlan Scheduler::Schedule() {
   while (budget > 0 && !waiting_.empty() &&
          static_cast<int>(running_.size()) < limits_.max_num_seqs) {
     Sequence* s = waiting_.front().get();
+    if (s->block_table.empty() && s->num_computed == 0 && !s->tokens.empty()) {
+      // Reuse what the cache holds of its tokens, all but the last (fed to sample from).
+      const int max_blocks = static_cast<int>((s->tokens.size() - 1) / blocks_->block_size());
+      const int hit =
+          blocks_->AcquirePrefix(s->block_table, s->tokens, s->request.cache_salt, max_blocks);
+      s->num_computed = static_cast<int64_t>(hit) * blocks_->block_size();
+      s->cache_committed = hit;
+    }
     const int64_t n = std::min(s->uncomputed(), budget);
-    if (!blocks_->Reserve(s->block_table, s->num_computed + n)) break;
+    if (!blocks_->Reserve(s->block_table, s->num_computed + n)) {
+      blocks_->Release(s->block_table);  // the matched blocks too, until it fits
+      s->num_computed = 0;
+      s->cache_committed = 0;
+      break;
+    }
+    if (s->cached_tokens < 0) {
+      s->cached_tokens = static_cast<int32_t>(s->num_computed);
+      if (blocks_->prefix_caching()) {
+        plan.prefix_queried_tokens += s->prompt_len;
+        plan.prefix_hit_tokens += s->num_computed;
+      }
+    }
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
     add(s, n);
@@ -76,6 +97,18 @@ bool Scheduler::HeadCannotFit() const {
   const Sequence& s = *waiting_.front();
   return blocks_->BlocksFor(std::min<int64_t>(s.uncomputed(), limits_.max_num_batched_tokens)) >
          blocks_->total_blocks();
+}
+
+void Scheduler::CacheComputed(Sequence* seq) {
+  blocks_->CacheFullBlocks(seq->block_table, seq->tokens, seq->request.cache_salt,
+                           seq->num_computed, &seq->cache_committed);
+}
+
+absl::Status Scheduler::CheckBlocks() const {
+  std::vector<const std::vector<int32_t>*> tables;
+  for (const auto& s : running_) tables.push_back(&s->block_table);
+  for (const auto& s : waiting_) tables.push_back(&s->block_table);
+  return blocks_->CheckInvariants(tables);
 }
 
 std::unique_ptr<Sequence> Scheduler::Remove(Sequence* seq) {

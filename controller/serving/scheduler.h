@@ -10,6 +10,12 @@
 // head of the waiting queue with prompt + generated tokens as the prefill to redo (its
 // sampler stays on the worker, so its draws continue where they were). vLLM's policy.
 //
+// Prefix caching (when the BlockManager has it): a sequence admitted with nothing computed
+// first takes the cached blocks that hold the longest prefix of its tokens (at most all
+// but the last token, which must be fed to sample from) and starts its prefill after them;
+// CacheComputed then offers each block it fills to the cache. A preempted sequence's
+// released blocks stay cached, so its recompute usually finds most of them again.
+//
 // Not thread-safe: the engine calls it under its lock.
 #pragma once
 
@@ -18,6 +24,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "controller/serving/block_manager.h"
 #include "controller/serving/sequence.h"
 
@@ -46,6 +53,10 @@ struct StepPlan {
   Sequence* cannot_fit = nullptr;
   int64_t prefill_tokens = 0;  // tokens of chunks that do not sample, or prompt chunks
   int64_t decode_tokens = 0;   // one-token decodes
+  // Prefix caching, over the sequences admitted for the first time in this step: their
+  // prompt tokens, and how many of them were found in the cache.
+  int64_t prefix_queried_tokens = 0;
+  int64_t prefix_hit_tokens = 0;
 };
 
 class Scheduler {
@@ -64,6 +75,11 @@ class Scheduler {
 
   // Takes a sequence out (finished, cancelled or failed), freeing its blocks.
   std::unique_ptr<Sequence> Remove(Sequence* seq);
+  // After a step computed more of `seq`'s tokens (num_computed advanced): offers the blocks
+  // it filled to the prefix cache.
+  void CacheComputed(Sequence* seq);
+  // The block manager's invariants against the block tables of every sequence.
+  absl::Status CheckBlocks() const;
 
   // Running in admission order; waiting in queue order (preempted ones at the head).
   const std::vector<std::unique_ptr<Sequence>>& running() const { return running_; }

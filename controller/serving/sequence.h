@@ -35,6 +35,11 @@ struct Sequence {
   int32_t prompt_len = 0;
   int64_t num_computed = 0;
   std::vector<int32_t> block_table;
+  // Prefix caching: the leading blocks of block_table already offered to the cache
+  // (BlockManager::CacheFullBlocks), and the prompt tokens the first admission found
+  // cached (usage's cached_tokens; -1 until admitted).
+  int cache_committed = 0;
+  int32_t cached_tokens = -1;
   // The worker holds this sequence's sampler (created by its first step); it survives
   // preemption and is dropped by release_seq_ids.
   bool sampler_created = false;

@@ -53,7 +53,7 @@ ServingEngine::ServingEngine(StepRunner* runner, tokenizer::Tokenizer tokenizer,
       info_(std::move(info)),
       options_(options),
       observer_(observer),
-      blocks_(std::make_unique<BlockManager>(0, 1)),
+      blocks_(std::make_unique<BlockManager>(0, 1, options.enable_prefix_caching)),
       scheduler_({options.max_num_seqs, options.max_num_batched_tokens}, blocks_.get()),
       link_(std::make_shared<Link>()) {
   const int32_t n_vocab = std::max(info_.n_vocab, tokenizer_.vocab().size());
@@ -120,11 +120,23 @@ int64_t ServingEngine::max_model_len() const {
 
 void ServingEngine::EnsureCache() {
   if (!runner_->ready()) return;
+  if (const uint64_t epoch = runner_->cache_epoch(); epoch != cache_epoch_) {
+    // The workers restarted: what their caches held is gone.
+    blocks_->ResetPrefixCache();
+    cache_epoch_ = epoch;
+  }
   const int n = runner_->n_blocks(), bs = runner_->block_size();
   if (blocks_->total_blocks() == n && blocks_->block_size() == bs) return;
   if (blocks_->used_blocks() > 0) return;  // swapped once the sequences holding blocks end
-  blocks_ = std::make_unique<BlockManager>(n, bs);
+  blocks_ = std::make_unique<BlockManager>(n, bs, options_.enable_prefix_caching);
   scheduler_.set_blocks(blocks_.get());
+}
+
+bool ServingEngine::ResetPrefixCache() {
+  std::lock_guard<std::mutex> l(mu_);
+  if (!blocks_->prefix_caching()) return false;
+  blocks_->ResetPrefixCache();
+  return true;
 }
 
 absl::StatusOr<std::unique_ptr<RequestHandle>> ServingEngine::Submit(GenerateRequest request,
@@ -264,6 +276,7 @@ EngineStats ServingEngine::stats() const {
   s.kv_usage = blocks_->usage();
   s.block_size = blocks_->block_size();
   s.preemptions = scheduler_.preemptions();
+  s.kv_blocks_cached = blocks_->cached_blocks();
   return s;
 }
 
@@ -349,11 +362,30 @@ void ServingEngine::ReapCancelledAndExpired(Outbox& out) {
 }
 
 bool ServingEngine::RunOneStep(std::unique_lock<std::mutex>& lock, Outbox& out) {
+  if (runner_->cache_epoch() != cache_epoch_ && !scheduler_.running().empty()) {
+    // The workers restarted between steps: the running sequences' keys and values are gone.
+    std::vector<Sequence*> lost;
+    for (const auto& s : scheduler_.running()) lost.push_back(s.get());
+    for (Sequence* s : lost) {
+      GenerateEvent e;
+      e.finish_reason = "abort";
+      e.status = absl::UnavailableError(absl::StrCat("the workers restarted and lost request ",
+                                                     s->request.request_id, "'s KV cache"));
+      Finish(s, std::move(e), "worker_error", out);
+    }
+  }
   EnsureCache();
   const int64_t preemptions_before = scheduler_.preemptions();
   StepPlan plan = scheduler_.Schedule();
   for (int64_t i = preemptions_before; i < scheduler_.preemptions(); ++i) {
     if (observer_ != nullptr) observer_->OnPreemption();
+  }
+  if (plan.prefix_queried_tokens > 0) {
+    counters_.prefix_cache_queries += plan.prefix_queried_tokens;
+    counters_.prefix_cache_hits += plan.prefix_hit_tokens;
+    if (observer_ != nullptr) {
+      observer_->OnPrefixCache(plan.prefix_queried_tokens, plan.prefix_hit_tokens);
+    }
   }
   if (plan.chunks.empty()) {
     Sequence* lost = plan.cannot_fit;
@@ -419,7 +451,17 @@ bool ServingEngine::RunOneStep(std::unique_lock<std::mutex>& lock, Outbox& out) 
     return true;
   }
   ApplyResult(plan, *result, out);
+  if (options_.check_block_invariants) CheckBlocks(out);
   return true;
+}
+
+void ServingEngine::CheckBlocks(Outbox& out) {
+  absl::Status s = scheduler_.CheckBlocks();
+  if (s.ok()) return;
+  if (counters_.block_check_failure.empty()) {
+    counters_.block_check_failure = std::string(s.message());
+  }
+  FailAll(absl::InternalError(s.message()), "internal", out);
 }
 
 void ServingEngine::AddToStep(const ScheduledChunk& c, v1::StepRequest& step) {
@@ -457,8 +499,11 @@ void ServingEngine::ApplyResult(const StepPlan& plan, const v1::StepResult& resu
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
     c.seq->num_computed += c.n_tokens;
-    // A cancelled request's token is dropped; the next loop finishes it.
-    if (!c.sample || c.seq->cancel->cancelled.load()) continue;
+    // A cancelled request's token is dropped (its blocks may already be released); the
+    // next loop finishes it.
+    if (c.seq->cancel->cancelled.load()) continue;
+    scheduler_.CacheComputed(c.seq);
+    if (!c.sample) continue;
     ApplyToken(c.seq, result.seqs(static_cast<int>(i)), out);
   }
 }
@@ -528,6 +573,7 @@ void ServingEngine::Finish(Sequence* s, GenerateEvent e, const std::string& fail
   e.finished = true;
   e.usage.prompt_tokens = s->prompt_len;
   e.usage.completion_tokens = s->generated();
+  e.usage.cached_tokens = std::max(s->cached_tokens, 0);
   if (!e.status.ok()) {
     (absl::IsCancelled(e.status) ? counters_.cancelled : counters_.failed) += 1;
   } else if (e.finish_reason == "length") {
@@ -568,6 +614,9 @@ void ServingEngine::FailAll(const absl::Status& status, const std::string& failu
     e.status = status;
     Finish(s, std::move(e), failure_reason, out);
   }
+  // A worker failure may have lost the workers' caches; an internal error leaves the
+  // cached blocks' contents in doubt.
+  blocks_->ResetPrefixCache();
 }
 
 void ServingEngine::FailChunks(const StepPlan& plan, const absl::Status& status, Outbox& out) {

@@ -64,6 +64,16 @@ struct EngineOptions {
   // Special-token strings in request text (message contents, completion prompts) become
   // special tokens, as before this option existed. Off: only the template's own text does.
   bool parse_special_in_content = false;
+  // Automatic prefix caching (block_manager.h): prompts skip the prefill of full KV blocks
+  // an earlier request computed with the same tokens and cache salt.
+  bool enable_prefix_caching = true;
+  // Checks the block manager's invariants after every step (a violation fails the step's
+  // requests and is kept in EngineStats::block_check_failure). On in debug builds.
+#ifdef NDEBUG
+  bool check_block_invariants = false;
+#else
+  bool check_block_invariants = true;
+#endif
 };
 
 struct EngineStats {
@@ -81,6 +91,12 @@ struct EngineStats {
   int64_t finished_length = 0;
   int64_t cancelled = 0;
   int64_t failed = 0;  // worker errors, deadlines, internal errors
+  // Prefix caching: prompt tokens of first admissions, those found cached, blocks cached.
+  int64_t prefix_cache_queries = 0;
+  int64_t prefix_cache_hits = 0;
+  int kv_blocks_cached = 0;
+  // The first broken block-manager invariant (check_block_invariants), empty when none.
+  std::string block_check_failure;
 };
 
 class ServingEngine : public Engine {
@@ -113,6 +129,7 @@ class ServingEngine : public Engine {
   bool ready() const override;
   void StartDrain() override;
   int InFlight() const override;
+  bool ResetPrefixCache() override;
 
   EngineStats stats() const;
   // The context limit in force: max_model_len resolved against the model and, once the
@@ -150,6 +167,8 @@ class ServingEngine : public Engine {
   void Finish(Sequence* seq, GenerateEvent event, const std::string& failure_reason, Outbox& out);
   void FailAll(const absl::Status& status, const std::string& failure_reason, Outbox& out);
   void FailChunks(const StepPlan& plan, const absl::Status& status, Outbox& out);
+  // check_block_invariants: fails everything in flight when the bookkeeping broke.
+  void CheckBlocks(Outbox& out);
   // Wakes the scheduler (a request was cancelled) and frees cancelled sequences' blocks.
   void Poke();
   std::optional<Clock::time_point> NextDeadline() const;
@@ -171,6 +190,7 @@ class ServingEngine : public Engine {
   uint64_t next_seq_id_ = 1;
   uint64_t next_step_id_ = 1;
   std::unique_ptr<BlockManager> blocks_;
+  uint64_t cache_epoch_ = 0;  // the runner's, when blocks_ was last checked against it
   Scheduler scheduler_;
   std::vector<uint64_t> to_release_;  // seq ids whose samplers the next step drops
   EngineStats counters_;              // the cumulative fields

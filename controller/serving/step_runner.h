@@ -2,6 +2,8 @@
 // workers (the worker group of tesserad, or an in-process executor in tests and tools).
 #pragma once
 
+#include <cstdint>
+
 #include "absl/status/statusor.h"
 #include "tessera/v1/worker.pb.h"
 
@@ -22,6 +24,9 @@ class StepRunner {
   virtual int n_blocks() const = 0;
   // The workers are loaded and answering.
   virtual bool ready() const = 0;
+  // Changes whenever the workers' KV caches lose what they held (the group restarted), so
+  // that the engine forgets its cached prefixes.
+  virtual uint64_t cache_epoch() const { return 0; }
 };
 
 }  // namespace tessera::serving

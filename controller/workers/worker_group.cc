@@ -707,6 +707,11 @@ bool WorkerGroup::ready() const {
   return impl_->up;
 }
 
+uint64_t WorkerGroup::cache_epoch() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->generation;
+}
+
 std::string WorkerGroup::control_address() const { return impl_->ControlAddress(); }
 
 std::vector<RankState> WorkerGroup::ranks() const {

@@ -100,6 +100,8 @@ class WorkerGroup : public serving::StepRunner {
   int block_size() const override;
   int n_blocks() const override;
   bool ready() const override;
+  // The generation: each restart starts workers with empty KV caches.
+  uint64_t cache_epoch() const override;
 
   // "host:port" of the control service (what external workers pass as --controller).
   std::string control_address() const;

@@ -378,8 +378,9 @@ bool RoundsActivations(gguf::GgmlType type, int64_t batch, const MatmulOptions& 
 
 bool DotsMatchAnyBatch(gguf::GgmlType type, const MatmulOptions& options) {
   if (options.path != MatmulPath::kAuto && options.path != MatmulPath::kDots) return false;
-  return GemmCovers(type, options) && HasIntegerKernel(type, options.isa) &&
-         !MeasuredFloat(type, options);
+  // Not MeasuredFloat: the float path's bits depend on the batch (it multiplies unquantized
+  // activations), so a batch-invariant caller keeps the same-bits kernels for every batch.
+  return GemmCovers(type, options) && HasIntegerKernel(type, options.isa);
 }
 
 bool UsesIntegerDots(gguf::GgmlType type, int64_t batch, const MatmulOptions& options) {
@@ -458,7 +459,8 @@ absl::Status Matmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, co
   if ((row_end - row_begin) * w.cols * batch < options.min_parallel_macs) pool = nullptr;
   const Int8GemmLayout* layout = FindInt8GemmLayout(w.type);
   const bool packed = layout != nullptr && PackedFor(w, row_begin, *layout) != nullptr;
-  switch (ChooseKernel(w.type, batch, options, packed)) {
+  switch (ChooseKernel(w.type, options.kernel_batch > 0 ? options.kernel_batch : batch, options,
+                       packed)) {
     case Kernel::kIntegerDots:
       IntegerMatmul(w, row_begin, row_end, x, batch, y, ldy, pool, options);
       break;

@@ -97,6 +97,10 @@ struct MatmulOptions {
   // id the vectors the integer dots take per pass over a weight row (0 = 4; every count
   // gives the same bits, only the speed differs).
   uint64_t float_prefill_types = 0;
+  // > 0: choose the kernel as for a product of this many vectors, whatever the batch (a
+  // batch-invariant caller multiplying some rows of a longer prefill chunk, e.g. the chunk's
+  // tokens routed to one expert, gives them the bits the whole chunk's product would).
+  int64_t kernel_batch = 0;
   std::array<uint8_t, 64> dot_vectors{};
   // Per type id, the batch from which MatmulPath::kDots takes the int8 GEMM (same bits as
   // the dots) instead of the dots: 0 = 16.
@@ -173,9 +177,11 @@ bool UsesIntegerDots(const QuantMatrix& w, int64_t batch, const MatmulOptions& o
 
 // True when MatmulPath::kDots over any batch gives every row the bits that the product of
 // its own rows alone gets under `options` (kAuto: the int8 GEMM or the dots, which agree):
-// q4_0, q8_0, q4_K, q5_K and q6_K on AVX-512 VNNI hosts, unless calibration chose the float
-// path for the type's prefill. A batch-invariant caller may then multiply a whole step's
-// rows in one product (each weight panel unpacked once) instead of sequence by sequence.
+// q4_0, q8_0, q4_K, q5_K and q6_K on AVX-512 VNNI hosts, also where calibration measured the
+// float path faster for the type's prefill (kAuto's choice there makes a row's bits depend
+// on how many rows share the product; kDots does not). A batch-invariant caller then
+// multiplies a whole step's rows in one product (each weight panel unpacked once) instead of
+// sequence by sequence, with bits that no batch or prefill chunking changes.
 bool DotsMatchAnyBatch(gguf::GgmlType type, const MatmulOptions& options);
 
 // True when Matmul would take the integer path for `type` at `isa`.

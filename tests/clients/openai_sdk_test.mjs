@@ -30,6 +30,9 @@ function checkUsage(usage) {
   assert.ok(Number.isInteger(usage.prompt_tokens) && usage.prompt_tokens > 0);
   assert.ok(Number.isInteger(usage.completion_tokens) && usage.completion_tokens >= 0);
   assert.equal(usage.total_tokens, usage.prompt_tokens + usage.completion_tokens);
+  // OpenAI's prefix-cache field: whole KV blocks of the prompt served from the cache.
+  const cached = usage.prompt_tokens_details.cached_tokens;
+  assert.ok(Number.isInteger(cached) && cached >= 0 && cached < usage.prompt_tokens);
 }
 
 // The scripted engine's chat template applied to one user message.
@@ -67,7 +70,10 @@ test('chat completion', async () => {
   if (echo) {
     assert.equal(c.message.content, rendered('Hi'));
     assert.equal(c.finish_reason, 'stop');
-    assert.deepEqual(r.usage, { prompt_tokens: 24, completion_tokens: 24, total_tokens: 48 });
+    assert.deepEqual(r.usage, {
+      prompt_tokens: 24, completion_tokens: 24, total_tokens: 48,
+      prompt_tokens_details: { cached_tokens: 0 },
+    });
   }
 });
 
@@ -155,7 +161,10 @@ test('completion', async () => {
   checkUsage(r.usage);
   if (echo) {
     assert.equal(r.choices[0].text, 'The quic');
-    assert.deepEqual(r.usage, { prompt_tokens: 20, completion_tokens: 8, total_tokens: 28 });
+    assert.deepEqual(r.usage, {
+      prompt_tokens: 20, completion_tokens: 8, total_tokens: 28,
+      prompt_tokens_details: { cached_tokens: 0 },
+    });
   }
 });
 
@@ -184,7 +193,10 @@ test('completion, streamed, with usage', async () => {
   if (echo) {
     assert.equal(text, 'abc');
     assert.equal(finish, 'stop');
-    assert.deepEqual(usage, { prompt_tokens: 4, completion_tokens: 3, total_tokens: 7 });
+    assert.deepEqual(usage, {
+      prompt_tokens: 4, completion_tokens: 3, total_tokens: 7,
+      prompt_tokens_details: { cached_tokens: 0 },
+    });
   }
 });
 

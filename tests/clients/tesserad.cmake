@@ -37,6 +37,16 @@ if(TARGET tesserad AND TARGET tessera-worker AND TARGET tessera)
     set_tests_properties(tesserad_api_test PROPERTIES
       LABELS "clients;integration;daemon" TIMEOUT 300)
 
+    # Prefix caching at TP 2 against a daemon without it: numerics, cached_tokens, cache_salt,
+    # /reset_prefix_cache and the Prometheus counters.
+    add_test(NAME tesserad_prefix_cache_test
+             COMMAND ${TESSERA_SYSTEM_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/tesserad_prefix_cache_test.py
+                     --tesserad $<TARGET_FILE:tesserad> --worker $<TARGET_FILE:tessera-worker>
+                     --tessera $<TARGET_FILE:tessera>
+                     --work-dir ${CMAKE_CURRENT_BINARY_DIR}/tesserad_prefix_cache_test)
+    set_tests_properties(tesserad_prefix_cache_test PROPERTIES
+      LABELS "clients;integration;daemon" TIMEOUT 240)
+
     # Requests from an adversarial probe: large chats prepared off the I/O threads, cheap
     # bounds, control tokens in request text, browser safety (Content-Type, Host, CORS, HEAD).
     add_test(NAME tesserad_hardening_test

@@ -32,6 +32,7 @@ EXPECTED_PANELS = [
     r"workers? up.*restarts",
     r"step.*all-reduce",
     r"load progress",
+    r"prefix cache hit rate",  # issue #21 item 4
 ]
 
 # What Grafana substitutes at query time, with values a short test window can satisfy.

@@ -63,8 +63,10 @@ TEST(OpenAiGatewayTest, ChatCompletionHasOpenAiShape) {
   EXPECT_TRUE(c["logprobs"].is_null());
   EXPECT_EQ(c["finish_reason"], "stop");
   // The chat prompt is the rendered template without BOS: 24 bytes, echoed back.
-  EXPECT_EQ(b["usage"],
-            json({{"prompt_tokens", 24}, {"completion_tokens", 24}, {"total_tokens", 48}}));
+  EXPECT_EQ(b["usage"], json({{"prompt_tokens", 24},
+                              {"completion_tokens", 24},
+                              {"total_tokens", 48},
+                              {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
 }
 
 TEST(OpenAiGatewayTest, ContentPartsAndMaxCompletionTokens) {
@@ -98,8 +100,10 @@ TEST(OpenAiGatewayTest, CompletionHasOpenAiShape) {
       b["choices"][0],
       json({{"index", 0}, {"text", "abc"}, {"logprobs", nullptr}, {"finish_reason", "stop"}}));
   // BOS + 3 bytes in, 3 bytes out.
-  EXPECT_EQ(b["usage"],
-            json({{"prompt_tokens", 4}, {"completion_tokens", 3}, {"total_tokens", 7}}));
+  EXPECT_EQ(b["usage"], json({{"prompt_tokens", 4},
+                              {"completion_tokens", 3},
+                              {"total_tokens", 7},
+                              {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
 }
 
 TEST(OpenAiGatewayTest, CompletionPromptForms) {
@@ -185,8 +189,10 @@ TEST(OpenAiGatewayTest, SeveralChoicesGetConsecutiveSeeds) {
     EXPECT_EQ(b["choices"][i]["message"]["content"], kHiRendered);
   }
   // The prompt counts once, the completions add up.
-  EXPECT_EQ(b["usage"],
-            json({{"prompt_tokens", 24}, {"completion_tokens", 72}, {"total_tokens", 96}}));
+  EXPECT_EQ(b["usage"], json({{"prompt_tokens", 24},
+                              {"completion_tokens", 72},
+                              {"total_tokens", 96},
+                              {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
   std::vector<uint64_t> seeds;
   for (const auto& q : g.engine->requests()) seeds.push_back(q.sampling.seed.value_or(0));
   std::sort(seeds.begin(), seeds.end());
@@ -218,8 +224,10 @@ TEST(OpenAiGatewayTest, ChatStreamChunks) {
     if (i + 2 == data.size()) {
       // The usage chunk: no choices.
       EXPECT_TRUE(c["choices"].empty());
-      EXPECT_EQ(c["usage"],
-                json({{"prompt_tokens", 24}, {"completion_tokens", 3}, {"total_tokens", 27}}));
+      EXPECT_EQ(c["usage"], json({{"prompt_tokens", 24},
+                                  {"completion_tokens", 3},
+                                  {"total_tokens", 27},
+                                  {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
       continue;
     }
     EXPECT_TRUE(c["usage"].is_null());

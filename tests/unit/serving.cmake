@@ -15,3 +15,21 @@ if(TARGET tessera_serving AND TARGET tessera_step_engine)
     LABELS unit serving
     TIMEOUT 300)
 endif()
+if(TARGET tessera_serving)
+  # Prefix caching's bookkeeping on hand-worked cases (block manager and scheduler).
+  tessera_test(prefix_cache_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/prefix_cache_test.cc
+    DEPS tessera_serving
+    LABELS unit serving sanitize
+    TIMEOUT 60)
+endif()
+if(TARGET tessera_serving AND TARGET tessera_step_engine)
+  # Prefix caching through the engine: cached vs cold numerics for every architecture on the
+  # exact and fast paths, multi-turn chats against the executor alone, and 64 conversations
+  # with cancellations in a small cache over a runner that models the KV cache.
+  tessera_test(prefix_cache_engine_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/prefix_cache_engine_test.cc
+    DEPS tessera_serving tessera_step_engine tessera_model
+    LABELS unit serving
+    TIMEOUT 300)
+endif()

@@ -47,6 +47,8 @@ const Expected kExpected[] = {
     {"tessera_request_success_total", "counter", {"finished_reason"}},
     {"tessera_request_failure_total", "counter", {"reason"}},
     {"tessera_num_preemptions_total", "counter", {}},
+    {"tessera_prefix_cache_queries_total", "counter", {}},
+    {"tessera_prefix_cache_hits_total", "counter", {}},
     {"tessera_worker_restarts_total", "counter", {"rank"}},
     {"tessera_num_requests_running", "gauge", {}},
     {"tessera_num_requests_waiting", "gauge", {}},

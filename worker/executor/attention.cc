@@ -252,7 +252,7 @@ absl::Status Executor::Impl::MlaAttention(int layer, Batch& b, const std::vector
       std::vector<float> qi(T * HI * DI), ki(T * DI), wi(T * HI);
       if (auto st = MatMul(L.idx_q_b, c_q.data(), T, qi.data()); !st.ok()) return st;
       if (auto st = MatMul(L.idx_k, h.data(), T, ki.data()); !st.ok()) return st;
-      if (auto st = MatMul(L.idx_proj, h.data(), T, wi.data()); !st.ok()) return st;
+      if (auto st = MatMulPerVector(L.idx_proj, h.data(), T, wi.data()); !st.ok()) return st;
       const float w_scale = 1.0f / std::sqrt(static_cast<float>(DI * HI));
       for (int64_t t = 0; t < T; ++t) {
         float* key = &ki[t * DI];

@@ -355,9 +355,7 @@ absl::Status Executor::Impl::MatMulRows(const QuantMatrix& w, int64_t row_begin,
       static_cast<int64_t>(step_seq_of->size()) == batch) {
     row_seq = step_seq_of;
   }
-  // Below the prefill batch every row takes per-vector kernels anyway.
-  if (options.exact || !options.batch_invariant || batch < cpu::kPrefillBatch ||
-      row_seq == nullptr) {
+  if (options.exact || !options.batch_invariant || row_seq == nullptr) {
     return cpu::Matmul(w, row_begin, row_end, x, batch, y, ldy, pool.get(), matmul);
   }
   if (cpu::DotsMatchAnyBatch(w.type, matmul)) {
@@ -366,6 +364,10 @@ absl::Status Executor::Impl::MatMulRows(const QuantMatrix& w, int64_t row_begin,
     cpu::MatmulOptions o = matmul;
     o.path = cpu::MatmulPath::kDots;
     return cpu::Matmul(w, row_begin, row_end, x, batch, y, ldy, pool.get(), o);
+  }
+  // Below the prefill batch every row takes per-vector kernels anyway.
+  if (batch < cpu::kPrefillBatch && row_seq == step_seq_of) {
+    return cpu::Matmul(w, row_begin, row_end, x, batch, y, ldy, pool.get(), matmul);
   }
   auto decode = [&](int64_t i) { return step_seq_len[(*row_seq)[i]] == 1; };
   for (int64_t i = 0; i < batch;) {
@@ -376,6 +378,10 @@ absl::Status Executor::Impl::MatMulRows(const QuantMatrix& w, int64_t row_begin,
       o.path = cpu::MatmulPath::kDots;
     } else {
       while (j < batch && (*row_seq)[j] == (*row_seq)[i]) ++j;
+      // The kernel the sequence's whole chunk picks, also for a part of its rows (an
+      // expert's tokens): a row's bits then depend on its chunk, never on its neighbours'
+      // routing.
+      o.kernel_batch = step_seq_len[(*row_seq)[i]];
     }
     if (auto s = cpu::Matmul(w, row_begin, row_end, x + i * w.cols, j - i, y + i * ldy, ldy,
                              pool.get(), o);
@@ -385,6 +391,15 @@ absl::Status Executor::Impl::MatMulRows(const QuantMatrix& w, int64_t row_begin,
     i = j;
   }
   return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::MatMulPerVector(const QuantMatrix& w, const float* x, int64_t batch,
+                                             float* y) {
+  cpu::MatmulOptions o = matmul;
+  // kDots: float32 weights take the per-vector float kernel (never the panel GEMM); quantized
+  // ones the integer dots, except on the exact path, whose float kernel is per-vector anyway.
+  if (w.type == gguf::GgmlType::kF32 || !options.exact) o.path = cpu::MatmulPath::kDots;
+  return cpu::Matmul(w, 0, w.rows, x, batch, y, w.rows, pool.get(), o);
 }
 
 absl::Status Executor::Impl::MatMulMany(absl::Span<const Product> products, int64_t batch) {

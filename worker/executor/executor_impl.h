@@ -156,6 +156,11 @@ struct Executor::Impl {
   absl::Status MatMulRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
                           int64_t batch, float* y, int64_t ldy,
                           const std::vector<int>* row_seq = nullptr);
+  // y = W x for products whose results decide something discrete (MoE routing, the DSA
+  // indexer's weights): per-vector kernels at every batch size, so that a row's bits never
+  // depend on how many rows share its step or prefill chunk (a different chunking, e.g. after
+  // a prefix-cache hit, would otherwise flip an expert or a kept key on a near tie).
+  absl::Status MatMulPerVector(const QuantMatrix& w, const float* x, int64_t batch, float* y);
   // The current step's token -> sequence map and new tokens per sequence (set by Step).
   const std::vector<int>* step_seq_of = nullptr;
   std::vector<int64_t> step_seq_len;

@@ -79,7 +79,7 @@ absl::Status Executor::Impl::MoeFfn(int layer, const Batch& b, const std::vector
   std::vector<std::vector<int64_t>> tokens_of(E);
   {
     PhaseTimer timer(profile["router"]);
-    if (auto s = MatMul(L.router, h.data(), T, z.data()); !s.ok()) return s;
+    if (auto s = MatMulPerVector(L.router, h.data(), T, z.data()); !s.ok()) return s;
     for (int64_t t = 0; t < T; ++t) {
       routes[t] = RouteToken(&z[t * E], hp, L.exp_probs_b, config.moe_always_norm);
       for (int32_t e : routes[t].experts) tokens_of[e].push_back(t);
