@@ -241,6 +241,50 @@ TEST_F(BenchCommandTest, TableNamesEveryFigure) {
   }
 }
 
+TEST_F(BenchCommandTest, MultiTurnConversationsReuseTheirEarlierTurns) {
+  // 3 conversations x 4 turns; each turn resends the previous prompt and answer. The
+  // daemon's prefix cache (on by default) serves the earlier turns: cached tokens counted.
+  const BenchRun run = Bench({"--url", daemon_->url(), "--concurrency", "3", "--turns", "4",
+                              "--conversations", "3", "--gen-len", "8", "--prompt-len", "24",
+                              "--stream", "--logprobs", "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const json out = json::parse(run.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(out.is_object()) << run.out;
+  EXPECT_EQ(out["requests"], 12);
+  EXPECT_EQ(out["ok"], 12);
+  EXPECT_EQ(out["completion_tokens"], 12 * 8);
+  ASSERT_TRUE(out["by_turn"].is_array());
+  ASSERT_EQ(out["by_turn"].size(), 4u);
+  for (const json& t : out["by_turn"]) EXPECT_EQ(t["ttft_ms"]["count"], 3) << t.dump();
+  // Turn 4 of a conversation holds ~3 x (24 + 8) + 24 prompt tokens: the prompts grow.
+  const int64_t prompt = out["prompt_tokens"].get<int64_t>();
+  EXPECT_GT(prompt, 3 * (24 + 48 + 72 + 96) * 8 / 10) << "prompts do not carry the history";
+  EXPECT_GT(out["cached_tokens"].get<int64_t>(), 0);
+  EXPECT_LT(out["cached_tokens"].get<int64_t>(), prompt);
+}
+
+TEST_F(BenchCommandTest, SharedPrefixPromptsHitTheCache) {
+  const BenchRun run =
+      Bench({"--url", daemon_->url(), "--concurrency", "1", "--requests", "4", "--shared-prefix",
+             "64", "--prompt-len", "8", "--gen-len", "2", "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const json out = json::parse(run.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(out.is_object()) << run.out;
+  EXPECT_EQ(out["ok"], 4);
+  EXPECT_GT(out["shared_prefix_words"].get<int>(), 0);
+  // One client: the first request computes the system prompt, the next three find its
+  // full blocks (it is about 64 tokens, as scaled from words: at least 2 blocks of 16).
+  EXPECT_GE(out["cached_tokens"].get<int64_t>(), 3 * 32);
+  EXPECT_EQ(out["cached_tokens"].get<int64_t>() % 16, 0);
+}
+
+TEST(BenchCommandErrorsTest, ModeFlagsAreChecked) {
+  EXPECT_EQ(Bench({"--url", "http://127.0.0.1:1", "--turns", "3", "--shared-prefix", "8"}).exit_code,
+            2);
+  EXPECT_EQ(Bench({"--url", "http://127.0.0.1:1", "--conversations", "3"}).exit_code, 2);
+  EXPECT_EQ(Bench({"--url", "http://127.0.0.1:1", "--turns", "3", "--requests", "9"}).exit_code, 2);
+}
+
 TEST_F(BenchCommandTest, UnknownModelFailsEveryRequestWithTheServersMessage) {
   const BenchRun run = Bench(
       {"--url", daemon_->url(), "--model", "no-such-model", "--requests", "2", "--gen-len", "2"});
