@@ -26,7 +26,8 @@ constexpr char kUsage[] =
     "usage: tessera bench --url URL [--concurrency C] [--requests R] [--prompt-len P]\n"
     "                     [--gen-len G] [--stream] [--model NAME] [--api-key KEY]\n"
     "                     [--logprobs] [--temperature T] [--seed S] [--timeout SECONDS]\n"
-    "                     [--shared-prefix S | --turns T [--conversations N]] [--json]\n"
+    "                     [--shared-prefix S | --turns T [--conversations N] [--turn-len U]]\n"
+    "                     [--json]\n"
     "\n"
     "Sends R requests to URL's POST /v1/completions from C concurrent keep-alive clients\n"
     "(each sends its next request when the previous one is answered), every one with a\n"
@@ -65,10 +66,12 @@ constexpr char kUsage[] =
     "                     prompt of about S tokens, then its own P tokens (agents resending\n"
     "                     one system prompt and tool list)\n"
     "  --turns T          multi-turn mode: N conversations of T requests each, sent in order\n"
-    "                     by one client; each turn's prompt is the previous prompt, its\n"
-    "                     answer and P new tokens (a chat client resending the whole\n"
-    "                     conversation). Latencies are also printed per turn\n"
+    "                     by one client; the first prompt has P tokens, each later one is the\n"
+    "                     previous prompt, its answer and U new tokens (a chat client\n"
+    "                     resending the whole conversation). Latencies are also printed per\n"
+    "                     turn\n"
     "  --conversations N  multi-turn mode: conversations (default C); R = N x T\n"
+    "  --turn-len U       multi-turn mode: tokens each later turn adds (default P)\n"
     "  --json             print the results as one JSON object\n"
     "\n"
     "Exit status: 0 when at least one request succeeded, 1 when none did or the server\n"
@@ -80,6 +83,7 @@ struct BenchFlags {
   int prompt_len = 128;
   int shared_prefix_len = 0;
   int conversations = 0;
+  int turn_len = 0;
   bool json = false;
 };
 
@@ -185,6 +189,7 @@ void PrintJson(const BenchFlags& flags, const Report& r) {
       {"shared_prefix_len", flags.shared_prefix_len},
       {"shared_prefix_words", o.shared_prefix_words},
       {"turns", o.turns},
+      {"turn_words", o.turn_words},
       {"ok", r.ok},
       {"failed", o.requests - r.ok},
       {"failures", r.failures},
@@ -230,9 +235,10 @@ void PrintTable(const BenchFlags& flags, const Report& r) {
   }
   if (o.turns > 1) {
     absl::StrAppendFormat(&out,
-                          "  multi-turn mode: %d conversations of %d turns, each turn adding "
-                          "its answer and %d prompt tokens\n\n",
-                          (o.requests + o.turns - 1) / o.turns, o.turns, flags.prompt_len);
+                          "  multi-turn mode: %d conversations of %d turns, each later turn "
+                          "adding its answer and %d prompt tokens\n\n",
+                          (o.requests + o.turns - 1) / o.turns, o.turns,
+                          flags.turn_len > 0 ? flags.turn_len : flags.prompt_len);
   }
   absl::StrAppendFormat(&out, "requests     ok %d, failed %d\n", r.ok, o.requests - r.ok);
   for (const auto& [kind, count] : r.failures) {
@@ -309,6 +315,8 @@ int ParseFlags(const Args& args, BenchFlags* flags) {
       rc = int_flag(a, args[++i], 1, &o.turns);
     } else if (a == "--conversations") {
       rc = int_flag(a, args[++i], 1, &flags->conversations);
+    } else if (a == "--turn-len") {
+      rc = int_flag(a, args[++i], 1, &flags->turn_len);
     } else if (a == "--model") {
       o.model = args[++i];
     } else if (a == "--api-key") {
@@ -337,8 +345,8 @@ int ParseFlags(const Args& args, BenchFlags* flags) {
   if (o.turns > 1 && flags->shared_prefix_len > 0) {
     return usage_error("--turns and --shared-prefix are separate modes; give one");
   }
-  if (flags->conversations > 0 && o.turns <= 1) {
-    return usage_error("--conversations needs --turns T (T > 1)");
+  if ((flags->conversations > 0 || flags->turn_len > 0) && o.turns <= 1) {
+    return usage_error("--conversations and --turn-len need --turns T (T > 1)");
   }
   if (o.turns > 1) {
     if (requests > 0) return usage_error("multi-turn mode counts --conversations, not --requests");
@@ -349,6 +357,7 @@ int ParseFlags(const Args& args, BenchFlags* flags) {
   }
   o.prompt_words = flags->prompt_len;
   o.shared_prefix_words = flags->shared_prefix_len;
+  o.turn_words = flags->turn_len;
   return 0;
 }
 
@@ -387,14 +396,16 @@ bool CalibratePrompt(int prompt_len, bench::LoadOptions* o) {
   // The shared prefix (scaled like the prompt below) stays out of the warm-up, so that a
   // prefix cache gains nothing from it.
   probe.shared_prefix_words = 0;
-  const int shared_len = o->shared_prefix_words;
-  auto scale_shared = [&] {
-    if (shared_len > 0) {
-      o->shared_prefix_words =
-          std::max(1, static_cast<int>(std::lround(static_cast<double>(shared_len) *
-                                                   o->prompt_words / prompt_len)));
-    }
+  const int shared_len = o->shared_prefix_words, turn_len = o->turn_words;
+  // The other lengths in words, at the words per token the server just measured.
+  auto scale_others = [&](double words_per_token) {
+    auto scaled = [&](int tokens) {
+      return std::max(1, static_cast<int>(std::lround(tokens * words_per_token)));
+    };
+    if (shared_len > 0) o->shared_prefix_words = scaled(shared_len);
+    if (turn_len > 0) o->turn_words = scaled(turn_len);
   };
+
   for (int attempt = 0; attempt < 3; ++attempt) {
     // A prompt no request of the run sends (index `requests`: seed S + R), so that a server
     // that caches prompts gains nothing from the warm-up.
@@ -404,8 +415,9 @@ bool CalibratePrompt(int prompt_len, bench::LoadOptions* o) {
       return false;
     }
     o->prompt_words = probe.prompt_words;
-    scale_shared();
-    if (r.prompt_tokens <= 0 || r.prompt_tokens == prompt_len) return true;
+    if (r.prompt_tokens <= 0) return true;
+    scale_others(static_cast<double>(probe.prompt_words) / static_cast<double>(r.prompt_tokens));
+    if (r.prompt_tokens == prompt_len) return true;
     const double scaled =
         static_cast<double>(probe.prompt_words) * prompt_len / static_cast<double>(r.prompt_tokens);
     const int next = std::max(1, static_cast<int>(std::lround(scaled)));

@@ -42,10 +42,12 @@ struct LoadOptions {
   // words (MakePrompt(words, kSharedPrefixSeed)), then its own prompt_words.
   int shared_prefix_words = 0;
   // Multi-turn mode (> 1): `requests` are conversations of `turns` requests each, sent in
-  // order by one client; turn t's prompt is turn t-1's prompt, its answer and prompt_words
-  // new words (request c * turns + t uses seed + c * turns + t), as a chat client resends
-  // the whole conversation. A failed turn ends its conversation.
+  // order by one client; turn 0's prompt has prompt_words words, turn t's is turn t-1's
+  // prompt, its answer and turn_words new words (request c * turns + t uses seed + c * turns
+  // + t), as a chat client resends the whole conversation. A failed turn ends its
+  // conversation.
   int turns = 1;
+  int turn_words = 0;  // 0: prompt_words
 };
 
 // The shared-prefix mode's system prompt seed (no request's own prompt uses it).

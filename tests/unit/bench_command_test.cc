@@ -282,6 +282,7 @@ TEST(BenchCommandErrorsTest, ModeFlagsAreChecked) {
   EXPECT_EQ(Bench({"--url", "http://127.0.0.1:1", "--turns", "3", "--shared-prefix", "8"}).exit_code,
             2);
   EXPECT_EQ(Bench({"--url", "http://127.0.0.1:1", "--conversations", "3"}).exit_code, 2);
+  EXPECT_EQ(Bench({"--url", "http://127.0.0.1:1", "--turn-len", "3"}).exit_code, 2);
   EXPECT_EQ(Bench({"--url", "http://127.0.0.1:1", "--turns", "3", "--requests", "9"}).exit_code, 2);
 }
 

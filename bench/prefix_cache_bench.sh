@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# Prefix caching on vs off, in one run, on the models at hand: tesserad with its default
+# (--enable-prefix-caching) and with --no-enable-prefix-caching, each under the same three
+# `tessera bench` loads, then a markdown table of TTFT and throughput with the ratios. See
+# bench/README.md, "Prefix caching".
+#
+#   bench/prefix_cache_bench.sh [--build DIR] [--model FILE]... [--threads N] [--quick]
+#                               [--out FILE.md]
+#
+# --model FILE   a GGUF to serve (repeatable; default: the 124M llama Q4_K_M and the deepseek2
+#                "small" Q4_K_M (MLA cache) from `tessera gen-model`, made once in $TMPDIR)
+# --build DIR    Tessera build tree with bin/tessera and bin/tesserad (default build/default)
+# --threads N    --threads-per-worker (default: the CPUs)
+# --quick        smaller loads (2 conversations, 8 shared-prefix requests, 32 standard requests)
+# --out FILE     also write the report to FILE
+#
+# Loads (streaming, --logprobs so that every token is an event):
+#   multi-turn   N conversations x 4 turns, each turn adding 480 prompt tokens and the previous
+#                32-token answer (turn 4: ~2,000 tokens), 2 clients: TTFT per turn
+#   shared       one 1,000-token system prompt, then 32 tokens of each request's own, 16 tokens
+#                generated, 4 clients
+#   standard     prompt 128 / 64 generated at concurrency 32, prompts that share nothing: what
+#                the lookups cost when nothing matches
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$root/build/default
+models=()
+threads=$(nproc)
+quick=0
+out=""
+port_http=18090
+port_grpc=15061
+
+usage() {
+  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
+  exit "${1:-0}"
+}
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --build) build=$2; shift 2 ;;
+    --model) models+=("$2"); shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --quick) quick=1; shift ;;
+    --out) out=$2; shift 2 ;;
+    -h | --help) usage 0 ;;
+    *) echo "prefix_cache_bench.sh: unknown argument $1" >&2; usage 2 ;;
+  esac
+done
+
+tessera=$build/bin/tessera
+tesserad=$build/bin/tesserad
+for b in "$tessera" "$tesserad"; do
+  [[ -x $b ]] || { echo "prefix_cache_bench.sh: $b is missing (build first)" >&2; exit 1; }
+done
+python=/usr/bin/python3
+work=$(mktemp -d "${TMPDIR:-/tmp}/prefix_cache_bench.XXXXXX")
+trap 'stop_server; rm -rf "$work"' EXIT
+log() { echo "[prefix_cache_bench] $*" >&2; }
+
+if [[ ${#models[@]} -eq 0 ]]; then
+  cache=${TMPDIR:-/tmp}/tessera-bench-models
+  mkdir -p "$cache"
+  for spec in "llama 124m" "deepseek2 small"; do
+    read -r arch preset <<<"$spec"
+    f=$cache/$arch-$preset-q4_k_m.gguf
+    if [[ ! -s $f ]]; then
+      log "generating $f"
+      "$tessera" gen-model --arch "$arch" --preset "$preset" --quant Q4_K_M --seed 1 --out "$f" >&2
+    fi
+    models+=("$f")
+  done
+fi
+
+conversations=4 shared_requests=16 standard_requests=64
+if [[ $quick == 1 ]]; then conversations=2 shared_requests=8 standard_requests=32; fi
+
+server_pid=""
+stop_server() {
+  if [[ -n $server_pid ]]; then
+    kill -TERM "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=""
+  fi
+}
+wait_ready() { # PID
+  local i code
+  for ((i = 0; i < 1500; i++)); do
+    kill -0 "$1" 2>/dev/null || return 1
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$port_http/ready" || true)
+    [[ $code == 200 ]] && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+# bench NAME ARGS...: one tessera bench run against the server, JSON into $work/NAME.json.
+bench() {
+  local name=$1
+  shift
+  "$tessera" bench --url "http://127.0.0.1:$port_http" --stream --logprobs --json "$@" \
+    >"$work/$name.json" 2>"$work/$name.err" || {
+    log "tessera bench $name failed: $(tail -n 2 "$work/$name.err" | tr '\n' ' ')"
+  }
+}
+
+t_start=$(date +%s)
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+for m in "${models[@]}"; do
+  tag=$(basename "$m" .gguf)
+  # Off first, then on: both see the same page cache for the model file.
+  for mode in off on; do
+    flag=()
+    [[ $mode == off ]] && flag=(--no-enable-prefix-caching)
+    log "$tag: tesserad ${flag[*]:-(prefix caching on)}"
+    "$tesserad" --model "$m" --threads-per-worker "$threads" --host 127.0.0.1 \
+      --http-port "$port_http" --grpc-port "$port_grpc" --max-model-len 4096 "${flag[@]}" \
+      >"$work/$tag-$mode.log" 2>&1 &
+    server_pid=$!
+    if ! wait_ready "$server_pid"; then
+      log "tesserad did not become ready: $(tail -n 3 "$work/$tag-$mode.log" | tr '\n' ' ')"
+      stop_server
+      continue
+    fi
+    bench "$tag-$mode-turns" --turns 4 --conversations "$conversations" --concurrency 2 \
+      --prompt-len 480 --gen-len 32 --seed 1000
+    bench "$tag-$mode-shared" --shared-prefix 1000 --prompt-len 32 --gen-len 16 \
+      --requests "$shared_requests" --concurrency 4 --seed 2000
+    bench "$tag-$mode-standard" --concurrency 32 --requests "$standard_requests" \
+      --prompt-len 128 --gen-len 64 --seed 3000
+    stop_server
+  done
+done
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+cpu=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)
+
+report=$("$python" - "$work" "$cpu" "$threads" "$load_start" "$load_end" \
+  "$(($(date +%s) - t_start))" "${models[@]}" <<'EOF'
+import json, os, sys
+work, cpu, threads, load0, load1, secs = sys.argv[1:7]
+models = sys.argv[7:]
+def read(name):
+    try:
+        with open(os.path.join(work, name + ".json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+def ratio(a, b):
+    return f"{a / b:.2f}x" if a and b else "-"
+def ms(p, key="p50"):
+    return f"{p[key]:.0f}" if p else "-"
+print(f"CPU: {cpu}; tesserad --threads-per-worker {threads}; load average {load0} -> {load1}; "
+      f"{secs} s\n")
+for m in models:
+    tag = os.path.basename(m)[:-5]
+    print(f"### {tag}\n")
+    on, off = read(tag + "-on-turns"), read(tag + "-off-turns")
+    print("| multi-turn (480 new tokens + 32-token answer per turn) | off: TTFT p50 / p99 ms "
+          "| on: TTFT p50 / p99 ms | TTFT p50 off/on | cached prompt tokens (on) |")
+    print("| --- | --- | --- | --- | --- |")
+    if on and off:
+        for t_on, t_off in zip(on.get("by_turn", []), off.get("by_turn", [])):
+            a, b = t_off["ttft_ms"], t_on["ttft_ms"]
+            print(f"| turn {t_on['turn']} | {ms(a)} / {ms(a, 'p99')} | {ms(b)} / {ms(b, 'p99')} "
+                  f"| {ratio(a and a['p50'], b and b['p50'])} | |")
+        print(f"| all turns: generated tok/s | {off['generated_tokens_per_s']:.1f} "
+              f"| {on['generated_tokens_per_s']:.1f} "
+              f"| {ratio(on['generated_tokens_per_s'], off['generated_tokens_per_s'])} on/off "
+              f"| {on['cached_tokens']} of {on['prompt_tokens']} |")
+    print()
+    on, off = read(tag + "-on-shared"), read(tag + "-off-shared")
+    print("| load | off: TTFT p50 / p99 ms | on: TTFT p50 / p99 ms | TTFT p50 off/on "
+          "| off: gen tok/s | on: gen tok/s | on/off | failed off / on |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, label in (("shared", "shared prefix (1,000-token system prompt + 32)"),
+                        ("standard", "standard c32, nothing shared (128 / 64)")):
+        on, off = read(f"{tag}-on-{name}"), read(f"{tag}-off-{name}")
+        if not (on and off):
+            print(f"| {label} | - | - | - | - | - | - | - |")
+            continue
+        print(f"| {label} | {ms(off['ttft_ms'])} / {ms(off['ttft_ms'], 'p99')} "
+              f"| {ms(on['ttft_ms'])} / {ms(on['ttft_ms'], 'p99')} "
+              f"| {ratio(off['ttft_ms'] and off['ttft_ms']['p50'], on['ttft_ms'] and on['ttft_ms']['p50'])} "
+              f"| {off['generated_tokens_per_s']:.1f} | {on['generated_tokens_per_s']:.1f} "
+              f"| {ratio(on['generated_tokens_per_s'], off['generated_tokens_per_s'])} "
+              f"| {off['failed']} / {on['failed']} |")
+    print()
+EOF
+)
+echo "$report"
+[[ -n $out ]] && echo "$report" >"$out"
+exit 0
