@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Prefix caching on vs off, in one run, on the models at hand: tesserad with its default
-# (--enable-prefix-caching) and with --no-enable-prefix-caching, each under the same three
-# `tessera bench` loads, then a markdown table of TTFT and throughput with the ratios. See
-# bench/README.md, "Prefix caching".
+# Prefix caching on vs off, in one run, on the models at hand: two tesserad at once, one with
+# its default (--enable-prefix-caching) and one with --no-enable-prefix-caching, each under the
+# same three `tessera bench` loads (sent to one daemon at a time, the other idle), then a
+# markdown table of TTFT and throughput with the ratios. See bench/README.md, "Prefix caching".
 #
 #   bench/prefix_cache_bench.sh [--build DIR] [--model FILE]... [--threads N] [--quick]
 #                               [--out FILE.md]
@@ -11,16 +11,19 @@
 #                "small" Q4_K_M (MLA cache) from `tessera gen-model`, made once in $TMPDIR)
 # --build DIR    Tessera build tree with bin/tessera and bin/tesserad (default build/default)
 # --threads N    --threads-per-worker (default: the CPUs)
-# --quick        smaller loads (2 conversations, 8 shared-prefix requests, 32 standard requests)
+# --quick        smaller loads (2 conversations, 8 shared-prefix requests, 32 standard requests,
+#                one standard run each instead of 3, 16, 64 and 3)
 # --out FILE     also write the report to FILE
 #
 # Loads (streaming, --logprobs so that every token is an event):
-#   multi-turn   N conversations x 4 turns, each turn adding 480 prompt tokens and the previous
-#                32-token answer (turn 4: ~2,000 tokens), 2 clients: TTFT per turn
+#   multi-turn   N conversations x 4 turns, one client: a 1,800-token first prompt, then each
+#                turn adds the previous 32-token answer and 100 new tokens (turn 3: ~2,060
+#                tokens, turn 4: ~2,200): TTFT per turn
 #   shared       one 1,000-token system prompt, then 32 tokens of each request's own, 16 tokens
 #                generated, 4 clients
 #   standard     prompt 128 / 64 generated at concurrency 32, prompts that share nothing: what
-#                the lookups cost when nothing matches
+#                the lookups cost when nothing matches; off and on alternately, 3 times each
+#                (--quick: once), medians
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,6 +32,7 @@ models=()
 threads=$(nproc)
 quick=0
 out=""
+# The daemon without prefix caching listens on these ports + 1.
 port_http=18090
 port_grpc=15061
 
@@ -72,33 +76,34 @@ if [[ ${#models[@]} -eq 0 ]]; then
   done
 fi
 
-conversations=4 shared_requests=16 standard_requests=64
-if [[ $quick == 1 ]]; then conversations=2 shared_requests=8 standard_requests=32; fi
+conversations=3 shared_requests=16 standard_requests=64 reps=3
+if [[ $quick == 1 ]]; then conversations=2 shared_requests=8 standard_requests=32 reps=1; fi
 
-server_pid=""
+pids=()
 stop_server() {
-  if [[ -n $server_pid ]]; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
-  fi
+  local p
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
 }
-wait_ready() { # PID
+wait_ready() { # PID PORT
   local i code
   for ((i = 0; i < 1500; i++)); do
     kill -0 "$1" 2>/dev/null || return 1
-    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$port_http/ready" || true)
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$2/ready" || true)
     [[ $code == 200 ]] && return 0
     sleep 0.2
   done
   return 1
 }
 
-# bench NAME ARGS...: one tessera bench run against the server, JSON into $work/NAME.json.
+# bench NAME MODE ARGS...: one tessera bench run against the daemon with prefix caching `on`
+# or `off`, JSON into $work/NAME.json.
 bench() {
-  local name=$1
-  shift
-  "$tessera" bench --url "http://127.0.0.1:$port_http" --stream --logprobs --json "$@" \
+  local name=$1 port=$port_http
+  [[ $2 == off ]] && port=$((port_http + 1))
+  shift 2
+  "$tessera" bench --url "http://127.0.0.1:$port" --stream --logprobs --json "$@" \
     >"$work/$name.json" 2>"$work/$name.err" || {
     log "tessera bench $name failed: $(tail -n 2 "$work/$name.err" | tr '\n' ' ')"
   }
@@ -108,37 +113,47 @@ t_start=$(date +%s)
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 for m in "${models[@]}"; do
   tag=$(basename "$m" .gguf)
-  # Off first, then on: both see the same page cache for the model file.
-  for mode in off on; do
-    flag=()
-    [[ $mode == off ]] && flag=(--no-enable-prefix-caching)
-    log "$tag: tesserad ${flag[*]:-(prefix caching on)}"
-    "$tesserad" --model "$m" --threads-per-worker "$threads" --host 127.0.0.1 \
-      --http-port "$port_http" --grpc-port "$port_grpc" --max-model-len 4096 "${flag[@]}" \
-      >"$work/$tag-$mode.log" 2>&1 &
-    server_pid=$!
-    if ! wait_ready "$server_pid"; then
-      log "tesserad did not become ready: $(tail -n 3 "$work/$tag-$mode.log" | tr '\n' ' ')"
-      stop_server
-      continue
+  ready=1
+  for mode in on off; do
+    flag=() port=$port_http grpc=$port_grpc
+    if [[ $mode == off ]]; then
+      flag=(--no-enable-prefix-caching) port=$((port_http + 1)) grpc=$((port_grpc + 1))
     fi
-    bench "$tag-$mode-turns" --turns 4 --conversations "$conversations" --concurrency 2 \
-      --prompt-len 480 --gen-len 32 --seed 1000
-    bench "$tag-$mode-shared" --shared-prefix 1000 --prompt-len 32 --gen-len 16 \
-      --requests "$shared_requests" --concurrency 4 --seed 2000
-    bench "$tag-$mode-standard" --concurrency 32 --requests "$standard_requests" \
-      --prompt-len 128 --gen-len 64 --seed 3000
-    stop_server
+    log "$tag: tesserad ${flag[*]:-(prefix caching on)} on port $port"
+    "$tesserad" --model "$m" --threads-per-worker "$threads" --host 127.0.0.1 \
+      --http-port "$port" --grpc-port "$grpc" --max-model-len 4096 "${flag[@]}" \
+      >"$work/$tag-$mode.log" 2>&1 &
+    pids+=($!)
+    if ! wait_ready "${pids[-1]}" "$port"; then
+      log "tesserad did not become ready: $(tail -n 3 "$work/$tag-$mode.log" | tr '\n' ' ')"
+      ready=0
+    fi
   done
+  if [[ $ready == 1 ]]; then
+    for mode in off on; do
+      bench "$tag-$mode-turns" "$mode" --turns 4 --conversations "$conversations" \
+        --concurrency 1 --prompt-len 1800 --turn-len 100 --gen-len 32 --seed 1000
+      bench "$tag-$mode-shared" "$mode" --shared-prefix 1000 --prompt-len 32 --gen-len 16 \
+        --requests "$shared_requests" --concurrency 4 --seed 2000
+    done
+    for ((r = 0; r < reps; r++)); do
+      for mode in off on; do
+        # Each run its own prompts (seed), so that nothing matches on either daemon.
+        bench "$tag-$mode-standard-$r" "$mode" --concurrency 32 --requests "$standard_requests" \
+          --prompt-len 128 --gen-len 64 --seed $((3000 + 1000 * r))
+      done
+    done
+  fi
+  stop_server
 done
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 cpu=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)
 
 report=$("$python" - "$work" "$cpu" "$threads" "$load_start" "$load_end" \
-  "$(($(date +%s) - t_start))" "${models[@]}" <<'EOF'
-import json, os, sys
-work, cpu, threads, load0, load1, secs = sys.argv[1:7]
-models = sys.argv[7:]
+  "$(($(date +%s) - t_start))" "$reps" "${models[@]}" <<'EOF'
+import json, os, statistics, sys
+work, cpu, threads, load0, load1, secs, reps = sys.argv[1:8]
+models = sys.argv[8:]
 def read(name):
     try:
         with open(os.path.join(work, name + ".json")) as f:
@@ -155,7 +170,7 @@ for m in models:
     tag = os.path.basename(m)[:-5]
     print(f"### {tag}\n")
     on, off = read(tag + "-on-turns"), read(tag + "-off-turns")
-    print("| multi-turn (480 new tokens + 32-token answer per turn) | off: TTFT p50 / p99 ms "
+    print("| multi-turn (1,800 tokens, then +32 answer +100 per turn) | off: TTFT p50 / p99 ms "
           "| on: TTFT p50 / p99 ms | TTFT p50 off/on | cached prompt tokens (on) |")
     print("| --- | --- | --- | --- | --- |")
     if on and off:
@@ -172,9 +187,19 @@ for m in models:
     print("| load | off: TTFT p50 / p99 ms | on: TTFT p50 / p99 ms | TTFT p50 off/on "
           "| off: gen tok/s | on: gen tok/s | on/off | failed off / on |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    def median_run(mode):
+        runs = [read(f"{tag}-{mode}-standard-{r}") for r in range(int(reps))]
+        runs = [r for r in runs if r]
+        if not runs:
+            return None
+        tok = statistics.median(r["generated_tokens_per_s"] for r in runs)
+        return min(runs, key=lambda r: abs(r["generated_tokens_per_s"] - tok))
     for name, label in (("shared", "shared prefix (1,000-token system prompt + 32)"),
-                        ("standard", "standard c32, nothing shared (128 / 64)")):
-        on, off = read(f"{tag}-on-{name}"), read(f"{tag}-off-{name}")
+                        ("standard", f"standard c32, nothing shared (128 / 64), median of {reps}")):
+        if name == "standard":
+            on, off = median_run("on"), median_run("off")
+        else:
+            on, off = read(f"{tag}-on-{name}"), read(f"{tag}-off-{name}")
         if not (on and off):
             print(f"| {label} | - | - | - | - | - | - | - |")
             continue
@@ -184,6 +209,11 @@ for m in models:
               f"| {off['generated_tokens_per_s']:.1f} | {on['generated_tokens_per_s']:.1f} "
               f"| {ratio(on['generated_tokens_per_s'], off['generated_tokens_per_s'])} "
               f"| {off['failed']} / {on['failed']} |")
+    runs = {mode: [read(f"{tag}-{mode}-standard-{r}") for r in range(int(reps))]
+            for mode in ("off", "on")}
+    print("\nstandard runs, generated tok/s in run order: " + "; ".join(
+        f"{mode} " + ", ".join(f"{r['generated_tokens_per_s']:.1f}" if r else "-" for r in rs)
+        for mode, rs in runs.items()))
     print()
 EOF
 )

@@ -387,25 +387,20 @@ std::string DiscoverModel(const bench::LoadOptions& o) {
 }
 
 // Warms the server up with max_tokens 1 requests and scales the prompt's word count until
-// the server counts `prompt_len` prompt tokens (three tries; tokenizers differ). False (and
-// a message) when the request fails: the run would fail the same way.
+// the server counts `prompt_len` prompt tokens (three tries; tokenizers differ; prompts over
+// 256 tokens, the shared prefix and the turns scaled from a 256-token probe). False (and a
+// message) when the request fails: the run would fail the same way.
 bool CalibratePrompt(int prompt_len, bench::LoadOptions* o) {
   bench::LoadOptions probe = *o;
   probe.gen_len = 1;
   probe.stream = false;
-  // The shared prefix (scaled like the prompt below) stays out of the warm-up, so that a
-  // prefix cache gains nothing from it.
+  // The shared prefix stays out of the warm-up, so that a prefix cache gains nothing from it.
   probe.shared_prefix_words = 0;
-  const int shared_len = o->shared_prefix_words, turn_len = o->turn_words;
-  // The other lengths in words, at the words per token the server just measured.
-  auto scale_others = [&](double words_per_token) {
-    auto scaled = [&](int tokens) {
-      return std::max(1, static_cast<int>(std::lround(tokens * words_per_token)));
-    };
-    if (shared_len > 0) o->shared_prefix_words = scaled(shared_len);
-    if (turn_len > 0) o->turn_words = scaled(turn_len);
-  };
-
+  // Long prompts are measured on a shorter probe (a first guess of one word per token could
+  // exceed the server's prompt limit), then scaled.
+  const int probe_len = std::min(prompt_len, 256);
+  probe.prompt_words = probe_len;
+  double words_per_token = 1.0;
   for (int attempt = 0; attempt < 3; ++attempt) {
     // A prompt no request of the run sends (index `requests`: seed S + R), so that a server
     // that caches prompts gains nothing from the warm-up.
@@ -414,16 +409,20 @@ bool CalibratePrompt(int prompt_len, bench::LoadOptions* o) {
       std::fprintf(stderr, "tessera bench: warm-up request: %s\n", r.error.c_str());
       return false;
     }
-    o->prompt_words = probe.prompt_words;
-    if (r.prompt_tokens <= 0) return true;
-    scale_others(static_cast<double>(probe.prompt_words) / static_cast<double>(r.prompt_tokens));
-    if (r.prompt_tokens == prompt_len) return true;
-    const double scaled =
-        static_cast<double>(probe.prompt_words) * prompt_len / static_cast<double>(r.prompt_tokens);
-    const int next = std::max(1, static_cast<int>(std::lround(scaled)));
-    if (next == probe.prompt_words) return true;
+    if (r.prompt_tokens <= 0) break;
+    words_per_token =
+        static_cast<double>(probe.prompt_words) / static_cast<double>(r.prompt_tokens);
+    if (r.prompt_tokens == probe_len) break;
+    const int next = std::max(1, static_cast<int>(std::lround(probe_len * words_per_token)));
+    if (next == probe.prompt_words) break;
     probe.prompt_words = next;
   }
+  auto words = [&](int tokens) {
+    return std::max(1, static_cast<int>(std::lround(tokens * words_per_token)));
+  };
+  o->prompt_words = probe_len == prompt_len ? probe.prompt_words : words(prompt_len);
+  if (o->shared_prefix_words > 0) o->shared_prefix_words = words(o->shared_prefix_words);
+  if (o->turn_words > 0) o->turn_words = words(o->turn_words);
   return true;
 }
 

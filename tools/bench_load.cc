@@ -418,8 +418,7 @@ LoadResult RunLoad(const LoadOptions& options) {
             const int i = u * turns + t;
             std::string prompt = PromptOf(options, i);
             if (t > 0)
-              prompt =
-                  absl::StrCat(history, " ", MakePrompt(turn_words, options.seed + i));
+              prompt = absl::StrCat(history, " ", MakePrompt(turn_words, options.seed + i));
             RequestResult& r = load.requests[i];
             r = client.Send(CompletionBodyFor(options, prompt, options.seed + i));
             r.turn = t;

@@ -244,9 +244,9 @@ TEST_F(BenchCommandTest, TableNamesEveryFigure) {
 TEST_F(BenchCommandTest, MultiTurnConversationsReuseTheirEarlierTurns) {
   // 3 conversations x 4 turns; each turn resends the previous prompt and answer. The
   // daemon's prefix cache (on by default) serves the earlier turns: cached tokens counted.
-  const BenchRun run = Bench({"--url", daemon_->url(), "--concurrency", "3", "--turns", "4",
-                              "--conversations", "3", "--gen-len", "8", "--prompt-len", "24",
-                              "--stream", "--logprobs", "--json"});
+  const BenchRun run =
+      Bench({"--url", daemon_->url(), "--concurrency", "3", "--turns", "4", "--conversations", "3",
+             "--gen-len", "8", "--prompt-len", "24", "--stream", "--logprobs", "--json"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const json out = json::parse(run.out, nullptr, /*allow_exceptions=*/false);
   ASSERT_TRUE(out.is_object()) << run.out;
@@ -279,8 +279,8 @@ TEST_F(BenchCommandTest, SharedPrefixPromptsHitTheCache) {
 }
 
 TEST(BenchCommandErrorsTest, ModeFlagsAreChecked) {
-  EXPECT_EQ(Bench({"--url", "http://127.0.0.1:1", "--turns", "3", "--shared-prefix", "8"}).exit_code,
-            2);
+  EXPECT_EQ(
+      Bench({"--url", "http://127.0.0.1:1", "--turns", "3", "--shared-prefix", "8"}).exit_code, 2);
   EXPECT_EQ(Bench({"--url", "http://127.0.0.1:1", "--conversations", "3"}).exit_code, 2);
   EXPECT_EQ(Bench({"--url", "http://127.0.0.1:1", "--turn-len", "3"}).exit_code, 2);
   EXPECT_EQ(Bench({"--url", "http://127.0.0.1:1", "--turns", "3", "--requests", "9"}).exit_code, 2);

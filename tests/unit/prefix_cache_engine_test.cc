@@ -208,7 +208,8 @@ TEST_P(PrefixCacheNumerics, CachedPrefixGivesTheColdResult) {
     ASSERT_TRUE(warm.status.ok()) << warm.status;
     EXPECT_EQ(warm.usage.cached_tokens, shared);
     EXPECT_EQ(warm.tokens, cold.tokens);
-    EXPECT_TRUE(BitEqual(warm, cold)) << "largest logprob difference " << MaxLogprobDelta(warm, cold);
+    EXPECT_TRUE(BitEqual(warm, cold))
+        << "largest logprob difference " << MaxLogprobDelta(warm, cold);
     EXPECT_EQ(engine->stats().block_check_failure, "");
   }
   // Other chunks: the earlier request computed the shared blocks in a prefill of 41 tokens,
@@ -354,7 +355,9 @@ TEST(PrefixCache, CachedTokensAreTheSharedFullBlocks) {
 class CacheModelRunner : public StepRunner {
  public:
   CacheModelRunner(int n_blocks, int block_size)
-      : n_blocks_(n_blocks), block_size_(block_size), token_(n_blocks * block_size, -1),
+      : n_blocks_(n_blocks),
+        block_size_(block_size),
+        token_(n_blocks * block_size, -1),
         pos_(n_blocks * block_size, -1) {}
 
   // The next token after `context`: what the cache model samples when it holds `context`.
@@ -375,10 +378,11 @@ class CacheModelRunner : public StepRunner {
       for (int i = 0; i < s.tokens_size(); ++i) {
         const int64_t p = s.start_pos() + i;
         const int64_t slot = Slot(s, p);
-        if (slot < 0) return absl::InvalidArgumentError(absl::StrCat("position ", p, " has no slot"));
+        if (slot < 0)
+          return absl::InvalidArgumentError(absl::StrCat("position ", p, " has no slot"));
         if (writer[slot] != 0 && writer[slot] != s.seq_id()) {
-          violations_.push_back(absl::StrCat("slot ", slot, " written by sequences ",
-                                             writer[slot], " and ", s.seq_id(), " in one step"));
+          violations_.push_back(absl::StrCat("slot ", slot, " written by sequences ", writer[slot],
+                                             " and ", s.seq_id(), " in one step"));
         }
         writer[slot] = s.seq_id();
         token_[slot] = s.tokens(i);
@@ -501,7 +505,8 @@ TEST(PrefixCache, ConcurrentConversationsWithCancellationsInASmallCache) {
           fail(absl::StrCat(r.request_id, ": ", got.status.ToString()));
         }
         if (got.usage.cached_tokens > 0) ++cached_turns;
-        if (got.usage.cached_tokens % 4 != 0 || got.usage.cached_tokens >= static_cast<int32_t>(r.prompt_tokens.size())) {
+        if (got.usage.cached_tokens % 4 != 0 ||
+            got.usage.cached_tokens >= static_cast<int32_t>(r.prompt_tokens.size())) {
           fail(absl::StrCat(r.request_id, ": cached_tokens ", got.usage.cached_tokens));
         }
         // The client goes on with what it received, as a chat UI would.
@@ -520,10 +525,10 @@ TEST(PrefixCache, ConcurrentConversationsWithCancellationsInASmallCache) {
   EXPECT_GT(s.prefix_cache_hits, 0);
   EXPECT_LE(s.prefix_cache_hits, s.prefix_cache_queries);
   EXPECT_GT(compared.load(), kConversations * kTurns / 2);
-  std::printf("compared %d, cancelled %d, turns with a hit %d, preemptions %lld, hit rate %.2f\n",
-              compared.load(), cancelled.load(), cached_turns.load(),
-              static_cast<long long>(s.preemptions),
-              static_cast<double>(s.prefix_cache_hits) / std::max<int64_t>(1, s.prefix_cache_queries));
+  std::printf(
+      "compared %d, cancelled %d, turns with a hit %d, preemptions %lld, hit rate %.2f\n",
+      compared.load(), cancelled.load(), cached_turns.load(), static_cast<long long>(s.preemptions),
+      static_cast<double>(s.prefix_cache_hits) / std::max<int64_t>(1, s.prefix_cache_queries));
 }
 
 }  // namespace
