@@ -171,6 +171,50 @@ TEST_P(EmulatedTp, TwoRanksGiveTheOneRankLogits) {
   }
 }
 
+// Prefix caching on the GPU executor, at TP 1 and 2: a sequence whose first block another
+// sequence computed (in a chunk of another length, in other blocks) gives the logits of the
+// same prompt prefilled cold. The engine shares blocks only through the block tables it
+// sends, so this is the GPU side's whole part: keys and values read from blocks a different
+// sequence wrote. Float32 throughout: within the conformance Tier 1 (1e-3).
+TEST_P(EmulatedTp, ACachedPrefixGivesTheColdLogits) {
+  const Case& c = GetParam();
+  const std::string path = testing::WriteSmallModel(c.arch, c.quant, 31, "emu-tp");
+  std::vector<int32_t> b;
+  for (int i = 0; i < 26; ++i) b.push_back((29 * i + 5) % 250);
+  auto seq = [](std::vector<int32_t> tokens, int64_t start, std::vector<int32_t> table, bool all) {
+    SequenceInput s;
+    s.tokens = std::move(tokens);
+    s.start_pos = start;
+    s.block_table = std::move(table);
+    s.all_logits = all;
+    return s;
+  };
+  const std::vector<int32_t> prefix(b.begin(), b.begin() + 16), suffix(b.begin() + 16, b.end());
+  std::vector<int32_t> other = prefix;  // another prompt with b's first block
+  for (int i = 0; i < 5; ++i) other.push_back(200 + i);
+  // Warm: `other` fills blocks 3 and 1; b then reads block 3 and writes block 0.
+  const std::vector<std::vector<SequenceInput>> warm = {{seq(other, 0, {3, 1}, false)},
+                                                        {seq(suffix, 16, {3, 0}, true)}};
+  // Cold: b alone, its first block computed by itself.
+  const std::vector<std::vector<SequenceInput>> cold = {{seq(prefix, 0, {2}, false)},
+                                                        {seq(suffix, 16, {2, 0}, true)}};
+  for (int tp : {1, 2}) {
+    const testing::RanksResult w = RunScript(path, tp, CommKind::kDevice, warm);
+    const testing::RanksResult k = RunScript(path, tp, CommKind::kDevice, cold);
+    ASSERT_EQ(w.rank0_error, "");
+    ASSERT_EQ(k.rank0_error, "");
+    ASSERT_EQ(w.logits.size(), k.logits.size());
+    // The second step's rows: every logit after the first step's single row.
+    const size_t first = w.logits.size() / 11;
+    double worst = 0;
+    for (size_t i = first; i < w.logits.size(); ++i) {
+      worst = std::max(worst, std::fabs(static_cast<double>(w.logits[i]) - k.logits[i]));
+    }
+    std::printf("emu prefix arch=%s tp=%d max_abs=%.3g\n", c.arch.c_str(), tp, worst);
+    EXPECT_LE(worst, 1e-3) << c.arch << " tp " << tp;
+  }
+}
+
 // tessera_allreduce_seconds takes one observation per all-reduce: after every step, eager
 // (the prefill, the first decode) or a CUDA graph's capture and replays (the decodes), each
 // rank's communicator holds exactly the step's all-reduces, each stamped during the step. A

@@ -58,6 +58,15 @@ std::string ModelPath(const std::string& arch, const std::string& quant) {
   return p;
 }
 
+// One thread, a cache of 1,024 tokens in blocks of kBlock.
+executor::ExecutorOptions OneThread(bool exact) {
+  executor::ExecutorOptions o;
+  o.exact = exact;
+  o.threads = 1;
+  o.kv_tokens = 1024;
+  return o;
+}
+
 std::unique_ptr<ServingEngine> MakeEngine(StepRunner* runner, const std::string& model_path,
                                           EngineOptions options) {
   auto file = gguf::GgufModel::Open(model_path);
@@ -178,11 +187,7 @@ class PrefixCacheNumerics : public ::testing::TestWithParam<ArchCase> {};
 TEST_P(PrefixCacheNumerics, CachedPrefixGivesTheColdResult) {
   const ArchCase& c = GetParam();
   const std::string path = ModelPath(c.arch, "Q8_0");
-  executor::ExecutorOptions eo;
-  eo.exact = c.exact;
-  eo.threads = 1;
-  eo.kv_tokens = 1024;
-  auto runner = LocalStepRunner::Create(path, eo);
+  auto runner = LocalStepRunner::Create(path, OneThread(c.exact));
   ASSERT_TRUE(runner.ok()) << runner.status();
   ASSERT_EQ((*runner)->block_size(), kBlock);
 
@@ -274,13 +279,9 @@ std::vector<int32_t> GreedyReference(executor::Executor& ex, const std::vector<i
 
 TEST(PrefixCache, MultiTurnChatReusesEveryEarlierTurn) {
   const std::string path = ModelPath("llama", "F32");
-  executor::ExecutorOptions eo;
-  eo.exact = true;
-  eo.threads = 1;
-  eo.kv_tokens = 1024;
-  auto runner = LocalStepRunner::Create(path, eo);
+  auto runner = LocalStepRunner::Create(path, OneThread(/*exact=*/true));
   ASSERT_TRUE(runner.ok()) << runner.status();
-  auto reference = executor::Executor::Create(path, eo);
+  auto reference = executor::Executor::Create(path, OneThread(/*exact=*/true));
   ASSERT_TRUE(reference.ok()) << reference.status();
   auto engine = MakeEngine(runner->get(), path, {});
   std::vector<int32_t> history;
@@ -315,11 +316,7 @@ TEST(PrefixCache, MultiTurnChatReusesEveryEarlierTurn) {
 
 TEST(PrefixCache, CachedTokensAreTheSharedFullBlocks) {
   const std::string path = ModelPath("llama", "F32");
-  executor::ExecutorOptions eo;
-  eo.exact = true;
-  eo.threads = 1;
-  eo.kv_tokens = 1024;
-  auto runner = LocalStepRunner::Create(path, eo);
+  auto runner = LocalStepRunner::Create(path, OneThread(/*exact=*/true));
   ASSERT_TRUE(runner.ok()) << runner.status();
   auto engine = MakeEngine(runner->get(), path, {});
   const std::vector<int32_t> system = Tokens(3 * kBlock + 5, 20);  // 53 shared tokens
