@@ -235,6 +235,18 @@ def run(target, api_key, prompt, expect_echo, packages):
     check(sum(len(c.logprobs) for c in chunks) == len(ids), "generate: one logprob per token")
     if expect_echo:
         check(text == prompt, "generate: the echo engine returns the prompt")
+    else:
+        # Prefix caching (a real daemon): the same 40 token ids twice under one salt; the
+        # second call's usage counts the two full 16-token blocks the first computed.
+        ids_body = {"tokenIds": {"ids": [3 + (7 * i) % 200 for i in range(40)]},
+                    "sampling": {"temperature": 0}, "options": {"maxTokens": 2,
+                                                                "cacheSalt": "reflection"}}
+        cached = []
+        for _ in range(2):
+            reply = list(call(json_format.ParseDict(ids_body, request_cls()), timeout=TIMEOUT_S,
+                              metadata=metadata))
+            cached.append(reply[-1].usage.cached_tokens if reply else -1)
+        check(cached == [0, 32], f"generate: usage.cached_tokens {cached} (cold, then 2 blocks)")
 
     check(health_status(channel, reflection) == "SERVING", "health: SERVING without an API key")
     if api_key:
