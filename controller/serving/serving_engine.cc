@@ -120,8 +120,10 @@ int64_t ServingEngine::max_model_len() const {
 
 void ServingEngine::EnsureCache() {
   if (!runner_->ready()) return;
-  if (const uint64_t epoch = runner_->cache_epoch(); epoch != cache_epoch_) {
-    // The workers restarted: what their caches held is gone.
+  // The workers restarted: what their caches held is gone. While sequences run, RunOneStep
+  // first fails them (their keys and values are gone too), then comes here.
+  if (const uint64_t epoch = runner_->cache_epoch();
+      epoch != cache_epoch_ && scheduler_.running().empty()) {
     blocks_->ResetPrefixCache();
     cache_epoch_ = epoch;
   }

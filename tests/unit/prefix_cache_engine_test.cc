@@ -367,6 +367,7 @@ class CacheModelRunner : public StepRunner {
   }
 
   absl::StatusOr<tessera::v1::StepResult> RunStep(const tessera::v1::StepRequest& step) override {
+    if (step_delay_.count() > 0) std::this_thread::sleep_for(step_delay_);
     std::lock_guard<std::mutex> l(mu_);
     tessera::v1::StepResult r;
     r.set_step_id(step.step_id());
@@ -406,6 +407,18 @@ class CacheModelRunner : public StepRunner {
   int block_size() const override { return block_size_; }
   int n_blocks() const override { return n_blocks_; }
   bool ready() const override { return true; }
+  uint64_t cache_epoch() const override { return epoch_.load(); }
+
+  // Every step takes at least this long (set before the engine runs).
+  void set_step_delay(std::chrono::microseconds d) { step_delay_ = d; }
+
+  // A worker restart: the cache's contents are gone.
+  void Restart() {
+    std::lock_guard<std::mutex> l(mu_);
+    std::fill(token_.begin(), token_.end(), -1);
+    std::fill(pos_.begin(), pos_.end(), -1);
+    ++epoch_;
+  }
 
   std::vector<std::string> violations() {
     std::lock_guard<std::mutex> l(mu_);
@@ -422,6 +435,8 @@ class CacheModelRunner : public StepRunner {
   }
 
   const int n_blocks_, block_size_;
+  std::atomic<uint64_t> epoch_{0};
+  std::chrono::microseconds step_delay_{0};
   std::mutex mu_;
   std::vector<int32_t> token_;
   std::vector<int64_t> pos_;
@@ -435,6 +450,39 @@ std::vector<int32_t> ColdRun(std::vector<int32_t> context, int max_tokens) {
     context.push_back(out.back());
   }
   return out;
+}
+
+TEST(PrefixCache, AWorkerRestartForgetsTheCacheAndFailsWhatWasRunning) {
+  CacheModelRunner runner(64, 4);
+  runner.set_step_delay(std::chrono::milliseconds(1));  // the long request runs ~200 ms
+  auto engine = MakeEngine(&runner, ModelPath("llama", "F32"), {});
+  GenerateRequest r;
+  r.request_id = "r";
+  r.prompt_tokens = Tokens(21, 3);
+  r.max_tokens = 2;
+  r.ignore_eos = true;
+  r.sampling.temperature = 0;
+  EXPECT_EQ(Generate(*engine, r).usage.cached_tokens, 0);
+  Outcome warm = Generate(*engine, r);
+  EXPECT_EQ(warm.usage.cached_tokens, 20);  // (21 - 1) / 4 = 5 blocks
+  EXPECT_EQ(warm.tokens, ColdRun(r.prompt_tokens, 2));
+  runner.Restart();
+  Outcome after = Generate(*engine, r);
+  EXPECT_EQ(after.usage.cached_tokens, 0) << "blocks the restarted workers no longer hold";
+  EXPECT_EQ(after.tokens, ColdRun(r.prompt_tokens, 2));
+  // A request running when the workers restart cannot go on: its keys and values are gone.
+  GenerateRequest longer = r;
+  longer.max_tokens = 200;
+  Collector c;
+  auto h = engine->Submit(longer, c.Sink());
+  ASSERT_TRUE(h.ok()) << h.status();
+  while (c.TokensSoFar() < 3) std::this_thread::yield();
+  runner.Restart();
+  const Outcome lost = c.Wait();
+  EXPECT_EQ(lost.status.code(), absl::StatusCode::kUnavailable) << lost.status;
+  EXPECT_NE(lost.status.message().find("restarted"), absl::string_view::npos) << lost.status;
+  EXPECT_EQ(Generate(*engine, r).tokens, ColdRun(r.prompt_tokens, 2));
+  EXPECT_EQ(engine->stats().block_check_failure, "");
 }
 
 TEST(PrefixCache, ConcurrentConversationsWithCancellationsInASmallCache) {
