@@ -416,9 +416,9 @@ LoadResult RunLoad(const LoadOptions& options) {
           const int turn_words = options.turn_words > 0 ? options.turn_words : options.prompt_words;
           for (int t = 0; t < turns && u * turns + t < options.requests; ++t) {
             const int i = u * turns + t;
-            std::string prompt = PromptOf(options, i);
-            if (t > 0)
-              prompt = absl::StrCat(history, " ", MakePrompt(turn_words, options.seed + i));
+            const std::string prompt =
+                t == 0 ? PromptOf(options, i)
+                       : absl::StrCat(history, " ", MakePrompt(turn_words, options.seed + i));
             RequestResult& r = load.requests[i];
             r = client.Send(CompletionBodyFor(options, prompt, options.seed + i));
             r.turn = t;

@@ -1,7 +1,6 @@
 #include "controller/serving/block_manager.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 

@@ -13,12 +13,16 @@ Scheduler::Scheduler(SchedulerLimits limits, BlockManager* blocks)
 
 void Scheduler::Enqueue(std::unique_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
 
+void Scheduler::ReleaseBlocks(Sequence& seq) {
+  blocks_->Release(seq.block_table);
+  seq.num_computed = 0;
+  seq.cache_committed = 0;
+}
+
 void Scheduler::Preempt(size_t running_index) {
   std::unique_ptr<Sequence> seq = std::move(running_[running_index]);
   running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(running_index));
-  blocks_->Release(seq->block_table);
-  seq->num_computed = 0;
-  seq->cache_committed = 0;
+  ReleaseBlocks(*seq);
   ++preemptions_;
   waiting_.push_front(std::move(seq));
 }
@@ -73,9 +77,7 @@ StepPlan Scheduler::Schedule() {
     }
     const int64_t n = std::min(s->uncomputed(), budget);
     if (!blocks_->Reserve(s->block_table, s->num_computed + n)) {
-      blocks_->Release(s->block_table);  // the matched blocks too, until it fits
-      s->num_computed = 0;
-      s->cache_committed = 0;
+      ReleaseBlocks(*s);  // the matched blocks too, until it fits
       break;
     }
     if (s->cached_tokens < 0) {

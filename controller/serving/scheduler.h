@@ -92,6 +92,8 @@ class Scheduler {
 
  private:
   void Preempt(size_t running_index);
+  // Gives `seq`'s blocks back; nothing of it is computed any more.
+  void ReleaseBlocks(Sequence& seq);
 
   SchedulerLimits limits_;
   BlockManager* blocks_;

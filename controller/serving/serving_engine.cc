@@ -368,13 +368,10 @@ bool ServingEngine::RunOneStep(std::unique_lock<std::mutex>& lock, Outbox& out) 
     // The workers restarted between steps: the running sequences' keys and values are gone.
     std::vector<Sequence*> lost;
     for (const auto& s : scheduler_.running()) lost.push_back(s.get());
-    for (Sequence* s : lost) {
-      GenerateEvent e;
-      e.finish_reason = "abort";
-      e.status = absl::UnavailableError(absl::StrCat("the workers restarted and lost request ",
-                                                     s->request.request_id, "'s KV cache"));
-      Finish(s, std::move(e), "worker_error", out);
-    }
+    FailEach(
+        lost,
+        absl::UnavailableError("the workers restarted and lost the running requests' KV cache"),
+        "worker_error", out);
   }
   EnsureCache();
   const int64_t preemptions_before = scheduler_.preemptions();
@@ -610,23 +607,25 @@ void ServingEngine::FailAll(const absl::Status& status, const std::string& failu
   std::vector<Sequence*> all;
   for (const auto& s : scheduler_.running()) all.push_back(s.get());
   for (const auto& s : scheduler_.waiting()) all.push_back(s.get());
-  for (Sequence* s : all) {
-    GenerateEvent e;
-    e.finish_reason = "abort";
-    e.status = status;
-    Finish(s, std::move(e), failure_reason, out);
-  }
+  FailEach(all, status, failure_reason, out);
   // A worker failure may have lost the workers' caches; an internal error leaves the
   // cached blocks' contents in doubt.
   blocks_->ResetPrefixCache();
 }
 
 void ServingEngine::FailChunks(const StepPlan& plan, const absl::Status& status, Outbox& out) {
-  for (const ScheduledChunk& c : plan.chunks) {
+  std::vector<Sequence*> seqs;
+  for (const ScheduledChunk& c : plan.chunks) seqs.push_back(c.seq);
+  FailEach(seqs, status, "internal", out);
+}
+
+void ServingEngine::FailEach(const std::vector<Sequence*>& seqs, const absl::Status& status,
+                             const std::string& failure_reason, Outbox& out) {
+  for (Sequence* s : seqs) {
     GenerateEvent e;
     e.finish_reason = "abort";
     e.status = status;
-    Finish(c.seq, std::move(e), "internal", out);
+    Finish(s, std::move(e), failure_reason, out);
   }
 }
 

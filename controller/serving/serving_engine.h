@@ -167,6 +167,9 @@ class ServingEngine : public Engine {
   void Finish(Sequence* seq, GenerateEvent event, const std::string& failure_reason, Outbox& out);
   void FailAll(const absl::Status& status, const std::string& failure_reason, Outbox& out);
   void FailChunks(const StepPlan& plan, const absl::Status& status, Outbox& out);
+  // Finishes each of `seqs` with an "abort" event carrying `status`.
+  void FailEach(const std::vector<Sequence*>& seqs, const absl::Status& status,
+                const std::string& failure_reason, Outbox& out);
   // check_block_invariants: fails everything in flight when the bookkeeping broke.
   void CheckBlocks(Outbox& out);
   // Wakes the scheduler (a request was cancelled) and frees cancelled sequences' blocks.
