@@ -281,16 +281,8 @@ s = socket.socket()
 sys.exit(0 if s.connect_ex(("127.0.0.1", int(sys.argv[1]))) != 0 else 1)' "$1"
 }
 
-wait_http_200() { # URL PID SECONDS
-  local url=$1 pid=$2 limit=$3 code i
-  for ((i = 0; i < limit * 5; i++)); do
-    kill -0 "$pid" 2>/dev/null || return 1
-    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$url" || true)
-    [[ $code == 200 ]] && return 0
-    sleep 0.2
-  done
-  return 1
-}
+# wait_http_200 URL PID SECONDS
+source "$root/bench/lib.sh"
 
 # tessera bench runs against URL for each concurrency; fills serve_{tok,failed,req}_<side>_<C>.
 declare -A serve_tok serve_failed serve_req

@@ -86,16 +86,8 @@ stop_server() {
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   pids=()
 }
-wait_ready() { # PID PORT
-  local i code
-  for ((i = 0; i < 1500; i++)); do
-    kill -0 "$1" 2>/dev/null || return 1
-    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$2/ready" || true)
-    [[ $code == 200 ]] && return 0
-    sleep 0.2
-  done
-  return 1
-}
+source "$root/bench/lib.sh"
+wait_ready() { wait_http_200 "http://127.0.0.1:$2/ready" "$1" 300; } # PID PORT
 
 # bench NAME MODE ARGS...: one tessera bench run against the daemon with prefix caching `on`
 # or `off`, JSON into $work/NAME.json.

@@ -60,6 +60,7 @@ struct DaemonConfig {
   int64_t prep_threads = 0;       // 0: CPUs / 4, 1 to 8
   bool parse_special_in_content = false;
   bool enable_prefix_caching = true;
+  bool overlap_delivery = true;
   int64_t max_tokens_default = 0;  // 0: up to the context length (as vLLM)
   uint64_t max_body_size = 0;      // bytes
   absl::Duration request_timeout;

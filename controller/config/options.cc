@@ -203,6 +203,12 @@ const OptionSpec kOptions[] = {
      "usage.prompt_tokens_details.cached_tokens; POST /reset_prefix_cache empties the cache. "
      "--no-enable-prefix-caching prefills every prompt in full.",
      &C::enable_prefix_caching},
+    {"overlap-delivery", T::kBool, S::kScheduling, "true", "", "",
+     "Produce the text of a step's tokens and hand them to the clients while the workers run "
+     "the next step, instead of between steps (requests with stop strings are detokenized "
+     "between steps either way: their text decides whether they go on). "
+     "--no-overlap-delivery delivers between steps.",
+     &C::overlap_delivery},
     {"max-tokens-default", T::kInt, S::kScheduling, "0",
      "0: up to the context length (max-model-len minus the prompt), as vLLM does", "N",
      "Tokens generated when a request sets no max_tokens.", &C::max_tokens_default,

@@ -55,6 +55,7 @@ class MetricsBridge : public serving::EngineObserver {
   void OnStep(const std::string& phase, double seconds, int) override {
     m_.StepDuration(phase).Observe(seconds);
   }
+  void OnStepGap(double seconds) override { m_.step_gap.Observe(seconds); }
   void OnPreemption() override { m_.preemptions.Increment(); }
   void OnPrefixCache(int64_t queried_tokens, int64_t hit_tokens) override {
     m_.prefix_cache_queries.Increment(static_cast<double>(queried_tokens));

@@ -278,7 +278,8 @@ int Serve(const config::DaemonConfig& c) {
   }
   workers::WorkerGroupEvents ev;
   ev.on_restart = [&m](int rank) { m.WorkerRestarts(rank).Increment(); };
-  ev.on_step = [&m](double, const std::vector<double>& allreduce) {
+  ev.on_step = [&m](double compute_seconds, const std::vector<double>& allreduce) {
+    m.worker_compute.Observe(compute_seconds);
     for (double seconds : allreduce) m.allreduce.Observe(seconds);
   };
   ev.on_ready = [&m, name = facts->info.name](double load_seconds) {
@@ -299,6 +300,7 @@ int Serve(const config::DaemonConfig& c) {
   eo.max_chat_messages = c.max_chat_messages;
   eo.parse_special_in_content = c.parse_special_in_content;
   eo.enable_prefix_caching = c.enable_prefix_caching;
+  eo.overlap_delivery = c.overlap_delivery;
   auto engine = std::make_unique<serving::ServingEngine>(group->get(), std::move(text->tokenizer),
                                                          std::move(text->chat_template),
                                                          facts->info, eo, &bridge);

@@ -28,6 +28,11 @@ const std::vector<double> kStepBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.0075, 
                                           0.075,  0.1,   0.25,   0.5,   1.0,    2.5,  5.0,   10.0};
 const std::vector<double> kAllReduceBuckets = {
     1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 1.0};
+const std::vector<double> kComputeBuckets = {1e-4,   2.5e-4, 5e-4,  1e-3, 2.5e-3, 5e-3,
+                                             7.5e-3, 0.01,   0.025, 0.05, 0.1,    0.25,
+                                             0.5,    1.0,    2.5,   5.0,  10.0};
+const std::vector<double> kGapBuckets = {5e-6, 1e-5,   2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4,
+                                         1e-3, 2.5e-3, 5e-3,   1e-2, 0.1,  1.0};
 
 // 1, 2, 5, 10, 20, 50, ... up to `max_value` (vLLM's build_1_2_5_buckets).
 std::vector<double> OneTwoFiveBuckets(int64_t max_value) {
@@ -109,6 +114,15 @@ ServingMetrics::ServingMetrics(Registry& registry, std::string model_name,
       allreduce(ModelHistogram(registry, model_name_, "tessera_allreduce_seconds",
                                "Duration of one all-reduce across the tensor-parallel ranks.",
                                kAllReduceBuckets)),
+      worker_compute(
+          ModelHistogram(registry, model_name_, "tessera_worker_compute_seconds",
+                         "Rank 0's time in one step (forward pass and sampling); "
+                         "tessera_step_duration_seconds minus this is the control plane's share.",
+                         kComputeBuckets)),
+      step_gap(ModelHistogram(registry, model_name_, "tessera_step_gap_seconds",
+                              "Scheduler time between a step's result and the next step's "
+                              "hand-off while requests keep running.",
+                              kGapBuckets)),
       prompt_tokens_total(ModelCounter(registry, model_name_, "tessera_prompt_tokens_total",
                                        "Prompt tokens processed (prefilled).")),
       generation_tokens_total(ModelCounter(registry, model_name_, "tessera_generation_tokens_total",

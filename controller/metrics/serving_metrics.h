@@ -103,6 +103,8 @@ class ServingMetrics {
   const Histogram prompt_tokens_hist;      // tessera_request_prompt_tokens
   const Histogram generation_tokens_hist;  // tessera_request_generation_tokens
   const Histogram allreduce;               // tessera_allreduce_seconds (per all-reduce call)
+  const Histogram worker_compute;          // tessera_worker_compute_seconds (rank 0, per step)
+  const Histogram step_gap;                // tessera_step_gap_seconds (scheduler, between steps)
 
   const Counter prompt_tokens_total;      // tessera_prompt_tokens_total
   const Counter generation_tokens_total;  // tessera_generation_tokens_total

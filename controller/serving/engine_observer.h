@@ -39,6 +39,11 @@ class EngineObserver {
   // A step ran: "prefill" (only prompt chunks), "decode" (only one-token decodes) or
   // "mixed"; `tokens` fed to the model in it.
   virtual void OnStep(const std::string& phase, double seconds, int tokens) {}
+  // Between two steps in a row (requests kept running): the time from one step's result
+  // to the hand-off of the next, the scheduler's own share of the critical path (applying
+  // the result, scheduling, building the step). Event delivery is not in it: it overlaps
+  // the next step.
+  virtual void OnStepGap(double seconds) {}
   // A running sequence lost its KV blocks to make room and will be recomputed.
   virtual void OnPreemption() {}
   // Prefix caching: requests admitted for the first time queried the cache with

@@ -27,6 +27,9 @@ class OutputText {
   // Generation ended for another reason: appends everything held back (an unfinished
   // character as U+FFFD, text that only looked like the start of a stop string).
   void Finish(std::string* out);
+  // Whether Append can return true (the request has stop strings). When it cannot, the
+  // text decides nothing about the generation and may be produced later.
+  bool can_stop() const { return !stops_.empty(); }
 
  private:
   tokenizer::StreamingDetokenizer detokenizer_;

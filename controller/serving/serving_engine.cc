@@ -286,13 +286,19 @@ EngineStats ServingEngine::stats() const {
 
 void ServingEngine::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
+  Outbox out;
   while (!stop_) {
-    Outbox out;
     poked_ = false;
     ReapCancelledAndExpired(out);
-    bool ran = false;
-    if (!scheduler_.empty() && runner_->ready()) ran = RunOneStep(lock, out);
-    if (!out.events.empty()) {
+    StepOutcome outcome = StepOutcome::kNothingToRun;
+    if (!scheduler_.empty() && runner_->ready()) outcome = RunOneStep(lock, out);
+    const bool ran = outcome != StepOutcome::kNothingToRun;
+    // When another step follows at once, its RunOneStep delivers these events while the
+    // workers compute it; otherwise they go now.
+    const bool step_follows =
+        outcome == StepOutcome::kRanStep && !stop_ && !scheduler_.empty() && runner_->ready();
+    if (!step_follows) previous_step_end_.reset();  // no gap to measure to the next step
+    if (!out.events.empty() && !step_follows) {
       lock.unlock();
       Deliver(out);
       lock.lock();
@@ -312,7 +318,6 @@ void ServingEngine::Loop() {
       wake_.wait(lock, woken);
     }
   }
-  Outbox out;
   FailAll(absl::UnavailableError("the serving engine shut down"), "internal", out);
   lock.unlock();
   Deliver(out);
@@ -363,7 +368,8 @@ void ServingEngine::ReapCancelledAndExpired(Outbox& out) {
   }
 }
 
-bool ServingEngine::RunOneStep(std::unique_lock<std::mutex>& lock, Outbox& out) {
+ServingEngine::StepOutcome ServingEngine::RunOneStep(std::unique_lock<std::mutex>& lock,
+                                                     Outbox& out) {
   if (runner_->cache_epoch() != cache_epoch_ && !scheduler_.running().empty()) {
     // The workers restarted between steps: the running sequences' keys and values are gone.
     std::vector<Sequence*> lost;
@@ -389,7 +395,7 @@ bool ServingEngine::RunOneStep(std::unique_lock<std::mutex>& lock, Outbox& out) 
   if (plan.chunks.empty()) {
     Sequence* lost = plan.cannot_fit;
     if (lost == nullptr && scheduler_.HeadCannotFit()) lost = scheduler_.waiting().front().get();
-    if (lost == nullptr) return false;
+    if (lost == nullptr) return StepOutcome::kNothingToRun;
     // Only when the workers came back with a smaller cache than the request was admitted
     // for (Submit keeps prompt + max_tokens within the cache).
     GenerateEvent e;
@@ -398,7 +404,7 @@ bool ServingEngine::RunOneStep(std::unique_lock<std::mutex>& lock, Outbox& out) 
         absl::StrCat("request ", lost->request.request_id, " needs more than the KV cache's ",
                      blocks_->total_blocks(), " blocks of ", blocks_->block_size(), " tokens"));
     Finish(lost, std::move(e), "internal", out);
-    return true;
+    return StepOutcome::kHandledWithoutStep;
   }
 
   v1::StepRequest step;
@@ -412,10 +418,17 @@ bool ServingEngine::RunOneStep(std::unique_lock<std::mutex>& lock, Outbox& out) 
   }
 
   lock.unlock();
-  Deliver(out);
   const Clock::time_point t0 = Clock::now();
-  absl::StatusOr<v1::StepResult> result = runner_->RunStep(step);
-  const double seconds = Seconds(Clock::now() - t0);
+  if (observer_ != nullptr && previous_step_end_.has_value()) {
+    observer_->OnStepGap(Seconds(t0 - *previous_step_end_));
+  }
+  // The previous step's text and events: while the workers compute this one, or before.
+  if (!options_.overlap_delivery) Deliver(out);
+  const absl::Status started = runner_->StartStep(step);
+  Deliver(out);
+  absl::StatusOr<v1::StepResult> result = started.ok() ? runner_->FinishStep() : started;
+  previous_step_end_ = Clock::now();
+  const double seconds = Seconds(*previous_step_end_ - t0);
   lock.lock();
 
   ++counters_.steps;
@@ -434,7 +447,7 @@ bool ServingEngine::RunOneStep(std::unique_lock<std::mutex>& lock, Outbox& out) 
                                                   " failed: ", result.status().ToString())),
                  out);
     }
-    return true;
+    return StepOutcome::kRanStep;
   }
   bool matches = result->seqs_size() == static_cast<int>(plan.chunks.size());
   for (int i = 0; matches && i < result->seqs_size(); ++i) {
@@ -447,11 +460,11 @@ bool ServingEngine::RunOneStep(std::unique_lock<std::mutex>& lock, Outbox& out) 
             "step ", step.step_id(), ": the workers returned ", result->seqs_size(),
             " sequence results that do not match the ", plan.chunks.size(), " sequences sent")),
         out);
-    return true;
+    return StepOutcome::kRanStep;
   }
   ApplyResult(plan, *result, out);
   if (options_.check_block_invariants) CheckBlocks(out);
-  return true;
+  return StepOutcome::kRanStep;
 }
 
 void ServingEngine::CheckBlocks(Outbox& out) {
@@ -548,20 +561,29 @@ void ServingEngine::ApplyToken(Sequence* s, const v1::SequenceResult& r, Outbox&
     e.logprobs.push_back(std::move(lp));
   }
   // A stop token's own text is not part of the answer (vLLM, OpenAI).
+  const bool stop_token = IsStopToken(*s, token);
+  // Without stop strings the text decides nothing: it is detokenized when the event is
+  // delivered, while the workers run the next step (Deliver).
+  const bool text_later = !s->text->can_stop();
   std::string reason;
-  if (IsStopToken(*s, token)) {
+  if (stop_token) {
     reason = "stop";
-  } else if (s->text->Append(token, &e.text)) {
+  } else if (!text_later && s->text->Append(token, &e.text)) {
     reason = "stop";
   } else if (s->generated() >= s->max_tokens ||
              static_cast<int64_t>(s->tokens.size()) >= EffectiveMaxModelLen()) {
     reason = "length";
   }
+  if (text_later) {
+    // Finish (below) or the push adds this event next.
+    out.texts.push_back(
+        {out.events.size(), s->text.get(), stop_token ? -1 : token, !reason.empty()});
+  }
   if (reason.empty()) {
     out.events.push_back({&s->sink, std::move(e)});
     return;
   }
-  s->text->Finish(&e.text);
+  if (!text_later) s->text->Finish(&e.text);
   e.finish_reason = reason;
   Finish(s, std::move(e), "", out);
 }
@@ -630,6 +652,12 @@ void ServingEngine::FailEach(const std::vector<Sequence*>& seqs, const absl::Sta
 }
 
 void ServingEngine::Deliver(Outbox& out) {
+  for (const PendingText& p : out.texts) {
+    std::string* text = &out.events[p.event].event.text;
+    if (p.token >= 0) p.text->Append(p.token, text);
+    if (p.finish) p.text->Finish(text);
+  }
+  out.texts.clear();
   for (Delivery& d : out.events) (*d.sink)(std::move(d.event));
   out.events.clear();
   out.finished.clear();

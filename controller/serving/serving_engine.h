@@ -67,6 +67,9 @@ struct EngineOptions {
   // Automatic prefix caching (block_manager.h): prompts skip the prefill of full KV blocks
   // an earlier request computed with the same tokens and cache salt.
   bool enable_prefix_caching = true;
+  // Hand a step's events to their sinks (and detokenize them, unless the request has stop
+  // strings) while the runner computes the next step, instead of before starting it.
+  bool overlap_delivery = true;
   // Checks the block manager's invariants after every step (a violation fails the step's
   // requests and is kept in EngineStats::block_check_failure). On in debug builds.
 #ifdef NDEBUG
@@ -143,10 +146,24 @@ class ServingEngine : public Engine {
     EventSink* sink;  // owned by a Sequence kept alive until delivered (see Deliver)
     GenerateEvent event;
   };
-  // What the scheduler thread hands to sinks after releasing the lock.
+  // An event's text, produced when it is delivered (see ApplyToken).
+  struct PendingText {
+    size_t event;      // index in Outbox::events
+    OutputText* text;  // the sequence's, kept alive by the outbox until delivered
+    int32_t token;     // appended first; -1: none (a stop token's text is not output)
+    bool finish;       // then the generation's end: what the text held back
+  };
+  // What the scheduler thread hands to sinks after releasing the lock: a step's events
+  // are delivered while the workers run the next step.
   struct Outbox {
     std::vector<Delivery> events;
+    std::vector<PendingText> texts;
     std::vector<std::unique_ptr<Sequence>> finished;  // kept alive for their sinks
+  };
+  enum class StepOutcome {
+    kNothingToRun,
+    kHandledWithoutStep,  // requests finished without one (a request that cannot fit)
+    kRanStep,
   };
 
   void Loop();
@@ -156,8 +173,9 @@ class ServingEngine : public Engine {
   // The prompt limits in force (takes mu_).
   PromptLimits Limits() const;
   void ReapCancelledAndExpired(Outbox& out);
-  // Plans and runs one step; false when there was nothing to run.
-  bool RunOneStep(std::unique_lock<std::mutex>& lock, Outbox& out);
+  // Plans and runs one step; `out` holds the previous step's events on entry, which are
+  // delivered while this step runs, and this step's events on return.
+  StepOutcome RunOneStep(std::unique_lock<std::mutex>& lock, Outbox& out);
   void AddToStep(const ScheduledChunk& chunk, tessera::v1::StepRequest& step);
   void ApplyResult(const StepPlan& plan, const tessera::v1::StepResult& result, Outbox& out);
   void ApplyToken(Sequence* seq, const tessera::v1::SequenceResult& r, Outbox& out);
@@ -175,7 +193,8 @@ class ServingEngine : public Engine {
   // Wakes the scheduler (a request was cancelled) and frees cancelled sequences' blocks.
   void Poke();
   std::optional<Clock::time_point> NextDeadline() const;
-  // Without mu_.
+  // Without mu_, on the scheduler thread (the only one that touches a sequence's text):
+  // produces the pending texts, then hands every event to its sink.
   static void Deliver(Outbox& out);
 
   StepRunner* const runner_;
@@ -192,6 +211,8 @@ class ServingEngine : public Engine {
   bool draining_ = false;
   uint64_t next_seq_id_ = 1;
   uint64_t next_step_id_ = 1;
+  // When the last step's result came, while the next step follows at once (OnStepGap).
+  std::optional<Clock::time_point> previous_step_end_;
   std::unique_ptr<BlockManager> blocks_;
   uint64_t cache_epoch_ = 0;  // the runner's, when blocks_ was last checked against it
   Scheduler scheduler_;

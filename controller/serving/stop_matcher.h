@@ -23,6 +23,8 @@ class StopMatcher {
   void Flush(std::string* out);
 
   bool stopped() const { return stopped_; }
+  // No stop strings: Append never returns true.
+  bool empty() const { return stops_.empty(); }
   // The stop string that matched (empty until then).
   const std::string& matched() const { return matched_; }
 

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/ipc/shm_channel.h"
 #include "controller/workers/gpu_plan.h"
 #include "grpcpp/grpcpp.h"
 #include "tessera/v1/worker.grpc.pb.h"
@@ -41,6 +42,12 @@ std::string Describe(int wait_status) {
 
 std::string Mib(uint64_t bytes) { return absl::StrCat(bytes / (1024 * 1024), " MiB"); }
 
+// The descriptor number the channel has in a spawned worker.
+constexpr int kStepChannelFd = 3;
+// How long a wait for results sleeps before it looks at the group's state again (a
+// failure also wakes it at once).
+constexpr auto kResultPoll = std::chrono::milliseconds(20);
+
 }  // namespace
 
 // One worker's connection within the current generation.
@@ -52,6 +59,16 @@ struct Slot {
   bool closed = false;            // the handler returned
   bool reported_failure = false;  // it sent a WorkerFailure
   std::optional<v1::StepResult> result;
+  // A spawned worker's shared-memory step channel, used once it reports having mapped it.
+  std::unique_ptr<ipc::ShmChannel> channel;
+  bool channel_attached = false;
+};
+
+// The step between StartStep and FinishStep.
+struct InFlightStep {
+  uint64_t generation = 0;
+  uint64_t step_id = 0;
+  std::vector<std::shared_ptr<Slot>> slots;
 };
 
 struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
@@ -80,7 +97,9 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
   WorkerGroupEvents events;
   std::map<std::string, std::string> store;  // rendezvous keys
   std::thread supervisor;
-  std::mutex step_mu;  // one step at a time
+  std::mutex step_mu;  // one step at a time: held from StartStep to FinishStep
+  std::unique_lock<std::mutex> step_lock;
+  std::optional<InFlightStep> in_flight;
 
   void Log(const std::string& line) {
     if (options.log) options.log(line);
@@ -92,6 +111,10 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
     failure = why;
     up = false;
     cv.notify_all();
+    // A step's wait for results on a channel wakes and sees the failure.
+    for (const auto& s : slots) {
+      if (s->channel != nullptr) s->channel->Wake(ipc::Mailbox::kToController);
+    }
   }
 
   void SoftFailLocked(const std::string& why) {
@@ -227,12 +250,15 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
         slot->state.loaded = true;
         slot->state.info = msg.loaded();
         slot->state.bytes_done = slot->state.bytes_total;
+        slot->channel_attached = msg.loaded().step_channel() && slot->channel != nullptr;
+        slot->state.step_channel = slot->channel_attached;
         const std::string& device = msg.loaded().device();
         Log(absl::StrCat(who, ": loaded", device.empty() ? "" : absl::StrCat(" on ", device),
                          " in ", msg.loaded().load_seconds(), " s, read ",
                          Mib(msg.loaded().weight_bytes_read()), ", peak RSS ",
                          Mib(msg.loaded().peak_rss_bytes()), ", ", msg.loaded().n_blocks(),
-                         " KV blocks of ", msg.loaded().block_size(), " tokens"));
+                         " KV blocks of ", msg.loaded().block_size(), " tokens",
+                         slot->channel_attached ? ", steps through shared memory" : ""));
       } else if (msg.has_step_result()) {
         slot->result = msg.step_result();
       } else if (msg.has_failure()) {
@@ -291,6 +317,23 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
     if (options.control_host != "0.0.0.0" && options.control_host != "::") {
       args[2] = absl::StrCat(options.control_host, ":", bound_port);
     }
+    // Steps and results go through shared memory; without it (memfd refused) over the stream.
+    // A step's tokens and a result's sampled tokens take kilobytes; a mailbox's pages are
+    // touched only as messages use them.
+    absl::StatusOr<std::unique_ptr<ipc::ShmChannel>> channel =
+        absl::UnavailableError("step_channel_bytes is 0");
+    if (options.step_channel_bytes > 0) {
+      channel = ipc::ShmChannel::Create(options.step_channel_bytes);
+    }
+    if (channel.ok()) {
+      slots[rank]->channel = *std::move(channel);
+      args.push_back("--step-channel-fd");
+      args.push_back(std::to_string(kStepChannelFd));
+    } else if (options.step_channel_bytes > 0) {
+      Log(absl::StrCat("rank ", rank, "/", options.world_size, ": no shared-memory step channel (",
+                       channel.status().message(), "); steps go over gRPC"));
+    }
+    const ipc::ShmChannel* shared = slots[rank]->channel.get();
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -310,9 +353,14 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
       // The worker needs only stdio. Inheriting the controller's other descriptors would keep
       // its listening sockets open after a drain closes them (new clients then hang in the
       // kernel's backlog instead of being refused) and its connections open after it closes
-      // them.
-      if (close_range(3, ~0U, 0) != 0) {
-        for (long fd = 3; fd < max_fd; ++fd) close(static_cast<int>(fd));
+      // them. The step channel alone is passed on, as descriptor kStepChannelFd.
+      int keep = 3;
+      if (shared != nullptr) {
+        if (!shared->ShareWithChild(kStepChannelFd)) _exit(126);
+        keep = kStepChannelFd + 1;
+      }
+      if (close_range(keep, ~0U, 0) != 0) {
+        for (long fd = keep; fd < max_fd; ++fd) close(static_cast<int>(fd));
       }
       if (!cuda_env.empty()) putenv(cuda_env.data());
       execv(argv[0], argv.data());
@@ -639,45 +687,120 @@ void WorkerGroup::Shutdown() {
 }
 
 absl::StatusOr<v1::StepResult> WorkerGroup::RunStep(const v1::StepRequest& step) {
+  if (absl::Status started = StartStep(step); !started.ok()) return started;
+  return FinishStep();
+}
+
+absl::Status WorkerGroup::StartStep(const v1::StepRequest& step) {
   Impl& g = *impl_;
-  std::lock_guard<std::mutex> one_step(g.step_mu);
-  std::vector<std::shared_ptr<Slot>> slots;
-  uint64_t gen;
+  std::unique_lock<std::mutex> one_step(g.step_mu);
+  InFlightStep f;
+  f.step_id = step.step_id();
   {
     std::lock_guard<std::mutex> lock(g.mu);
     if (!g.up) return absl::UnavailableError(absl::StrCat("the workers are not ready: ", g.state));
-    slots = g.slots;
-    gen = g.generation;
-    for (auto& s : slots) s->result.reset();
+    f.slots = g.slots;
+    f.generation = g.generation;
+    for (auto& s : f.slots) s->result.reset();
   }
-  v1::ControllerMessage m;
-  *m.mutable_step() = step;
-  for (auto& s : slots) {
-    std::lock_guard<std::mutex> w(s->write_mu);
-    if (s->stream == nullptr || !s->stream->Write(m)) {
+  std::string bytes;  // the step serialized once for the channels
+  bool serialized = false;
+  v1::ControllerMessage m;  // the step as a stream message, built when one needs it
+  for (auto& s : f.slots) {
+    if (s->channel_attached) {
+      if (!serialized) {
+        step.SerializeToString(&bytes);
+        serialized = true;
+      }
+      absl::Status posted = s->channel->Post(ipc::Mailbox::kToWorker, bytes.size(), [&](char* p) {
+        std::memcpy(p, bytes.data(), bytes.size());
+      });
+      if (posted.ok()) continue;
+      if (!absl::IsOutOfRange(posted)) {
+        std::lock_guard<std::mutex> lock(g.mu);
+        g.FailLocked(
+            absl::StrCat("worker rank ", s->state.rank, " step channel: ", posted.message()));
+        break;
+      }
+    }
+    if (!m.has_step()) *m.mutable_step() = step;
+    bool written;
+    {
+      std::lock_guard<std::mutex> w(s->write_mu);
+      written = s->stream != nullptr && s->stream->Write(m);
+    }
+    // Too large for the mailbox: it went by the stream, and the mailbox says so.
+    if (written && s->channel_attached) {
+      written = s->channel->PostElsewhere(ipc::Mailbox::kToWorker).ok();
+    }
+    if (!written) {
       std::lock_guard<std::mutex> lock(g.mu);
       g.FailLocked(absl::StrCat("worker rank ", s->state.rank, " cannot be reached"));
       break;
     }
   }
+  // A failure is the step's result: FinishStep reports it.
+  g.in_flight = std::move(f);
+  g.step_lock = std::move(one_step);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::StepResult> WorkerGroup::FinishStep() {
+  Impl& g = *impl_;
+  if (!g.in_flight.has_value()) {
+    return absl::FailedPreconditionError("FinishStep without a started step");
+  }
+  std::unique_lock<std::mutex> one_step = std::move(g.step_lock);
+  const InFlightStep f = *std::exchange(g.in_flight, std::nullopt);
+  auto stopped = [&] {  // g.mu held
+    return g.generation != f.generation || !g.failure.empty() || g.shutting_down;
+  };
+  // Results through the channels; a result that went by the stream arrives like the
+  // results of ranks without a channel.
+  for (const auto& s : f.slots) {
+    if (!s->channel_attached) continue;
+    while (true) {
+      v1::StepResult r;
+      bool parsed = false;
+      const ipc::ShmChannel::Taken taken = s->channel->Take(
+          ipc::Mailbox::kToController,
+          [&](const char* p, size_t n) { parsed = r.ParseFromArray(p, static_cast<int>(n)); });
+      if (taken == ipc::ShmChannel::Taken::kElsewhere) break;
+      {
+        std::lock_guard<std::mutex> lock(g.mu);
+        if (taken == ipc::ShmChannel::Taken::kMessage) {
+          if (parsed) {
+            s->result = std::move(r);
+          } else {
+            g.FailLocked(absl::StrCat("worker rank ", s->state.rank,
+                                      " sent a step result that does not parse"));
+          }
+          break;
+        }
+        if (stopped()) break;
+      }
+      // FailLocked wakes this wait.
+      s->channel->Wait(ipc::Mailbox::kToController, kResultPoll);
+    }
+  }
   std::unique_lock<std::mutex> lock(g.mu);
   g.cv.wait(lock, [&] {
-    if (g.generation != gen || !g.failure.empty() || g.shutting_down) return true;
-    for (auto& s : slots) {
+    if (stopped()) return true;
+    for (auto& s : f.slots) {
       if (!s->result.has_value()) return false;
     }
     return true;
   });
-  if (g.generation != gen || !g.failure.empty() || g.shutting_down) {
+  if (stopped()) {
     return absl::UnavailableError(g.failure.empty() ? "the controller is stopping" : g.failure);
   }
-  v1::StepResult r0 = *slots[0]->result;
+  v1::StepResult r0 = *f.slots[0]->result;
   // Each all-reduce as the rank that waited longest in it saw it.
   std::vector<double> allreduce(r0.allreduce_seconds().begin(), r0.allreduce_seconds().end());
-  for (auto& s : slots) {
+  for (auto& s : f.slots) {
     if (!s->result->error().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("step ", step.step_id(), " on rank ",
-                                                     s->state.rank, ": ", s->result->error()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("step ", f.step_id, " on rank ", s->state.rank, ": ", s->result->error()));
     }
     const auto& calls = s->result->allreduce_seconds();
     if (static_cast<size_t>(calls.size()) != allreduce.size()) continue;  // not the same calls

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -56,6 +57,9 @@ struct WorkerGroupOptions {
   std::chrono::milliseconds heartbeat_interval{500};
   std::chrono::milliseconds heartbeat_timeout{5000};
   std::chrono::milliseconds rendezvous_timeout{60000};
+  // Per direction, for each spawned worker's shared-memory step channel; 0: steps and
+  // results go over the control stream. Larger messages take the stream either way.
+  size_t step_channel_bytes = size_t{4} << 20;
   int max_restarts = 5;
   std::chrono::milliseconds restart_backoff{1000};
   std::chrono::milliseconds restart_backoff_max{30000};
@@ -70,6 +74,7 @@ struct RankState {
   pid_t pid = 0;  // 0 for external workers
   std::string hostname;
   uint64_t bytes_done = 0, bytes_total = 0;
+  bool step_channel = false;  // steps pass through shared memory (see StartStep)
   tessera::v1::Loaded info;
 };
 
@@ -97,6 +102,11 @@ class WorkerGroup : public serving::StepRunner {
   void Shutdown();
 
   absl::StatusOr<tessera::v1::StepResult> RunStep(const tessera::v1::StepRequest& step) override;
+  // Spawned workers take steps and return results through a shared-memory channel each
+  // (a futex wake per direction); external workers, and messages too large for the
+  // channel, use the control stream.
+  absl::Status StartStep(const tessera::v1::StepRequest& step) override;
+  absl::StatusOr<tessera::v1::StepResult> FinishStep() override;
   int block_size() const override;
   int n_blocks() const override;
   bool ready() const override;

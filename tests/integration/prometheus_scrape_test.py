@@ -231,6 +231,8 @@ def moving_series(world_size, grpc_sent):
         ("tessera_request_generation_tokens_count", {}, "finished requests"),
         ("tessera_step_duration_seconds_count", {"phase": "prefill"}, "prefill steps"),
         ("tessera_step_duration_seconds_count", {"phase": "decode"}, "decode steps"),
+        ("tessera_worker_compute_seconds_count", {}, "steps timed by rank 0"),
+        ("tessera_step_gap_seconds_count", {}, "steps that followed a step at once"),
     ]
     if world_size > 1:
         series.append(("tessera_allreduce_seconds_count", {}, f"all-reduces at TP {world_size}"))

@@ -1,5 +1,6 @@
 // The worker group with real tessera-worker processes: TP = 1, 2, 4 give the in-process
-// logits; each rank reads about 1/N of the split tensors; a worker killed with SIGKILL
+// logits; steps give the same bits through the shared-memory channel and the stream; each
+// rank reads about 1/N of the split tensors; a worker killed with SIGKILL
 // fails the step in flight with an error naming it, the group restarts and serves again;
 // a rank that never joins times the rendezvous out with an error naming it.
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -116,6 +118,70 @@ TEST(WorkerGroup, TensorParallelLogitsMatchInProcess) {
       // Same bound as the in-process TP test (tp_executor_test): reassociated float sums.
       EXPECT_LT(worst, 2e-3);
     }
+  }
+}
+
+// Steps and results take the shared-memory channel (spawned workers), the control stream
+// (step_channel_bytes 0), or both (a one-page mailbox: the small steps fit, the logits
+// results and a step with 3,000 release ids do not and go by the stream with a marker).
+// Each way gives the same bits as the others; StartStep/FinishStep as RunStep.
+TEST(WorkerGroup, StepsThroughTheChannelOrTheStreamGiveTheSameBits) {
+  const std::string model = Synthetic("llama", "F32");
+  auto steps = [](int n_blocks) {
+    std::vector<v1::StepRequest> out;
+    out.push_back(LogitsStep(kTokens, n_blocks));
+    v1::StepRequest decode = LogitsStep({5}, n_blocks);
+    decode.set_step_id(2);
+    decode.mutable_seqs(0)->set_start_pos(static_cast<int64_t>(kTokens.size()));
+    out.push_back(decode);
+    v1::StepRequest large = LogitsStep({9, 8}, n_blocks);
+    large.set_step_id(3);
+    large.mutable_seqs(0)->set_seq_id(2);
+    for (int i = 0; i < 3000; ++i) large.add_release_seq_ids(1000 + i);
+    out.push_back(large);
+    return out;
+  };
+  std::vector<std::vector<float>> want;  // per step: rank 0's logits over the stream
+  for (size_t bytes : {size_t{0}, size_t{4096}, size_t{4} << 20}) {
+    SCOPED_TRACE(absl::StrCat("step_channel_bytes ", bytes));
+    WorkerGroupOptions o = Options(model, 2);
+    o.step_channel_bytes = bytes;
+    auto g = WorkerGroup::Create(o);
+    ASSERT_TRUE(g.ok()) << g.status();
+    ASSERT_TRUE((*g)->Start().ok());
+    for (const RankState& r : (*g)->ranks()) EXPECT_EQ(r.step_channel, bytes > 0) << r.rank;
+    const std::vector<v1::StepRequest> run = steps((*g)->n_blocks());
+    for (size_t i = 0; i < run.size(); ++i) {
+      absl::StatusOr<v1::StepResult> r;
+      if (i % 2 == 0) {
+        r = (*g)->RunStep(run[i]);
+      } else {
+        ASSERT_TRUE((*g)->StartStep(run[i]).ok());
+        r = (*g)->FinishStep();
+      }
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->step_id(), run[i].step_id());
+      ASSERT_EQ(r->seqs_size(), 1);
+      std::vector<float> logits(r->seqs(0).logits().begin(), r->seqs(0).logits().end());
+      // The one-page mailbox sees each case: the first result (8 rows of logits) and the
+      // third step outgrow it, the rest fits.
+      if (i == 0) {
+        EXPECT_GT(r->ByteSizeLong(), size_t{4096});
+      } else if (i == 1) {
+        EXPECT_LT(r->ByteSizeLong() + run[i].ByteSizeLong(), size_t{4096});
+      } else {
+        EXPECT_GT(run[i].ByteSizeLong(), size_t{4096});
+      }
+      if (bytes == 0) {
+        want.push_back(logits);
+      } else {
+        ASSERT_EQ(logits.size(), want[i].size());
+        EXPECT_EQ(std::memcmp(logits.data(), want[i].data(), logits.size() * sizeof(float)), 0)
+            << "step " << i;
+      }
+    }
+    // A FinishStep with no step started is an error, not a hang.
+    EXPECT_TRUE(absl::IsFailedPrecondition((*g)->FinishStep().status()));
   }
 }
 

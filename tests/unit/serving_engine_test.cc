@@ -6,10 +6,12 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -115,6 +117,10 @@ class Collector {
         << "request never finished";
     return o_;
   }
+  size_t TokenCount() {
+    std::lock_guard<std::mutex> l(mu_);
+    return o_.tokens.size();
+  }
   void WaitForTokens(size_t n) {
     std::unique_lock<std::mutex> l(mu_);
     cv_.wait_for(l, std::chrono::seconds(60), [&] { return done_ || o_.tokens.size() >= n; });
@@ -205,7 +211,7 @@ std::vector<Outcome> RunAll(Engine& engine, const std::vector<GenerateRequest>& 
 }
 
 struct CountingObserver : EngineObserver {
-  std::atomic<int> finished{0}, first_tokens{0}, tokens{0}, preemptions{0}, steps{0};
+  std::atomic<int> finished{0}, first_tokens{0}, tokens{0}, preemptions{0}, steps{0}, gaps{0};
   std::atomic<int> max_step_tokens{0};
   void OnRequestFinished(const RequestTimings& t, const std::string&, const std::string&) override {
     ++finished;
@@ -218,6 +224,10 @@ struct CountingObserver : EngineObserver {
     if (n > max_step_tokens) max_step_tokens = n;
   }
   void OnPreemption() override { ++preemptions; }
+  void OnStepGap(double seconds) override {
+    ++gaps;
+    EXPECT_GE(seconds, 0);
+  }
 };
 
 TEST(ServingEngine, ConcurrentRequestsEqualEachRunAlone) {
@@ -456,6 +466,58 @@ TEST(ServingEngine, StopStringsMatchAcrossTokensAndAreExcluded) {
   o = RunScripted(script, r);
   EXPECT_EQ(o.text, "Hello world");  // held "world" released at the end
   EXPECT_EQ(o.finish_reason, "length");
+}
+
+// The engine hands a step to the workers before it spends time on the previous step's
+// events: at StartStep of step k the sink holds the tokens of steps 1..k-2 only, and the
+// token of step k-1 (detokenized late, as the request has no stop strings) arrives while
+// step k runs. The text is the same as when it is produced at once.
+class PipelineProbeRunner : public ScriptedStepRunner {
+ public:
+  PipelineProbeRunner(std::vector<int32_t> script, std::function<size_t()> delivered)
+      : ScriptedStepRunner(std::move(script)), delivered_(std::move(delivered)) {}
+  absl::Status StartStep(const tessera::v1::StepRequest& step) override {
+    ++started_;
+    at_start_.push_back(delivered_());
+    return ScriptedStepRunner::StartStep(step);
+  }
+  absl::StatusOr<tessera::v1::StepResult> FinishStep() override {
+    // Step 1 is the prefill; step k (k >= 2) follows the step that sampled token k-1.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (delivered_() + 1 < static_cast<size_t>(started_) &&
+           std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    during_.push_back(delivered_());
+    return ScriptedStepRunner::FinishStep();
+  }
+  std::vector<size_t> at_start_, during_;
+
+ private:
+  std::function<size_t()> delivered_;
+  int started_ = 0;
+};
+
+TEST(ServingEngine, AStepsEventsAreDeliveredWhileTheNextStepRuns) {
+  Collector c;
+  PipelineProbeRunner runner(Bytes("Hello!"), [&] { return c.TokenCount(); });
+  CountingObserver observer;
+  auto engine = MakeEngine(&runner, {}, &observer);
+  GenerateRequest r;
+  r.prompt_tokens = Bytes("Q: ");
+  r.max_tokens = 6;
+  auto h = engine->Submit(r, c.Sink());
+  ASSERT_TRUE(h.ok()) << h.status();
+  Outcome o = c.Wait();
+  EXPECT_EQ(o.text, "Hello!");
+  EXPECT_EQ(o.texts, (std::vector<std::string>{"H", "e", "l", "l", "o", "!"}));
+  EXPECT_EQ(o.finish_reason, "length");
+  // Six steps, each sampling one token.
+  EXPECT_EQ(runner.at_start_, (std::vector<size_t>{0, 0, 1, 2, 3, 4}));
+  EXPECT_EQ(runner.during_, (std::vector<size_t>{0, 1, 2, 3, 4, 5}));
+  // The scheduler's time between steps is measured for the 5 steps that followed one.
+  EXPECT_EQ(observer.steps, 6);
+  EXPECT_EQ(observer.gaps, 5);
 }
 
 TEST(ServingEngine, InvalidUtf8BecomesReplacementCharacters) {

@@ -42,6 +42,8 @@ const Expected kExpected[] = {
     {"tessera_request_generation_tokens", "histogram", {}},
     {"tessera_step_duration_seconds", "histogram", {"phase"}},
     {"tessera_allreduce_seconds", "histogram", {}},
+    {"tessera_worker_compute_seconds", "histogram", {}},
+    {"tessera_step_gap_seconds", "histogram", {}},
     {"tessera_prompt_tokens_total", "counter", {}},
     {"tessera_generation_tokens_total", "counter", {}},
     {"tessera_request_success_total", "counter", {"finished_reason"}},
@@ -224,8 +226,9 @@ TEST(ServingMetrics, DisabledMetricsCostNothingAndExposeNothing) {
 
 // Observes every histogram and sets every gauge, as a daemon under load would.
 void Populate(ServingMetrics& m) {
-  for (const Histogram& h : {m.ttft, m.inter_token_latency, m.e2e_latency, m.queue_time,
-                             m.prefill_time, m.decode_time, m.allreduce}) {
+  for (const Histogram& h :
+       {m.ttft, m.inter_token_latency, m.e2e_latency, m.queue_time, m.prefill_time, m.decode_time,
+        m.allreduce, m.worker_compute, m.step_gap}) {
     for (double v : {1e-6, 0.003, 0.02, 0.7, 3.0, 1e5}) h.Observe(v);
   }
   for (double v : {1.0, 7.0, 300.0, 1e9}) {
@@ -285,7 +288,7 @@ TEST(ServingMetrics, HistogramInvariantsHoldInAPopulatedScrape) {
       x.sum = s.value;
     }
   }
-  EXPECT_EQ(histograms, 12);  // 9 unlabelled + steps of phases prefill, decode, mixed
+  EXPECT_EQ(histograms, 14);  // 11 unlabelled + steps of phases prefill, decode, mixed
   for (const auto& [key, x] : series) {
     ASSERT_GE(x.buckets.size(), 2u) << key;
     for (size_t i = 1; i < x.buckets.size(); ++i) {

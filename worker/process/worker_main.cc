@@ -2,15 +2,18 @@
 // for ranks on other machines); everything else arrives over the control stream.
 //
 //   tessera-worker --controller HOST:PORT [--rank R] [--generation G] [--die-with-parent]
+//                  [--step-channel-fd N]
 #include <sched.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -20,6 +23,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/ipc/shm_channel.h"
 #include "common/util/proc_stats.h"
 #include "grpcpp/grpcpp.h"
 #include "tessera/v1/worker.grpc.pb.h"
@@ -54,7 +58,8 @@ constexpr char kUsage[] =
     "                          multi-host group, this machine's address the others reach\n"
     "  --connect-timeout S     wait up to S seconds for the controller to listen (default 60)\n"
     "  --generation G          the worker group generation it was spawned for (internal)\n"
-    "  --die-with-parent       exit when the parent process exits (internal)\n";
+    "  --die-with-parent       exit when the parent process exits (internal)\n"
+    "  --step-channel-fd N     the inherited shared-memory step channel (internal)\n";
 
 struct Flags {
   std::string controller;
@@ -63,6 +68,31 @@ struct Flags {
   bool die_with_parent = false;
   std::string comm_interface;
   int connect_timeout_s = 60;
+  int step_channel_fd = -1;
+};
+
+// Steps that arrived over the control stream, for the step loop.
+class StepInbox {
+ public:
+  void Push(v1::StepRequest step) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      steps_.push_back(std::move(step));
+    }
+    cv_.notify_one();
+  }
+  v1::StepRequest Pop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !steps_.empty(); });
+    v1::StepRequest step = std::move(steps_.front());
+    steps_.pop_front();
+    return step;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<v1::StepRequest> steps_;
 };
 
 // Writes to the stream from several threads (heartbeats, progress, results).
@@ -102,6 +132,18 @@ int Run(const Flags& flags) {
   if (flags.die_with_parent) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() == 1) return 1;  // the parent is already gone
+  }
+  // A worker tesserad spawned gets its steps through shared memory; without the channel
+  // (a worker started by hand, or a mapping that failed) they come over the stream.
+  std::unique_ptr<ipc::ShmChannel> step_channel;
+  if (flags.step_channel_fd >= 0) {
+    auto attached = ipc::ShmChannel::Attach(flags.step_channel_fd);
+    if (attached.ok()) {
+      step_channel = *std::move(attached);
+    } else {
+      std::fprintf(stderr, "tessera-worker: no step channel (%s); steps come over gRPC\n",
+                   std::string(attached.status().message()).c_str());
+    }
   }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
@@ -269,6 +311,7 @@ int Run(const Flags& flags) {
   loaded.mutable_loaded()->set_peak_rss_bytes(util::PeakRssBytes());
   loaded.mutable_loaded()->set_threads(threads);
   loaded.mutable_loaded()->set_device(device);
+  loaded.mutable_loaded()->set_step_channel(step_channel != nullptr);
   if (!sender.Send(loaded)) Die(nullptr, who + ": the controller went away");
   std::fprintf(
       stderr,
@@ -282,19 +325,71 @@ int Run(const Flags& flags) {
                  engine.executor().kernel_summary().c_str());
   }
 
-  std::map<uint64_t, std::string> request_of;  // sequence -> request id, for errors
-  while (stream->Read(&msg)) {
-    if (msg.has_shutdown()) {
-      stop = true;
-      std::fflush(stderr);
-      _exit(0);
+  // The stream's reader: shutdown, steps too large for the channel, the controller gone.
+  StepInbox inbox;
+  std::thread reader([&] {
+    v1::ControllerMessage m;
+    while (stream->Read(&m)) {
+      if (m.has_shutdown()) {
+        stop = true;
+        std::fflush(stderr);
+        _exit(0);
+      }
+      if (m.has_step()) inbox.Push(std::move(*m.mutable_step()));
     }
-    if (!msg.has_step()) continue;
+    // The controller disappeared (or closed our stream): no orphans.
+    std::fprintf(stderr, "tessera-worker %s: the controller closed the control stream; exiting\n",
+                 who.c_str());
+    std::fflush(stderr);
+    _exit(1);
+  });
+  reader.detach();
+
+  auto next_step = [&]() -> v1::StepRequest {
+    if (step_channel == nullptr) return inbox.Pop();
+    v1::StepRequest step;
+    while (true) {
+      bool parsed = true;
+      switch (step_channel->Take(ipc::Mailbox::kToWorker, [&](const char* p, size_t n) {
+        parsed = step.ParseFromArray(p, n);
+      })) {
+        case ipc::ShmChannel::Taken::kMessage:
+          if (!parsed) Die(&sender, who + ": a step from the step channel does not parse");
+          return step;
+        case ipc::ShmChannel::Taken::kElsewhere:
+          return inbox.Pop();
+        case ipc::ShmChannel::Taken::kNothing:
+          step_channel->Wait(ipc::Mailbox::kToWorker, std::chrono::seconds(1));
+          break;
+      }
+    }
+  };
+  auto send_result = [&](const v1::WorkerMessage& out) {
+    if (step_channel != nullptr) {
+      const v1::StepResult& res = out.step_result();
+      const size_t size = res.ByteSizeLong();
+      absl::Status posted = step_channel->Post(ipc::Mailbox::kToController, size, [&](char* p) {
+        res.SerializeToArray(p, static_cast<int>(size));
+      });
+      if (posted.ok()) return true;
+      if (!absl::IsOutOfRange(posted)) {
+        Die(&sender, absl::StrCat(who, ": step channel: ", posted.message()));
+      }
+      // Too large for the mailbox: the result goes by the stream, and the mailbox says so.
+      if (!sender.Send(out)) return false;
+      return step_channel->PostElsewhere(ipc::Mailbox::kToController).ok();
+    }
+    return sender.Send(out);
+  };
+
+  std::map<uint64_t, std::string> request_of;  // sequence -> request id, for errors
+  while (true) {
+    const v1::StepRequest step = next_step();
     const auto t0 = std::chrono::steady_clock::now();
-    for (const v1::StepSequence& q : msg.step().seqs()) {
+    for (const v1::StepSequence& q : step.seqs()) {
       if (!q.request_id().empty()) request_of[q.seq_id()] = q.request_id();
     }
-    absl::StatusOr<v1::StepResult> r = engine.Run(msg.step());
+    absl::StatusOr<v1::StepResult> r = engine.Run(step);
     v1::WorkerMessage out;
     v1::StepResult* res = out.mutable_step_result();
     if (r.ok()) {
@@ -302,15 +397,15 @@ int Run(const Flags& flags) {
     } else {
       // Name the requests the failed step carried.
       std::string ids;
-      for (const v1::StepSequence& q : msg.step().seqs()) {
+      for (const v1::StepSequence& q : step.seqs()) {
         auto it = request_of.find(q.seq_id());
         if (it != request_of.end()) ids += (ids.empty() ? "" : ", ") + it->second;
       }
-      res->set_step_id(msg.step().step_id());
+      res->set_step_id(step.step_id());
       res->set_error(absl::StrCat(r.status().message(),
                                   ids.empty() ? "" : absl::StrCat(" (requests ", ids, ")")));
     }
-    for (uint64_t id : msg.step().release_seq_ids()) request_of.erase(id);
+    for (uint64_t id : step.release_seq_ids()) request_of.erase(id);
     res->set_compute_seconds(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (communicator) {
@@ -318,17 +413,12 @@ int Run(const Flags& flags) {
         res->add_allreduce_seconds(seconds);
       }
     }
-    if (!sender.Send(out)) break;
+    if (!send_result(out)) Die(nullptr, who + ": the controller went away");
     // A failed collective leaves the group unusable: report and go.
     if (!r.ok() && (absl::IsUnavailable(r.status()) || absl::IsDeadlineExceeded(r.status()))) {
       Die(&sender, absl::StrCat(who, ": ", r.status().message()));
     }
   }
-  // The controller disappeared (or closed our stream): no orphans.
-  std::fprintf(stderr, "tessera-worker %s: the controller closed the control stream; exiting\n",
-               who.c_str());
-  std::fflush(stderr);
-  _exit(1);
 }
 
 }  // namespace
@@ -368,6 +458,12 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--comm-interface") {
       flags.comm_interface = value("--comm-interface");
+    } else if (a == "--step-channel-fd") {
+      if (!absl::SimpleAtoi(value("--step-channel-fd"), &flags.step_channel_fd) ||
+          flags.step_channel_fd < 0) {
+        std::fprintf(stderr, "tessera-worker: --step-channel-fd must be a descriptor number\n");
+        return 2;
+      }
     } else if (a == "--die-with-parent") {
       flags.die_with_parent = true;
     } else {

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# The serving loop's own time under load: tesserad at TP 1 and TP 2 (CPU workers) under
+# `tessera bench --prompt-len 128 --gen-len 64` at concurrency 1, 8 and 32, and from the
+# daemon's /metrics over each load:
+#
+#   step      mean tessera_step_duration_seconds: the engine's hand-off of a step to its result
+#   compute   mean tessera_worker_compute_seconds: rank 0's own time in the step
+#   control   step - compute: the control plane's round trip (hand-off, wake-ups, results,
+#             and at TP 2 waiting for the slower rank)
+#   gap       mean and median tessera_step_gap_seconds: the scheduler's time between a step's
+#             result and the next step's hand-off (applying results, scheduling, building
+#             the step; event delivery overlaps the next step unless
+#             --no-overlap-delivery)
+#   all-reduces  the step's all-reduce time (tessera_allreduce_seconds per step; part of
+#             compute)
+#   tok/s     generated tokens per second (tessera bench)
+#
+#   bench/step_overhead_bench.sh [--build DIR] [--model FILE] [--threads N]
+#                                [--no-overlap-delivery] [--out FILE.md]
+#
+# --build DIR    Tessera build tree with bin/tessera and bin/tesserad (default build/default)
+# --model FILE   the GGUF to serve (default: the 124M llama at Q8_0 from `tessera gen-model`,
+#                made once in $TMPDIR; Q8_0 so that it splits at TP 2)
+# --threads N    --threads-per-worker at TP 1 (default: the CPUs); TP 2 gives each worker
+#                half of them
+# --no-overlap-delivery     passed to tesserad (delivery between steps)
+# --out FILE     also write the report to FILE
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/bench/lib.sh"
+build=$root/build/default
+model=""
+threads=$(nproc)
+out=""
+daemon_args=()
+port_http=18190
+port_grpc=15161
+
+usage() {
+  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
+  exit "${1:-0}"
+}
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --build) build=$2; shift 2 ;;
+    --model) model=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --no-overlap-delivery) daemon_args+=(--no-overlap-delivery); shift ;;
+    --out) out=$2; shift 2 ;;
+    -h | --help) usage 0 ;;
+    *) echo "step_overhead_bench.sh: unknown argument $1" >&2; usage 2 ;;
+  esac
+done
+
+tessera=$build/bin/tessera
+tesserad=$build/bin/tesserad
+for b in "$tessera" "$tesserad"; do
+  [[ -x $b ]] || { echo "step_overhead_bench.sh: $b is missing (build first)" >&2; exit 1; }
+done
+python=/usr/bin/python3
+work=$(mktemp -d "${TMPDIR:-/tmp}/step_overhead_bench.XXXXXX")
+pid=""
+stop_server() {
+  [[ -n $pid ]] || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  pid=""
+}
+trap 'stop_server; rm -rf "$work"' EXIT
+log() { echo "[step_overhead_bench] $*" >&2; }
+
+if [[ -z $model ]]; then
+  cache=${TMPDIR:-/tmp}/tessera-bench-models
+  mkdir -p "$cache"
+  model=$cache/llama-124m-q8_0.gguf
+  if [[ ! -s $model ]]; then
+    log "generating $model"
+    "$tessera" gen-model --arch llama --preset 124m --quant Q8_0 --seed 1 --out "$model" >&2
+  fi
+fi
+
+# The histograms' sums and counts, and the gap's buckets, from one scrape.
+scrape() { curl -s --max-time 5 "http://127.0.0.1:$port_http/metrics" >"$1"; }
+
+# report BEFORE AFTER BENCH_JSON: one table row's figures from the two scrapes.
+figures() {
+  "$python" - "$@" <<'PY'
+import json, re, sys
+
+def read(path):
+    values = {}
+    for line in open(path):
+        m = re.match(r'([a-z_]+)(\{[^}]*\})?\s+(\S+)', line)
+        if not m or line.startswith("#"):
+            continue
+        name, labels = m.group(1), m.group(2) or ""
+        le = re.search(r'le="([^"]+)"', labels)
+        key = (name, le.group(1) if le else None)
+        values[key] = values.get(key, 0.0) + float(m.group(3))  # summed over phases
+    return values
+
+a, b = read(sys.argv[1]), read(sys.argv[2])
+d = lambda name, le=None: b.get((name, le), 0.0) - a.get((name, le), 0.0)
+def mean(family):
+    n = d(family + "_count")
+    return d(family + "_sum") / n if n else float("nan")
+step, compute = mean("tessera_step_duration_seconds"), mean("tessera_worker_compute_seconds")
+gap = mean("tessera_step_gap_seconds")
+# The gap's median from its buckets (the bucket bound where half the steps are at or below).
+bounds = sorted({float(le) for (n, le) in b if n == "tessera_step_gap_seconds_bucket" and le != "+Inf"})
+n = d("tessera_step_gap_seconds_count")
+median = float("nan")
+for le in bounds:
+    key = next(k for k in b if k[0] == "tessera_step_gap_seconds_bucket" and k[1] != "+Inf"
+               and float(k[1]) == le)
+    if n and d(*key) >= n / 2:
+        median = le
+        break
+bench = json.load(open(sys.argv[3]))
+us = lambda s: f"{s * 1e6:,.0f}"
+steps = d("tessera_step_duration_seconds_count")
+allreduce = d("tessera_allreduce_seconds_sum") / steps if steps else float("nan")
+print(f"{bench.get('generated_tokens_per_s', float('nan')):.1f} {us(step)} {us(compute)} "
+      f"{us(step - compute)} {us(gap)} <={us(median)} {us(allreduce)} {int(steps)} "
+      f"{bench.get('failed', '-')}")
+PY
+}
+
+rows=()
+for tp in 1 2; do
+  t=$threads
+  [[ $tp == 2 ]] && t=$(( threads / 2 > 0 ? threads / 2 : 1 ))
+  log "starting tesserad --tp $tp --threads-per-worker $t on $model"
+  "$tesserad" --model "$model" --tp "$tp" --cpu-workers "$tp" --threads-per-worker "$t" \
+    --host 127.0.0.1 --http-port "$port_http" --grpc-port "$port_grpc" "${daemon_args[@]}" \
+    >"$work/tesserad-$tp.log" 2>&1 &
+  pid=$!
+  if ! wait_http_200 "http://127.0.0.1:$port_http/ready" "$pid" 300; then
+    log "tesserad did not become ready: $(tail -n 3 "$work/tesserad-$tp.log" | tr '\n' ' ')"
+    stop_server
+    continue
+  fi
+  for c in 1 8 32; do
+    scrape "$work/before.txt"
+    "$tessera" bench --url "http://127.0.0.1:$port_http" --concurrency "$c" --prompt-len 128 \
+      --gen-len 64 --seed $((tp * 1000000 + c * 1000)) --json >"$work/bench.json" 2>"$work/bench.err" || true
+    scrape "$work/after.txt"
+    read -r tok step compute control gap median allreduce steps failed \
+      < <(figures "$work/before.txt" "$work/after.txt" "$work/bench.json")
+    log "tp $tp c$c: $tok tok/s, step $step us, compute $compute us, control $control us, gap $gap us"
+    rows+=("| $tp | $c | $tok | $step | $compute | $control | $gap | $median | $allreduce | $steps | $failed |")
+  done
+  stop_server
+done
+
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+family=$(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
+cpu_model=$(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
+{
+  echo "## Serving loop overhead under load ($(basename "$model"), $(nproc) CPUs: $cpu, family $family model $cpu_model)"
+  echo
+  echo "tessera bench --prompt-len 128 --gen-len 64; means per step in microseconds from /metrics."
+  echo
+  echo "| TP | concurrency | tok/s | step | compute (rank 0) | control (step - compute) | scheduler gap (mean) | gap (median) | all-reduces per step | steps | failed |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  printf '%s\n' "${rows[@]}"
+} | tee ${out:+"$out"}

@@ -1,0 +1,250 @@
+#include "common/ipc/shm_channel.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <new>
+
+#include "absl/strings/str_cat.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define TESSERA_CPU_RELAX() _mm_pause()
+#else
+#define TESSERA_CPU_RELAX() ((void)0)
+#endif
+
+namespace tessera::ipc {
+namespace {
+
+constexpr uint64_t kMagic = 0x6c6e6843'61726574;  // "teraChnl"
+constexpr uint32_t kVersion = 1;
+constexpr uint64_t kElsewhere = ~uint64_t{0};
+constexpr size_t kPage = 4096;
+
+// One direction. The poster bumps `seq` after writing the message; the mailbox is empty
+// while seq == taken. `signal`, the futex word, changes with every message and every Wake,
+// so a waiter that read it before either does not sleep through it.
+struct alignas(64) Box {
+  std::atomic<uint32_t> seq;
+  std::atomic<uint32_t> taken;
+  std::atomic<uint32_t> signal;
+  std::atomic<uint32_t> waiters;
+  std::atomic<uint32_t> wakes;   // Wake calls, so that a waiter tells them from stale wakes
+  std::atomic<uint64_t> length;  // the posted message's bytes, or kElsewhere
+};
+
+static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free,
+              "the mailboxes are shared between processes: their atomics must be lock-free");
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex words are 32-bit");
+
+long Futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
+}
+
+size_t DataOffset(size_t header) { return (header + kPage - 1) / kPage * kPage; }
+
+// Publishes the message written before it and wakes its waiter.
+void Signal(Box& b) {
+  b.seq.fetch_add(1, std::memory_order_seq_cst);
+  b.signal.fetch_add(1, std::memory_order_seq_cst);
+  // Pairs with Wait's increment of `waiters` before it reads `signal` (all seq_cst): either
+  // the waiter reads the new signal (and sees the message) or this sees the waiter.
+  if (b.waiters.load(std::memory_order_seq_cst) > 0) {
+    Futex(&b.signal, FUTEX_WAKE, INT_MAX, nullptr);
+  }
+}
+
+}  // namespace
+
+struct ShmChannel::Layout {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t reserved;
+  uint64_t capacity;
+  Box box[2];
+};
+
+namespace {
+
+ShmChannel::Layout* LayoutOf(void* base) { return static_cast<ShmChannel::Layout*>(base); }
+
+}  // namespace
+
+ShmChannel::ShmChannel(int fd, void* base, size_t mapped, size_t capacity)
+    : fd_(fd), base_(base), mapped_(mapped), capacity_(capacity) {}
+
+ShmChannel::~ShmChannel() {
+  if (base_ != nullptr) munmap(base_, mapped_);
+  if (fd_ >= 0) close(fd_);
+}
+
+absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::Create(size_t capacity) {
+  if (capacity == 0 || capacity > (size_t{1} << 40)) {
+    return absl::InvalidArgumentError(absl::StrCat("a mailbox of ", capacity, " bytes"));
+  }
+  capacity = (capacity + kPage - 1) / kPage * kPage;
+  const size_t size = DataOffset(sizeof(Layout)) + 2 * capacity;
+  const int fd = memfd_create("tessera-step-channel", MFD_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat("memfd_create: ", std::strerror(errno)));
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    const int err = errno;
+    close(fd);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot size a ", size, "-byte step channel: ", std::strerror(err)));
+  }
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    const int err = errno;
+    close(fd);
+    return absl::ResourceExhaustedError(absl::StrCat("mmap: ", std::strerror(err)));
+  }
+  Layout* layout = new (base) Layout();
+  layout->version = kVersion;
+  layout->capacity = capacity;
+  for (Box& b : layout->box) {
+    b.seq.store(0);
+    b.taken.store(0);
+    b.signal.store(0);
+    b.waiters.store(0);
+    b.wakes.store(0);
+    b.length.store(0);
+  }
+  std::atomic_thread_fence(std::memory_order_release);
+  layout->magic = kMagic;
+  return std::unique_ptr<ShmChannel>(new ShmChannel(fd, base, size, capacity));
+}
+
+absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::Attach(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step channel descriptor ", fd, ": ", std::strerror(errno)));
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (size < DataOffset(sizeof(Layout))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("descriptor ", fd, " is not a step channel (", size, " bytes)"));
+  }
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot map step channel descriptor ", fd, ": ", std::strerror(errno)));
+  }
+  const Layout* layout = LayoutOf(base);
+  if (layout->magic != kMagic || layout->version != kVersion ||
+      DataOffset(sizeof(Layout)) + 2 * layout->capacity != size) {
+    munmap(base, size);
+    return absl::InvalidArgumentError(
+        absl::StrCat("descriptor ", fd, " is not a version ", kVersion, " step channel"));
+  }
+  close(fd);
+  return std::unique_ptr<ShmChannel>(new ShmChannel(-1, base, size, layout->capacity));
+}
+
+bool ShmChannel::ShareWithChild(int target_fd) const {
+  if (fd_ < 0) return false;
+  if (fd_ == target_fd) return fcntl(target_fd, F_SETFD, 0) == 0;
+  return dup2(fd_, target_fd) == target_fd;  // dup2 clears close-on-exec on the copy
+}
+
+absl::Status ShmChannel::Post(Mailbox box, size_t size, absl::FunctionRef<void(char*)> write) {
+  Box& b = LayoutOf(base_)->box[static_cast<int>(box)];
+  const uint32_t seq = b.seq.load(std::memory_order_relaxed);
+  if (b.taken.load(std::memory_order_acquire) != seq) {
+    return absl::FailedPreconditionError("the mailbox still holds the previous message");
+  }
+  if (size > capacity_) {
+    return absl::OutOfRangeError(
+        absl::StrCat("a ", size, "-byte message exceeds the ", capacity_, "-byte mailbox"));
+  }
+  char* data = static_cast<char*>(base_) + DataOffset(sizeof(Layout)) +
+               static_cast<size_t>(box) * capacity_;
+  write(data);
+  b.length.store(size, std::memory_order_relaxed);
+  Signal(b);
+  return absl::OkStatus();
+}
+
+absl::Status ShmChannel::PostElsewhere(Mailbox box) {
+  Box& b = LayoutOf(base_)->box[static_cast<int>(box)];
+  const uint32_t seq = b.seq.load(std::memory_order_relaxed);
+  if (b.taken.load(std::memory_order_acquire) != seq) {
+    return absl::FailedPreconditionError("the mailbox still holds the previous message");
+  }
+  b.length.store(kElsewhere, std::memory_order_relaxed);
+  Signal(b);
+  return absl::OkStatus();
+}
+
+ShmChannel::Taken ShmChannel::Take(Mailbox box,
+                                   absl::FunctionRef<void(const char*, size_t)> read) {
+  Box& b = LayoutOf(base_)->box[static_cast<int>(box)];
+  const uint32_t seq = b.seq.load(std::memory_order_acquire);
+  if (seq == b.taken.load(std::memory_order_relaxed)) return Taken::kNothing;
+  const uint64_t length = b.length.load(std::memory_order_relaxed);
+  Taken what = Taken::kElsewhere;
+  if (length != kElsewhere) {
+    // The other process is ours, but a length past the mailbox must not read past it.
+    const size_t n = length > capacity_ ? capacity_ : static_cast<size_t>(length);
+    read(static_cast<const char*>(base_) + DataOffset(sizeof(Layout)) +
+             static_cast<size_t>(box) * capacity_,
+         n);
+    what = Taken::kMessage;
+  }
+  b.taken.store(seq, std::memory_order_release);
+  return what;
+}
+
+bool ShmChannel::Wait(Mailbox box, std::chrono::microseconds timeout,
+                      std::chrono::microseconds spin) {
+  Box& b = LayoutOf(base_)->box[static_cast<int>(box)];
+  auto ready = [&b] {
+    return b.seq.load(std::memory_order_acquire) != b.taken.load(std::memory_order_relaxed);
+  };
+  if (ready()) return true;
+  if (spin.count() > 0) {
+    const auto until = std::chrono::steady_clock::now() + spin;
+    do {
+      for (int i = 0; i < 64; ++i) {
+        TESSERA_CPU_RELAX();
+        if (ready()) return true;
+      }
+    } while (std::chrono::steady_clock::now() < until);
+  }
+  // A futex wait also returns for a wake meant for an earlier wait (a poster saw that
+  // waiter just as it found the message and left), so it sleeps again until the message,
+  // the deadline or a Wake call.
+  const uint32_t wakes = b.wakes.load(std::memory_order_seq_cst);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  b.waiters.fetch_add(1, std::memory_order_seq_cst);
+  while (true) {
+    const uint32_t signal = b.signal.load(std::memory_order_seq_cst);
+    if (ready() || b.wakes.load(std::memory_order_seq_cst) != wakes) break;
+    const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    timespec ts;
+    ts.tv_sec = static_cast<time_t>(left.count() / 1000000000);
+    ts.tv_nsec = static_cast<long>(left.count() % 1000000000);
+    Futex(&b.signal, FUTEX_WAIT, signal, &ts);
+  }
+  b.waiters.fetch_sub(1, std::memory_order_seq_cst);
+  return ready();
+}
+
+void ShmChannel::Wake(Mailbox box) {
+  Box& b = LayoutOf(base_)->box[static_cast<int>(box)];
+  b.wakes.fetch_add(1, std::memory_order_seq_cst);
+  b.signal.fetch_add(1, std::memory_order_seq_cst);
+  Futex(&b.signal, FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+}  // namespace tessera::ipc
