@@ -12,3 +12,27 @@ wait_http_200() {
   done
   return 1
 }
+
+# tessera_binaries SCRIPT BUILD: sets $tessera and $tesserad from the build tree BUILD, or
+# exits naming what is missing.
+tessera_binaries() {
+  tessera=$2/bin/tessera
+  tesserad=$2/bin/tesserad
+  local b
+  for b in "$tessera" "$tesserad"; do
+    [[ -x $b ]] || { echo "$1: $b is missing (build first)" >&2; exit 1; }
+  done
+}
+
+# bench_model ARCH PRESET QUANT: prints the path of that `tessera gen-model` file (seed 1) in
+# $TMPDIR/tessera-bench-models, generating it the first time. Needs $tessera.
+bench_model() {
+  local cache=${TMPDIR:-/tmp}/tessera-bench-models
+  local f=$cache/$1-$2-${3,,}.gguf
+  mkdir -p "$cache"
+  if [[ ! -s $f ]]; then
+    echo "generating $f" >&2
+    "$tessera" gen-model --arch "$1" --preset "$2" --quant "$3" --seed 1 --out "$f" >&2
+  fi
+  echo "$f"
+}

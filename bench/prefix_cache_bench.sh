@@ -52,28 +52,15 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-tessera=$build/bin/tessera
-tesserad=$build/bin/tesserad
-for b in "$tessera" "$tesserad"; do
-  [[ -x $b ]] || { echo "prefix_cache_bench.sh: $b is missing (build first)" >&2; exit 1; }
-done
+source "$root/bench/lib.sh"
+tessera_binaries prefix_cache_bench.sh "$build"
 python=/usr/bin/python3
 work=$(mktemp -d "${TMPDIR:-/tmp}/prefix_cache_bench.XXXXXX")
 trap 'stop_server; rm -rf "$work"' EXIT
 log() { echo "[prefix_cache_bench] $*" >&2; }
 
 if [[ ${#models[@]} -eq 0 ]]; then
-  cache=${TMPDIR:-/tmp}/tessera-bench-models
-  mkdir -p "$cache"
-  for spec in "llama 124m" "deepseek2 small"; do
-    read -r arch preset <<<"$spec"
-    f=$cache/$arch-$preset-q4_k_m.gguf
-    if [[ ! -s $f ]]; then
-      log "generating $f"
-      "$tessera" gen-model --arch "$arch" --preset "$preset" --quant Q4_K_M --seed 1 --out "$f" >&2
-    fi
-    models+=("$f")
-  done
+  models+=("$(bench_model llama 124m Q4_K_M)" "$(bench_model deepseek2 small Q4_K_M)")
 fi
 
 conversations=3 shared_requests=16 standard_requests=64 reps=3
@@ -86,7 +73,6 @@ stop_server() {
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   pids=()
 }
-source "$root/bench/lib.sh"
 wait_ready() { wait_http_200 "http://127.0.0.1:$2/ready" "$1" 300; } # PID PORT
 
 # bench NAME MODE ARGS...: one tessera bench run against the daemon with prefix caching `on`

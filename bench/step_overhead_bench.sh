@@ -53,11 +53,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-tessera=$build/bin/tessera
-tesserad=$build/bin/tesserad
-for b in "$tessera" "$tesserad"; do
-  [[ -x $b ]] || { echo "step_overhead_bench.sh: $b is missing (build first)" >&2; exit 1; }
-done
+tessera_binaries step_overhead_bench.sh "$build"
 python=/usr/bin/python3
 work=$(mktemp -d "${TMPDIR:-/tmp}/step_overhead_bench.XXXXXX")
 pid=""
@@ -70,15 +66,7 @@ stop_server() {
 trap 'stop_server; rm -rf "$work"' EXIT
 log() { echo "[step_overhead_bench] $*" >&2; }
 
-if [[ -z $model ]]; then
-  cache=${TMPDIR:-/tmp}/tessera-bench-models
-  mkdir -p "$cache"
-  model=$cache/llama-124m-q8_0.gguf
-  if [[ ! -s $model ]]; then
-    log "generating $model"
-    "$tessera" gen-model --arch llama --preset 124m --quant Q8_0 --seed 1 --out "$model" >&2
-  fi
-fi
+[[ -n $model ]] || model=$(bench_model llama 124m Q8_0)
 
 # The histograms' sums and counts, and the gap's buckets, from one scrape.
 scrape() { curl -s --max-time 5 "http://127.0.0.1:$port_http/metrics" >"$1"; }
