@@ -41,7 +41,8 @@ struct alignas(64) Box {
   std::atomic<uint64_t> length;  // the posted message's bytes, or kElsewhere
 };
 
-static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free,
+static_assert(std::atomic<uint32_t>::is_always_lock_free &&
+                  std::atomic<uint64_t>::is_always_lock_free,
               "the mailboxes are shared between processes: their atomics must be lock-free");
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex words are 32-bit");
 
@@ -165,8 +166,8 @@ absl::Status ShmChannel::Post(Mailbox box, size_t size, absl::FunctionRef<void(c
     return absl::OutOfRangeError(
         absl::StrCat("a ", size, "-byte message exceeds the ", capacity_, "-byte mailbox"));
   }
-  char* data = static_cast<char*>(base_) + DataOffset(sizeof(Layout)) +
-               static_cast<size_t>(box) * capacity_;
+  char* data =
+      static_cast<char*>(base_) + DataOffset(sizeof(Layout)) + static_cast<size_t>(box) * capacity_;
   write(data);
   b.length.store(size, std::memory_order_relaxed);
   Signal(b);
@@ -184,8 +185,7 @@ absl::Status ShmChannel::PostElsewhere(Mailbox box) {
   return absl::OkStatus();
 }
 
-ShmChannel::Taken ShmChannel::Take(Mailbox box,
-                                   absl::FunctionRef<void(const char*, size_t)> read) {
+ShmChannel::Taken ShmChannel::Take(Mailbox box, absl::FunctionRef<void(const char*, size_t)> read) {
   Box& b = LayoutOf(base_)->box[static_cast<int>(box)];
   const uint32_t seq = b.seq.load(std::memory_order_acquire);
   if (seq == b.taken.load(std::memory_order_relaxed)) return Taken::kNothing;

@@ -154,8 +154,8 @@ TEST(ShmChannel, EchoThroughAForkedProcessThatMappedTheDescriptor) {
     for (char& ch : msg) ch = static_cast<char>(rng());
     ASSERT_TRUE(PostString(c, Mailbox::kToWorker, msg).ok()) << i;
     // Alternate sleeping at once and spinning first.
-    ASSERT_TRUE(c.Wait(Mailbox::kToController, std::chrono::seconds(10),
-                       microseconds(i % 2 == 0 ? 0 : 20)))
+    ASSERT_TRUE(
+        c.Wait(Mailbox::kToController, std::chrono::seconds(10), microseconds(i % 2 == 0 ? 0 : 20)))
         << i;
     std::string want(msg.rbegin(), msg.rend());
     ASSERT_EQ(TakeString(c, Mailbox::kToController), want) << i;
