@@ -13,13 +13,7 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define TESSERA_CPU_RELAX() _mm_pause()
-#else
-#define TESSERA_CPU_RELAX() ((void)0)
-#endif
+#include "common/util/status_macros.h"
 
 namespace tessera::ipc {
 namespace {
@@ -29,10 +23,12 @@ constexpr uint32_t kVersion = 1;
 constexpr uint64_t kElsewhere = ~uint64_t{0};
 constexpr size_t kPage = 4096;
 
+}  // namespace
+
 // One direction. The poster bumps `seq` after writing the message; the mailbox is empty
 // while seq == taken. `signal`, the futex word, changes with every message and every Wake,
 // so a waiter that read it before either does not sleep through it.
-struct alignas(64) Box {
+struct alignas(64) ShmChannel::Box {
   std::atomic<uint32_t> seq;
   std::atomic<uint32_t> taken;
   std::atomic<uint32_t> signal;
@@ -40,6 +36,10 @@ struct alignas(64) Box {
   std::atomic<uint32_t> wakes;   // Wake calls, so that a waiter tells them from stale wakes
   std::atomic<uint64_t> length;  // the posted message's bytes, or kElsewhere
 };
+
+namespace {
+
+using Box = ShmChannel::Box;
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free &&
                   std::atomic<uint64_t>::is_always_lock_free,
@@ -76,6 +76,14 @@ struct ShmChannel::Layout {
 namespace {
 
 ShmChannel::Layout* LayoutOf(void* base) { return static_cast<ShmChannel::Layout*>(base); }
+
+// The previous message of `b` was taken (Post would otherwise overwrite it).
+absl::Status CheckFree(const Box& b) {
+  if (b.taken.load(std::memory_order_acquire) != b.seq.load(std::memory_order_relaxed)) {
+    return absl::FailedPreconditionError("the mailbox still holds the previous message");
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -156,69 +164,69 @@ bool ShmChannel::ShareWithChild(int target_fd) const {
   return dup2(fd_, target_fd) == target_fd;  // dup2 clears close-on-exec on the copy
 }
 
+Box& ShmChannel::BoxOf(Mailbox box) const { return LayoutOf(base_)->box[static_cast<int>(box)]; }
+
+char* ShmChannel::DataOf(Mailbox box) const {
+  return static_cast<char*>(base_) + DataOffset(sizeof(Layout)) +
+         static_cast<size_t>(box) * capacity_;
+}
+
 absl::Status ShmChannel::Post(Mailbox box, size_t size, absl::FunctionRef<void(char*)> write) {
-  Box& b = LayoutOf(base_)->box[static_cast<int>(box)];
-  const uint32_t seq = b.seq.load(std::memory_order_relaxed);
-  if (b.taken.load(std::memory_order_acquire) != seq) {
-    return absl::FailedPreconditionError("the mailbox still holds the previous message");
-  }
+  Box& b = BoxOf(box);
+  TESSERA_RETURN_IF_ERROR(CheckFree(b));
   if (size > capacity_) {
     return absl::OutOfRangeError(
         absl::StrCat("a ", size, "-byte message exceeds the ", capacity_, "-byte mailbox"));
   }
-  char* data =
-      static_cast<char*>(base_) + DataOffset(sizeof(Layout)) + static_cast<size_t>(box) * capacity_;
-  write(data);
+  write(DataOf(box));
   b.length.store(size, std::memory_order_relaxed);
   Signal(b);
   return absl::OkStatus();
 }
 
 absl::Status ShmChannel::PostElsewhere(Mailbox box) {
-  Box& b = LayoutOf(base_)->box[static_cast<int>(box)];
-  const uint32_t seq = b.seq.load(std::memory_order_relaxed);
-  if (b.taken.load(std::memory_order_acquire) != seq) {
-    return absl::FailedPreconditionError("the mailbox still holds the previous message");
-  }
+  Box& b = BoxOf(box);
+  TESSERA_RETURN_IF_ERROR(CheckFree(b));
   b.length.store(kElsewhere, std::memory_order_relaxed);
   Signal(b);
   return absl::OkStatus();
 }
 
+absl::Status ShmChannel::PostOrSendElsewhere(Mailbox box, size_t size,
+                                             absl::FunctionRef<void(char*)> write,
+                                             absl::FunctionRef<bool()> send_elsewhere) {
+  absl::Status posted = Post(box, size, write);
+  if (!absl::IsOutOfRange(posted)) return posted;
+  // Sent first, then the marker: the receiver that sees the marker finds the message
+  // there or on its way.
+  if (!send_elsewhere()) {
+    return absl::UnavailableError(
+        absl::StrCat("a ", size, "-byte message too large for the mailbox could not be sent"));
+  }
+  return PostElsewhere(box);
+}
+
 ShmChannel::Taken ShmChannel::Take(Mailbox box, absl::FunctionRef<void(const char*, size_t)> read) {
-  Box& b = LayoutOf(base_)->box[static_cast<int>(box)];
+  Box& b = BoxOf(box);
   const uint32_t seq = b.seq.load(std::memory_order_acquire);
   if (seq == b.taken.load(std::memory_order_relaxed)) return Taken::kNothing;
   const uint64_t length = b.length.load(std::memory_order_relaxed);
   Taken what = Taken::kElsewhere;
   if (length != kElsewhere) {
     // The other process is ours, but a length past the mailbox must not read past it.
-    const size_t n = length > capacity_ ? capacity_ : static_cast<size_t>(length);
-    read(static_cast<const char*>(base_) + DataOffset(sizeof(Layout)) +
-             static_cast<size_t>(box) * capacity_,
-         n);
+    read(DataOf(box), length > capacity_ ? capacity_ : static_cast<size_t>(length));
     what = Taken::kMessage;
   }
   b.taken.store(seq, std::memory_order_release);
   return what;
 }
 
-bool ShmChannel::Wait(Mailbox box, std::chrono::microseconds timeout,
-                      std::chrono::microseconds spin) {
-  Box& b = LayoutOf(base_)->box[static_cast<int>(box)];
+bool ShmChannel::Wait(Mailbox box, std::chrono::microseconds timeout) {
+  Box& b = BoxOf(box);
   auto ready = [&b] {
     return b.seq.load(std::memory_order_acquire) != b.taken.load(std::memory_order_relaxed);
   };
   if (ready()) return true;
-  if (spin.count() > 0) {
-    const auto until = std::chrono::steady_clock::now() + spin;
-    do {
-      for (int i = 0; i < 64; ++i) {
-        TESSERA_CPU_RELAX();
-        if (ready()) return true;
-      }
-    } while (std::chrono::steady_clock::now() < until);
-  }
   // A futex wait also returns for a wake meant for an earlier wait (a poster saw that
   // waiter just as it found the message and left), so it sleeps again until the message,
   // the deadline or a Wake call.
@@ -241,7 +249,7 @@ bool ShmChannel::Wait(Mailbox box, std::chrono::microseconds timeout,
 }
 
 void ShmChannel::Wake(Mailbox box) {
-  Box& b = LayoutOf(base_)->box[static_cast<int>(box)];
+  Box& b = BoxOf(box);
   b.wakes.fetch_add(1, std::memory_order_seq_cst);
   b.signal.fetch_add(1, std::memory_order_seq_cst);
   Futex(&b.signal, FUTEX_WAKE, INT_MAX, nullptr);

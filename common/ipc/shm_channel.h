@@ -16,8 +16,8 @@
 //
 // A message larger than the mailbox is not posted: the sender sends it another way (the
 // gRPC stream) and posts a "went elsewhere" marker in its place, so the receiver knows to
-// look there. Post refuses while the mailbox's previous message is untaken: the protocol
-// is request/response, and a second message would overwrite the first.
+// look there (PostOrSendElsewhere). Post refuses while the mailbox's previous message is untaken:
+// the protocol is request/response, and a second message would overwrite the first.
 #pragma once
 
 #include <atomic>
@@ -59,22 +59,28 @@ class ShmChannel {
   absl::Status Post(Mailbox box, size_t size, absl::FunctionRef<void(char*)> write);
   // Posts the marker "this message went by another way".
   absl::Status PostElsewhere(Mailbox box);
+  // Post, or for a message too large for the mailbox: `send_elsewhere` sends it another way
+  // (false: it could not, Unavailable), then PostElsewhere. FailedPrecondition as Post.
+  absl::Status PostOrSendElsewhere(Mailbox box, size_t size, absl::FunctionRef<void(char*)> write,
+                                   absl::FunctionRef<bool()> send_elsewhere);
 
   enum class Taken { kNothing, kMessage, kElsewhere };
   // Takes the mailbox's message, if one is there: `read` sees its bytes (only during the
   // call) for kMessage; kElsewhere for a marker. The mailbox is free again afterwards.
   Taken Take(Mailbox box, absl::FunctionRef<void(const char*, size_t)> read);
   // Blocks until the mailbox holds a message, `timeout` passes, or Wake is called; true
-  // when a message is there. Spins for `spin` first (0: sleeps at once).
-  bool Wait(Mailbox box, std::chrono::microseconds timeout,
-            std::chrono::microseconds spin = std::chrono::microseconds(0));
+  // when a message is there.
+  bool Wait(Mailbox box, std::chrono::microseconds timeout);
   // Wakes whoever waits on `box` without a message (a waiter then rechecks why it waits).
   void Wake(Mailbox box);
 
   struct Layout;
+  struct Box;
 
  private:
   ShmChannel(int fd, void* base, size_t mapped, size_t capacity);
+  Box& BoxOf(Mailbox box) const;
+  char* DataOf(Mailbox box) const;  // the mailbox's message bytes
   int fd_;
   void* base_;
   size_t mapped_;

@@ -706,36 +706,32 @@ absl::Status WorkerGroup::StartStep(const v1::StepRequest& step) {
   std::string bytes;  // the step serialized once for the channels
   bool serialized = false;
   v1::ControllerMessage m;  // the step as a stream message, built when one needs it
+  auto write_stream = [&](Slot& s) {
+    if (!m.has_step()) *m.mutable_step() = step;
+    std::lock_guard<std::mutex> w(s.write_mu);
+    return s.stream != nullptr && s.stream->Write(m);
+  };
   for (auto& s : f.slots) {
+    absl::Status sent;
     if (s->channel_attached) {
       if (!serialized) {
         step.SerializeToString(&bytes);
         serialized = true;
       }
-      absl::Status posted = s->channel->Post(ipc::Mailbox::kToWorker, bytes.size(), [&](char* p) {
-        std::memcpy(p, bytes.data(), bytes.size());
-      });
-      if (posted.ok()) continue;
-      if (!absl::IsOutOfRange(posted)) {
-        std::lock_guard<std::mutex> lock(g.mu);
-        g.FailLocked(
-            absl::StrCat("worker rank ", s->state.rank, " step channel: ", posted.message()));
-        break;
-      }
+      // Too large for the mailbox: it goes by the stream, and the mailbox says so.
+      sent = s->channel->PostOrSendElsewhere(
+          ipc::Mailbox::kToWorker, bytes.size(),
+          [&](char* p) { std::memcpy(p, bytes.data(), bytes.size()); },
+          [&] { return write_stream(*s); });
+    } else if (!write_stream(*s)) {
+      sent = absl::UnavailableError("the stream is closed");
     }
-    if (!m.has_step()) *m.mutable_step() = step;
-    bool written;
-    {
-      std::lock_guard<std::mutex> w(s->write_mu);
-      written = s->stream != nullptr && s->stream->Write(m);
-    }
-    // Too large for the mailbox: it went by the stream, and the mailbox says so.
-    if (written && s->channel_attached) {
-      written = s->channel->PostElsewhere(ipc::Mailbox::kToWorker).ok();
-    }
-    if (!written) {
+    if (!sent.ok()) {
       std::lock_guard<std::mutex> lock(g.mu);
-      g.FailLocked(absl::StrCat("worker rank ", s->state.rank, " cannot be reached"));
+      g.FailLocked(
+          absl::IsUnavailable(sent)
+              ? absl::StrCat("worker rank ", s->state.rank, " cannot be reached")
+              : absl::StrCat("worker rank ", s->state.rank, " step channel: ", sent.message()));
       break;
     }
   }

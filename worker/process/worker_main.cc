@@ -365,21 +365,17 @@ int Run(const Flags& flags) {
     }
   };
   auto send_result = [&](const v1::WorkerMessage& out) {
-    if (step_channel != nullptr) {
-      const v1::StepResult& res = out.step_result();
-      const size_t size = res.ByteSizeLong();
-      absl::Status posted = step_channel->Post(ipc::Mailbox::kToController, size, [&](char* p) {
-        res.SerializeToArray(p, static_cast<int>(size));
-      });
-      if (posted.ok()) return true;
-      if (!absl::IsOutOfRange(posted)) {
-        Die(&sender, absl::StrCat(who, ": step channel: ", posted.message()));
-      }
-      // Too large for the mailbox: the result goes by the stream, and the mailbox says so.
-      if (!sender.Send(out)) return false;
-      return step_channel->PostElsewhere(ipc::Mailbox::kToController).ok();
-    }
-    return sender.Send(out);
+    if (step_channel == nullptr) return sender.Send(out);
+    const v1::StepResult& res = out.step_result();
+    const size_t size = res.ByteSizeLong();
+    // Too large for the mailbox: the result goes by the stream, and the mailbox says so.
+    absl::Status posted = step_channel->PostOrSendElsewhere(
+        ipc::Mailbox::kToController, size,
+        [&](char* p) { res.SerializeToArray(p, static_cast<int>(size)); },
+        [&] { return sender.Send(out); });
+    if (absl::IsUnavailable(posted)) return false;
+    if (!posted.ok()) Die(&sender, absl::StrCat(who, ": step channel: ", posted.message()));
+    return true;
   };
 
   std::map<uint64_t, std::string> request_of;  // sequence -> request id, for errors
