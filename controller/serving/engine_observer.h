@@ -41,8 +41,8 @@ class EngineObserver {
   virtual void OnStep(const std::string& phase, double seconds, int tokens) {}
   // Between two steps in a row (requests kept running): the time from one step's result
   // to the hand-off of the next, the scheduler's own share of the critical path (applying
-  // the result, scheduling, building the step). Event delivery is not in it: it overlaps
-  // the next step.
+  // the result, scheduling, building the step). Event delivery is in it only with
+  // overlap_delivery off; otherwise it overlaps the next step.
   virtual void OnStepGap(double seconds) {}
   // A running sequence lost its KV blocks to make room and will be recomputed.
   virtual void OnPreemption() {}

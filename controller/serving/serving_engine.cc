@@ -418,12 +418,13 @@ ServingEngine::StepOutcome ServingEngine::RunOneStep(std::unique_lock<std::mutex
   }
 
   lock.unlock();
+  // The previous step's text and events: before this step (then part of the gap between
+  // steps, not of the step's duration), or while the workers compute it.
+  if (!options_.overlap_delivery) Deliver(out);
   const Clock::time_point t0 = Clock::now();
   if (observer_ != nullptr && previous_step_end_.has_value()) {
     observer_->OnStepGap(Seconds(t0 - *previous_step_end_));
   }
-  // The previous step's text and events: while the workers compute this one, or before.
-  if (!options_.overlap_delivery) Deliver(out);
   const absl::Status started = runner_->StartStep(step);
   Deliver(out);
   absl::StatusOr<v1::StepResult> result = started.ok() ? runner_->FinishStep() : started;
