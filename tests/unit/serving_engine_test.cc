@@ -518,6 +518,17 @@ TEST(ServingEngine, AStepsEventsAreDeliveredWhileTheNextStepRuns) {
   // The scheduler's time between steps is measured for the 5 steps that followed one.
   EXPECT_EQ(observer.steps, 6);
   EXPECT_EQ(observer.gaps, 5);
+
+  // overlap_delivery off: step k starts only after step k-1's token was delivered.
+  Collector c2;
+  PipelineProbeRunner serial(Bytes("Hello!"), [&] { return c2.TokenCount(); });
+  EngineOptions options;
+  options.overlap_delivery = false;
+  auto serial_engine = MakeEngine(&serial, options);
+  auto h2 = serial_engine->Submit(r, c2.Sink());
+  ASSERT_TRUE(h2.ok()) << h2.status();
+  EXPECT_EQ(c2.Wait().text, "Hello!");
+  EXPECT_EQ(serial.at_start_, (std::vector<size_t>{0, 1, 2, 3, 4, 5}));
 }
 
 TEST(ServingEngine, InvalidUtf8BecomesReplacementCharacters) {
