@@ -16,7 +16,7 @@
 #   tok/s     generated tokens per second (tessera bench)
 #
 #   bench/step_overhead_bench.sh [--build DIR] [--model FILE] [--threads N]
-#                                [--no-overlap-delivery] [--out FILE.md]
+#                                [--no-overlap-delivery] [--tesserad-arg ARG]... [--out FILE.md]
 #
 # --build DIR    Tessera build tree with bin/tessera and bin/tesserad (default build/default)
 # --model FILE   the GGUF to serve (default: the 124M llama at Q8_0 from `tessera gen-model`,
@@ -24,6 +24,8 @@
 # --threads N    --threads-per-worker at TP 1 (default: the CPUs); TP 2 gives each worker
 #                half of them
 # --no-overlap-delivery     passed to tesserad (delivery between steps)
+# --tesserad-arg ARG        one more argument for tesserad (repeat for more), e.g.
+#                           --tesserad-arg --cpu-collectives --tesserad-arg gloo
 # --out FILE     also write the report to FILE
 set -euo pipefail
 
@@ -38,7 +40,7 @@ port_http=18190
 port_grpc=15161
 
 usage() {
-  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
   exit "${1:-0}"
 }
 while [[ $# -gt 0 ]]; do
@@ -47,6 +49,7 @@ while [[ $# -gt 0 ]]; do
     --model) model=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --no-overlap-delivery) daemon_args+=(--no-overlap-delivery); shift ;;
+    --tesserad-arg) daemon_args+=("$2"); shift 2 ;;
     --out) out=$2; shift 2 ;;
     -h | --help) usage 0 ;;
     *) echo "step_overhead_bench.sh: unknown argument $1" >&2; usage 2 ;;

@@ -1,4 +1,4 @@
-# Control-plane round trip, Gloo all-reduce and per-worker load figures (workers_bench).
+# Control-plane round trip, Gloo and shared-memory all-reduce and per-worker load figures (workers_bench).
 if(TARGET tessera_workers AND TARGET tessera_comm)
   add_executable(workers_bench ${CMAKE_CURRENT_LIST_DIR}/workers_bench.cc)
   target_include_directories(workers_bench PRIVATE ${PROJECT_SOURCE_DIR})

@@ -2,7 +2,8 @@
 // workers"): figures, not assertions.
 //
 //   workers_bench control MODEL [TP]     round trip of an empty step through TP workers
-//   workers_bench allreduce [N...]        Gloo all-reduce of N floats at TP 2 and 4
+//   workers_bench allreduce [N...]        all-reduce of N floats at TP 2 and 4 (threads of
+//                                         one process): Gloo (TCP) and shared memory
 //   workers_bench load MODEL [TP]         load time and peak RSS per worker
 #include <algorithm>
 #include <chrono>
@@ -12,9 +13,13 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
+#include "common/ipc/shm_collectives.h"
 #include "controller/workers/worker_group.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "worker/comm/gloo_communicator.h"
+#include "worker/comm/shm_communicator.h"
 
 namespace {
 
@@ -60,31 +65,50 @@ int Control(const std::string& model, int tp) {
   return 0;
 }
 
+// One all-reduce of n floats per iteration on tp threads, each with the communicator
+// `connect(rank)` makes; rank 0's durations.
+template <typename Connect>
+std::vector<double> TimeAllReduce(int tp, size_t n, Connect connect) {
+  std::vector<std::vector<double>> us(tp);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < tp; ++r) {
+    threads.emplace_back([&, r] {
+      std::unique_ptr<tessera::comm::Communicator> c = connect(r);
+      std::vector<float> v(n, 1.0f);
+      for (int i = 0; i < 2200; ++i) {
+        auto t0 = Clock::now();
+        if (!c->AllReduceSum(v.data(), n).ok()) std::exit(1);
+        if (i >= 200) {
+          us[r].push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return us[0];
+}
+
 int AllReduce(std::vector<size_t> sizes) {
   if (sizes.empty()) sizes = {768, 4096, 7168};
   for (int tp : {2, 4}) {
     for (size_t n : sizes) {
+      const std::string what = std::to_string(n) + " floats, tp " + std::to_string(tp);
       gloo::rendezvous::HashStore store;
-      std::vector<std::vector<double>> us(tp);
-      std::vector<std::thread> threads;
-      for (int r = 0; r < tp; ++r) {
-        threads.emplace_back([&, r] {
-          auto c = tessera::comm::GlooCommunicator::Connect(store, r, tp, {});
-          if (!c.ok()) std::exit(1);
-          std::vector<float> v(n, 1.0f);
-          for (int i = 0; i < 2200; ++i) {
-            auto t0 = Clock::now();
-            if (!(*c)->AllReduceSum(v.data(), n).ok()) std::exit(1);
-            if (i >= 200) {
-              us[r].push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-            }
-          }
-        });
-      }
-      for (auto& t : threads) t.join();
-      Percentiles(
-          ("gloo all-reduce " + std::to_string(n) + " floats, tp " + std::to_string(tp)).c_str(),
-          us[0]);
+      Percentiles(("gloo all-reduce " + what).c_str(),
+                  TimeAllReduce(tp, n, [&](int r) -> std::unique_ptr<tessera::comm::Communicator> {
+                    auto c = tessera::comm::GlooCommunicator::Connect(store, r, tp, {});
+                    if (!c.ok()) std::exit(1);
+                    return *std::move(c);
+                  }));
+      auto group = tessera::ipc::ShmCollectives::Create(tp, size_t{4} << 20);
+      if (!group.ok()) std::exit(1);
+      Percentiles(("shared-memory all-reduce " + what).c_str(),
+                  TimeAllReduce(tp, n, [&](int r) -> std::unique_ptr<tessera::comm::Communicator> {
+                    auto g = tessera::ipc::ShmCollectives::Attach(dup((*group)->fd()), r,
+                                                                  std::chrono::seconds(60));
+                    if (!g.ok()) std::exit(1);
+                    return std::make_unique<tessera::comm::ShmCommunicator>(*std::move(g));
+                  }));
     }
   }
   return 0;

@@ -1,15 +1,5 @@
 #include "common/ipc/shm_channel.h"
 
-#include <fcntl.h>
-#include <linux/futex.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <climits>
-#include <cstring>
 #include <new>
 
 #include "absl/strings/str_cat.h"
@@ -41,15 +31,6 @@ namespace {
 
 using Box = ShmChannel::Box;
 
-static_assert(std::atomic<uint32_t>::is_always_lock_free &&
-                  std::atomic<uint64_t>::is_always_lock_free,
-              "the mailboxes are shared between processes: their atomics must be lock-free");
-static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex words are 32-bit");
-
-long Futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
-  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
-}
-
 size_t DataOffset(size_t header) { return (header + kPage - 1) / kPage * kPage; }
 
 // Publishes the message written before it and wakes its waiter.
@@ -58,9 +39,7 @@ void Signal(Box& b) {
   b.signal.fetch_add(1, std::memory_order_seq_cst);
   // Pairs with Wait's increment of `waiters` before it reads `signal` (all seq_cst): either
   // the waiter reads the new signal (and sees the message) or this sees the waiter.
-  if (b.waiters.load(std::memory_order_seq_cst) > 0) {
-    Futex(&b.signal, FUTEX_WAKE, INT_MAX, nullptr);
-  }
+  if (b.waiters.load(std::memory_order_seq_cst) > 0) FutexWakeAll(&b.signal);
 }
 
 }  // namespace
@@ -87,35 +66,21 @@ absl::Status CheckFree(const Box& b) {
 
 }  // namespace
 
-ShmChannel::ShmChannel(int fd, void* base, size_t mapped, size_t capacity)
-    : fd_(fd), base_(base), mapped_(mapped), capacity_(capacity) {}
+ShmChannel::ShmChannel(std::unique_ptr<SharedMemory> shm, size_t capacity)
+    : shm_(std::move(shm)), capacity_(capacity) {}
 
-ShmChannel::~ShmChannel() {
-  if (base_ != nullptr) munmap(base_, mapped_);
-  if (fd_ >= 0) close(fd_);
-}
+ShmChannel::~ShmChannel() = default;
 
 absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::Create(size_t capacity) {
   if (capacity == 0 || capacity > (size_t{1} << 40)) {
     return absl::InvalidArgumentError(absl::StrCat("a mailbox of ", capacity, " bytes"));
   }
   capacity = (capacity + kPage - 1) / kPage * kPage;
-  const size_t size = DataOffset(sizeof(Layout)) + 2 * capacity;
-  const int fd = memfd_create("tessera-step-channel", MFD_CLOEXEC);
-  if (fd < 0) return absl::InternalError(absl::StrCat("memfd_create: ", std::strerror(errno)));
-  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    const int err = errno;
-    close(fd);
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cannot size a ", size, "-byte step channel: ", std::strerror(err)));
-  }
-  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) {
-    const int err = errno;
-    close(fd);
-    return absl::ResourceExhaustedError(absl::StrCat("mmap: ", std::strerror(err)));
-  }
-  Layout* layout = new (base) Layout();
+  absl::StatusOr<std::unique_ptr<SharedMemory>> mapped =
+      SharedMemory::Create("tessera-step-channel", DataOffset(sizeof(Layout)) + 2 * capacity);
+  if (!mapped.ok()) return mapped.status();
+  std::unique_ptr<SharedMemory> shm = *std::move(mapped);
+  Layout* layout = new (shm->data()) Layout();
   layout->version = kVersion;
   layout->capacity = capacity;
   for (Box& b : layout->box) {
@@ -128,47 +93,30 @@ absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::Create(size_t capacity) 
   }
   std::atomic_thread_fence(std::memory_order_release);
   layout->magic = kMagic;
-  return std::unique_ptr<ShmChannel>(new ShmChannel(fd, base, size, capacity));
+  return std::unique_ptr<ShmChannel>(new ShmChannel(std::move(shm), capacity));
 }
 
 absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::Attach(int fd) {
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("step channel descriptor ", fd, ": ", std::strerror(errno)));
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
-  if (size < DataOffset(sizeof(Layout))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("descriptor ", fd, " is not a step channel (", size, " bytes)"));
-  }
-  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot map step channel descriptor ", fd, ": ", std::strerror(errno)));
-  }
-  const Layout* layout = LayoutOf(base);
-  if (layout->magic != kMagic || layout->version != kVersion ||
+  absl::StatusOr<std::unique_ptr<SharedMemory>> mapped = SharedMemory::Map(fd, "step channel");
+  if (!mapped.ok()) return mapped.status();
+  std::unique_ptr<SharedMemory> shm = *std::move(mapped);
+  const size_t size = shm->size();
+  const Layout* layout = LayoutOf(shm->data());
+  if (size < DataOffset(sizeof(Layout)) || layout->magic != kMagic || layout->version != kVersion ||
       DataOffset(sizeof(Layout)) + 2 * layout->capacity != size) {
-    munmap(base, size);
     return absl::InvalidArgumentError(
         absl::StrCat("descriptor ", fd, " is not a version ", kVersion, " step channel"));
   }
-  close(fd);
-  return std::unique_ptr<ShmChannel>(new ShmChannel(-1, base, size, layout->capacity));
+  const size_t capacity = layout->capacity;
+  return std::unique_ptr<ShmChannel>(new ShmChannel(std::move(shm), capacity));
 }
 
-bool ShmChannel::ShareWithChild(int target_fd) const {
-  if (fd_ < 0) return false;
-  if (fd_ == target_fd) return fcntl(target_fd, F_SETFD, 0) == 0;
-  return dup2(fd_, target_fd) == target_fd;  // dup2 clears close-on-exec on the copy
+Box& ShmChannel::BoxOf(Mailbox box) const {
+  return LayoutOf(shm_->data())->box[static_cast<int>(box)];
 }
-
-Box& ShmChannel::BoxOf(Mailbox box) const { return LayoutOf(base_)->box[static_cast<int>(box)]; }
 
 char* ShmChannel::DataOf(Mailbox box) const {
-  return static_cast<char*>(base_) + DataOffset(sizeof(Layout)) +
-         static_cast<size_t>(box) * capacity_;
+  return shm_->data() + DataOffset(sizeof(Layout)) + static_cast<size_t>(box) * capacity_;
 }
 
 absl::Status ShmChannel::Post(Mailbox box, size_t size, absl::FunctionRef<void(char*)> write) {
@@ -239,10 +187,7 @@ bool ShmChannel::Wait(Mailbox box, std::chrono::microseconds timeout) {
     const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
-    timespec ts;
-    ts.tv_sec = static_cast<time_t>(left.count() / 1000000000);
-    ts.tv_nsec = static_cast<long>(left.count() % 1000000000);
-    Futex(&b.signal, FUTEX_WAIT, signal, &ts);
+    FutexWait(&b.signal, signal, left);
   }
   b.waiters.fetch_sub(1, std::memory_order_seq_cst);
   return ready();
@@ -252,7 +197,7 @@ void ShmChannel::Wake(Mailbox box) {
   Box& b = BoxOf(box);
   b.wakes.fetch_add(1, std::memory_order_seq_cst);
   b.signal.fetch_add(1, std::memory_order_seq_cst);
-  Futex(&b.signal, FUTEX_WAKE, INT_MAX, nullptr);
+  FutexWakeAll(&b.signal);
 }
 
 }  // namespace tessera::ipc

@@ -29,6 +29,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/ipc/shared_memory.h"
 
 namespace tessera::ipc {
 
@@ -49,8 +50,8 @@ class ShmChannel {
 
   // For a forked child before exec (async-signal-safe): makes the channel's descriptor
   // `target_fd` without close-on-exec. Returns false when dup2/fcntl failed.
-  bool ShareWithChild(int target_fd) const;
-  int fd() const { return fd_; }
+  bool ShareWithChild(int target_fd) const { return shm_->ShareWithChild(target_fd); }
+  int fd() const { return shm_->fd(); }
   size_t capacity() const { return capacity_; }
 
   // Posts a message of `size` bytes, written in place by `write`. OutOfRange when it does
@@ -78,12 +79,10 @@ class ShmChannel {
   struct Box;
 
  private:
-  ShmChannel(int fd, void* base, size_t mapped, size_t capacity);
+  ShmChannel(std::unique_ptr<SharedMemory> shm, size_t capacity);
   Box& BoxOf(Mailbox box) const;
   char* DataOf(Mailbox box) const;  // the mailbox's message bytes
-  int fd_;
-  void* base_;
-  size_t mapped_;
+  std::unique_ptr<SharedMemory> shm_;
   size_t capacity_;
 };
 

@@ -35,9 +35,10 @@ struct DaemonConfig {
   std::vector<std::string> allowed_origins;  // CORS; empty: none
   // --- parallelism ---
   int64_t tp = 1;
-  int64_t cpu_workers = 0;         // 0: tp workers on CPU when no GPU is found
-  int64_t threads_per_worker = 0;  // 0: cores / workers
-  std::vector<std::string> gpus;   // CUDA device numbers; empty: the first tp visible
+  int64_t cpu_workers = 0;                        // 0: tp workers on CPU when no GPU is found
+  int64_t threads_per_worker = 0;                 // 0: cores / workers
+  std::string cpu_collectives = "shared-memory";  // shared-memory | gloo
+  std::vector<std::string> gpus;  // CUDA device numbers; empty: the first tp visible
   bool external_workers = false;
   std::string control_host;
   int64_t control_port = 0;   // 0: ephemeral

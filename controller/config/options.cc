@@ -78,13 +78,27 @@ const OptionSpec kOptions[] = {
      "Tensor-parallel size: the number of worker processes sharing each layer (one per GPU).",
      &C::tp, Between(1, 1024)},
     {"cpu-workers", T::kInt, S::kParallelism, "0", "0: tp workers on CPU when no GPU is found", "N",
-     "Run N CPU workers (tensor parallel over Gloo) instead of GPU workers. Without it, a "
+     "Run N CPU workers (tensor parallel; see cpu-collectives) instead of GPU workers. Without it, "
+     "a "
      "build with the CUDA backend that sees GPUs runs tp GPU workers (one per GPU, NCCL "
      "between them); otherwise tp CPU workers.",
      &C::cpu_workers, Between(0, 1024)},
     {"threads-per-worker", T::kInt, S::kParallelism, "0", "0: available cores / workers", "N",
      "Compute threads of each CPU worker; workers are pinned to disjoint cores where possible.",
      &C::threads_per_worker, Between(0, 4096)},
+    {"cpu-collectives",
+     T::kEnum,
+     S::kParallelism,
+     "shared-memory",
+     "",
+     "KIND",
+     "How the CPU workers tesserad spawns exchange their partial sums (the all-reduces of "
+     "tensor parallelism): shared-memory (one mapping for the group, a few microseconds per "
+     "decode all-reduce) or gloo (TCP over loopback, hundreds of microseconds). External "
+     "workers and GPU workers ignore it (Gloo and NCCL).",
+     &C::cpu_collectives,
+     {},
+     "shared-memory|gloo"},
     {"gpus", T::kList, S::kParallelism, "", "the first tp visible GPUs", "IDS",
      "CUDA device numbers to use, as tesserad sees them (after CUDA_VISIBLE_DEVICES; "
      "comma-separated on the command line, a list in YAML); rank r runs on the r-th of the "

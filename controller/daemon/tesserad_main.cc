@@ -257,6 +257,7 @@ int Serve(const config::DaemonConfig& c) {
   wo.kv_block_size = static_cast<int>(c.kv_block_size);
   wo.gpus = placement->gpus;
   wo.comm_backend = placement->comm_backend;
+  if (c.cpu_collectives == "gloo") wo.collective_slot_bytes = 0;
   wo.gpu_memory_utilization = c.gpu_memory_utilization;
   // GPU workers with no --kv-cache-tokens plan their cache from free device memory and
   // report their block counts; the group serves the smallest.

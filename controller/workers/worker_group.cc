@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/ipc/shm_channel.h"
+#include "common/ipc/shm_collectives.h"
 #include "controller/workers/gpu_plan.h"
 #include "grpcpp/grpcpp.h"
 #include "tessera/v1/worker.grpc.pb.h"
@@ -42,8 +43,10 @@ std::string Describe(int wait_status) {
 
 std::string Mib(uint64_t bytes) { return absl::StrCat(bytes / (1024 * 1024), " MiB"); }
 
-// The descriptor number the channel has in a spawned worker.
+// The descriptor numbers the step channel and the collective group have in a spawned
+// worker.
 constexpr int kStepChannelFd = 3;
+constexpr int kCollectivesFd = 4;
 // How long a wait for results sleeps before it looks at the group's state again (a
 // failure also wakes it at once).
 constexpr auto kResultPoll = std::chrono::milliseconds(20);
@@ -81,8 +84,11 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
   uint64_t generation = 0;
   std::vector<std::shared_ptr<Slot>> slots;  // per rank, this generation
   std::vector<pid_t> pids;                   // spawned, this generation
-  bool up = false;                           // every rank loaded, no failure since
-  std::string failure;                       // this generation's first failure
+  // The spawned CPU ranks' collectives through shared memory, this generation (one mapping
+  // for the group; each rank maps it from its descriptor kCollectivesFd).
+  std::unique_ptr<ipc::ShmCollectives> collectives;
+  bool up = false;      // every rank loaded, no failure since
+  std::string failure;  // this generation's first failure
   // A failure a worker reported (or its stream closing) is held back briefly: when a peer
   // died, the survivors' "all-reduce failed" arrives first, and the death is the cause.
   std::string soft_failure;
@@ -258,7 +264,10 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
                          Mib(msg.loaded().weight_bytes_read()), ", peak RSS ",
                          Mib(msg.loaded().peak_rss_bytes()), ", ", msg.loaded().n_blocks(),
                          " KV blocks of ", msg.loaded().block_size(), " tokens",
-                         slot->channel_attached ? ", steps through shared memory" : ""));
+                         slot->channel_attached ? ", steps through shared memory" : "",
+                         msg.loaded().collectives().empty()
+                             ? ""
+                             : absl::StrCat(", collectives over ", msg.loaded().collectives())));
       } else if (msg.has_step_result()) {
         slot->result = msg.step_result();
       } else if (msg.has_failure()) {
@@ -334,6 +343,11 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
                        channel.status().message(), "); steps go over gRPC"));
     }
     const ipc::ShmChannel* shared = slots[rank]->channel.get();
+    const ipc::ShmCollectives* group = collectives.get();
+    if (group != nullptr) {
+      args.push_back("--collectives-fd");
+      args.push_back(std::to_string(kCollectivesFd));
+    }
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -353,12 +367,14 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
       // The worker needs only stdio. Inheriting the controller's other descriptors would keep
       // its listening sockets open after a drain closes them (new clients then hang in the
       // kernel's backlog instead of being refused) and its connections open after it closes
-      // them. The step channel alone is passed on, as descriptor kStepChannelFd.
-      int keep = 3;
-      if (shared != nullptr) {
-        if (!shared->ShareWithChild(kStepChannelFd)) _exit(126);
-        keep = kStepChannelFd + 1;
-      }
+      // them. The step channel and the collective group alone are passed on, as
+      // descriptors kStepChannelFd and kCollectivesFd (their own descriptors are numbered
+      // above both, so neither dup2 closes the other's source).
+      if (shared != nullptr && !shared->ShareWithChild(kStepChannelFd)) _exit(126);
+      if (group != nullptr && !group->ShareWithChild(kCollectivesFd)) _exit(126);
+      const int keep = group != nullptr    ? kCollectivesFd + 1
+                       : shared != nullptr ? kStepChannelFd + 1
+                                           : 3;
       if (close_range(keep, ~0U, 0) != 0) {
         for (long fd = keep; fd < max_fd; ++fd) close(static_cast<int>(fd));
       }
@@ -457,6 +473,17 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
     came_up = false;
     const auto load_start = Clock::now();
     if (!options.external_workers) {
+      collectives.reset();
+      if (options.world_size > 1 && options.gpus.empty() && options.comm_backend == "gloo" &&
+          options.collective_slot_bytes > 0) {
+        auto group = ipc::ShmCollectives::Create(options.world_size, options.collective_slot_bytes);
+        if (group.ok()) {
+          collectives = *std::move(group);
+        } else {
+          Log(absl::StrCat("no shared-memory collectives (", group.status().message(),
+                           "); the ranks all-reduce over Gloo (TCP)"));
+        }
+      }
       for (int r = 0; r < options.world_size; ++r) {
         if (absl::Status s = SpawnLocked(r); !s.ok()) {
           FailLocked(std::string(s.message()));

@@ -60,6 +60,10 @@ struct WorkerGroupOptions {
   // Per direction, for each spawned worker's shared-memory step channel; 0: steps and
   // results go over the control stream. Larger messages take the stream either way.
   size_t step_channel_bytes = size_t{4} << 20;
+  // Spawned CPU ranks (world_size > 1, no GPUs, comm_backend "gloo") run their collectives
+  // through one shared memory mapping with this many bytes per rank and round (larger
+  // collectives take several rounds); 0: over Gloo's TCP connections.
+  size_t collective_slot_bytes = size_t{4} << 20;
   int max_restarts = 5;
   std::chrono::milliseconds restart_backoff{1000};
   std::chrono::milliseconds restart_backoff_max{30000};

@@ -185,6 +185,43 @@ TEST(WorkerGroup, StepsThroughTheChannelOrTheStreamGiveTheSameBits) {
   }
 }
 
+// Spawned CPU ranks run their collectives through one shared memory mapping (the default),
+// in rounds of a page (the step's all-reduces and the logits' all-gather then take several),
+// or over Gloo's TCP connections (collective_slot_bytes 0). At TP 2 a sum of two values has
+// one rounding whichever rank adds first, so every way gives the same bits.
+TEST(WorkerGroup, CollectivesThroughSharedMemoryOrGlooGiveTheSameBits) {
+  const std::string model = Synthetic("llama", "F32");
+  std::vector<std::vector<float>> want;
+  for (size_t bytes : {size_t{0}, size_t{4096}, size_t{4} << 20}) {
+    SCOPED_TRACE(absl::StrCat("collective_slot_bytes ", bytes));
+    WorkerGroupOptions o = Options(model, 2);
+    o.collective_slot_bytes = bytes;
+    auto g = WorkerGroup::Create(o);
+    ASSERT_TRUE(g.ok()) << g.status();
+    ASSERT_TRUE((*g)->Start().ok());
+    for (const RankState& r : (*g)->ranks()) {
+      EXPECT_EQ(r.info.collectives(), bytes > 0 ? "shared memory" : "gloo") << r.rank;
+    }
+    std::vector<v1::StepRequest> run = {LogitsStep(kTokens, (*g)->n_blocks()),
+                                        LogitsStep({5}, (*g)->n_blocks())};
+    run[1].set_step_id(2);
+    run[1].mutable_seqs(0)->set_start_pos(static_cast<int64_t>(kTokens.size()));
+    for (size_t i = 0; i < run.size(); ++i) {
+      auto r = (*g)->RunStep(run[i]);
+      ASSERT_TRUE(r.ok()) << r.status();
+      ASSERT_EQ(r->seqs_size(), 1);
+      std::vector<float> logits(r->seqs(0).logits().begin(), r->seqs(0).logits().end());
+      if (bytes == 0) {
+        want.push_back(logits);
+      } else {
+        ASSERT_EQ(logits.size(), want[i].size());
+        EXPECT_EQ(std::memcmp(logits.data(), want[i].data(), logits.size() * sizeof(float)), 0)
+            << "step " << i;
+      }
+    }
+  }
+}
+
 // The events tesserad's metrics hang on: on_ready once the ranks have loaded, and after a
 // step one duration per all-reduce the step made. A llama forward at TP 2 all-reduces the
 // vocab-parallel embedding rows once, then after each block's attention output and FFN

@@ -1,9 +1,10 @@
 // Collective operations among the ranks of one tensor-parallel group. The executor calls
 // them between its row-parallel products (all-reduce), for the vocab-parallel head
 // (all-gather) and for barriers; they are blocking and every rank must call the same
-// sequence. Implementations: Gloo over TCP (CPU workers), NCCL (GPU workers, device
-// pointers). Errors (a peer that went away, a timeout) come back as UNAVAILABLE or
-// DEADLINE_EXCEEDED naming the operation; after one the group is unusable.
+// sequence. Implementations: shared memory (CPU workers spawned on one host), Gloo over TCP
+// (other CPU workers), NCCL (GPU workers, device pointers). Errors (a peer that went away, a
+// timeout) come back as UNAVAILABLE or DEADLINE_EXCEEDED naming the operation; after one the group
+// is unusable.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 
 namespace tessera::comm {
@@ -67,6 +69,11 @@ class Communicator {
   // The most durations (or event pairs) kept between two Takes: a process that never takes
   // them (an in-process executor, no worker loop) stops recording there instead of growing.
   static constexpr size_t kMaxTimedAllReduces = 1 << 14;
+
+  // Host communicators that reduce float32 only: runs `reduce` on `data` as floats (16-bit
+  // values widened into a scratch copy and rounded back once afterwards).
+  static absl::Status ReduceAsFloat(void* data, size_t count, ReduceDtype dtype,
+                                    absl::FunctionRef<absl::Status(float*, size_t)> reduce);
 
   // Host communicators: records one call's duration.
   void RecordAllReduce(double seconds) {

@@ -2,10 +2,8 @@
 
 #include <chrono>
 #include <exception>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/util/half.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
 #include "gloo/barrier.h"
@@ -63,36 +61,22 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
 
 absl::Status GlooCommunicator::AllReduceSum(void* data, size_t count, ReduceDtype dtype) {
   if (size_ == 1 || count == 0) return absl::OkStatus();
-  std::vector<float> widened;
-  float* values = static_cast<float*>(data);
-  if (dtype != ReduceDtype::kFloat32) {
-    const uint16_t* h = static_cast<const uint16_t*>(data);
-    widened.resize(count);
-    for (size_t i = 0; i < count; ++i) {
-      widened[i] = dtype == ReduceDtype::kBFloat16 ? Bf16ToFloat(h[i]) : Fp16ToFloat(h[i]);
-    }
-    values = widened.data();
-  }
-  double seconds = 0;
-  absl::Status s = Guard(
-      "all-reduce",
-      [&] {
-        gloo::AllreduceOptions opts(context_);
-        opts.setInput(values, count);
-        opts.setOutput(values, count);
-        void (*fn)(void*, const void*, const void*, size_t) = &gloo::sum<float>;
-        opts.setReduceFunction(fn);
-        gloo::allreduce(opts);
-      },
-      &seconds);
-  if (s.ok()) RecordAllReduce(seconds);
-  if (s.ok() && dtype != ReduceDtype::kFloat32) {
-    uint16_t* h = static_cast<uint16_t*>(data);
-    for (size_t i = 0; i < count; ++i) {
-      h[i] = dtype == ReduceDtype::kBFloat16 ? FloatToBf16(values[i]) : FloatToFp16(values[i]);
-    }
-  }
-  return s;
+  return ReduceAsFloat(data, count, dtype, [&](float* values, size_t n) {
+    double seconds = 0;
+    absl::Status s = Guard(
+        "all-reduce",
+        [&] {
+          gloo::AllreduceOptions opts(context_);
+          opts.setInput(values, n);
+          opts.setOutput(values, n);
+          void (*fn)(void*, const void*, const void*, size_t) = &gloo::sum<float>;
+          opts.setReduceFunction(fn);
+          gloo::allreduce(opts);
+        },
+        &seconds);
+    if (s.ok()) RecordAllReduce(seconds);
+    return s;
+  });
 }
 
 absl::Status GlooCommunicator::AllGather(const float* in, size_t count, float* out) {

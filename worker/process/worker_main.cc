@@ -2,7 +2,7 @@
 // for ranks on other machines); everything else arrives over the control stream.
 //
 //   tessera-worker --controller HOST:PORT [--rank R] [--generation G] [--die-with-parent]
-//                  [--step-channel-fd N]
+//                  [--step-channel-fd N] [--collectives-fd N]
 #include <sched.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -24,11 +24,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/ipc/shm_channel.h"
+#include "common/ipc/shm_collectives.h"
 #include "common/util/proc_stats.h"
 #include "grpcpp/grpcpp.h"
 #include "tessera/v1/worker.grpc.pb.h"
 #include "worker/comm/control_store.h"
 #include "worker/comm/gloo_communicator.h"
+#include "worker/comm/shm_communicator.h"
 #include "worker/engine/step_engine.h"
 #include "worker/executor/executor.h"
 #include "worker/process/cuda_ordinal.h"
@@ -59,7 +61,9 @@ constexpr char kUsage[] =
     "  --connect-timeout S     wait up to S seconds for the controller to listen (default 60)\n"
     "  --generation G          the worker group generation it was spawned for (internal)\n"
     "  --die-with-parent       exit when the parent process exits (internal)\n"
-    "  --step-channel-fd N     the inherited shared-memory step channel (internal)\n";
+    "  --step-channel-fd N     the inherited shared-memory step channel (internal)\n"
+    "  --collectives-fd N      the inherited shared-memory collective group of a CPU group\n"
+    "                          spawned on one host, used instead of Gloo (internal)\n";
 
 struct Flags {
   std::string controller;
@@ -69,6 +73,7 @@ struct Flags {
   std::string comm_interface;
   int connect_timeout_s = 60;
   int step_channel_fd = -1;
+  int collectives_fd = -1;
 };
 
 // Steps that arrived over the control stream, for the step loop.
@@ -222,14 +227,28 @@ int Run(const Flags& flags) {
       std::chrono::milliseconds(std::max<int64_t>(setup.rendezvous_timeout_ms(), 1000));
   comm::ControlStore store(stub.get(), timeout);
   std::unique_ptr<comm::Communicator> communicator;
+  std::string collectives;  // how they travel, for the Loaded report
   if (world > 1) {
-    if (setup.comm_backend() == "nccl") {
+    if (setup.comm_backend() != "nccl" && flags.collectives_fd >= 0) {
+      // Every rank of a spawned group got the same mapping: all take this path, or (a
+      // failure here) the group fails and restarts.
+      auto group = ipc::ShmCollectives::Attach(flags.collectives_fd, rank, timeout);
+      if (!group.ok()) Die(&sender, absl::StrCat(who, ": ", group.status().message()));
+      communicator = std::make_unique<comm::ShmCommunicator>(*std::move(group));
+      // Joined first, as with Gloo's rendezvous: a rank that never arrives fails the group
+      // before minutes of loading.
+      if (absl::Status s = communicator->Barrier(); !s.ok()) {
+        Die(&sender, absl::StrCat(who, ": joining the group: ", s.message()));
+      }
+      collectives = "shared memory";
+    } else if (setup.comm_backend() == "nccl") {
 #ifdef TESSERA_HAVE_NCCL
       if (!on_gpu) Die(&sender, who + ": NCCL was asked for but the setup names no GPU");
       auto c = comm::NcclCommunicator::Connect(store, setup.store_prefix(), rank, world,
                                                cuda_ordinal, timeout);
       if (!c.ok()) Die(&sender, absl::StrCat(who, ": ", c.status().message()));
       communicator = *std::move(c);
+      collectives = "nccl";
 #else
       Die(&sender, who + ": NCCL was asked for but this build has no CUDA/NCCL");
 #endif
@@ -243,6 +262,7 @@ int Run(const Flags& flags) {
       auto c = comm::GlooCommunicator::Connect(store, rank, world, g);
       if (!c.ok()) Die(&sender, absl::StrCat(who, ": ", c.status().message()));
       communicator = *std::move(c);
+      collectives = "gloo";
     }
   }
 
@@ -312,6 +332,7 @@ int Run(const Flags& flags) {
   loaded.mutable_loaded()->set_threads(threads);
   loaded.mutable_loaded()->set_device(device);
   loaded.mutable_loaded()->set_step_channel(step_channel != nullptr);
+  loaded.mutable_loaded()->set_collectives(collectives);
   if (!sender.Send(loaded)) Die(nullptr, who + ": the controller went away");
   std::fprintf(
       stderr,
@@ -458,6 +479,12 @@ int main(int argc, char** argv) {
       if (!absl::SimpleAtoi(value("--step-channel-fd"), &flags.step_channel_fd) ||
           flags.step_channel_fd < 0) {
         std::fprintf(stderr, "tessera-worker: --step-channel-fd must be a descriptor number\n");
+        return 2;
+      }
+    } else if (a == "--collectives-fd") {
+      if (!absl::SimpleAtoi(value("--collectives-fd"), &flags.collectives_fd) ||
+          flags.collectives_fd < 0) {
+        std::fprintf(stderr, "tessera-worker: --collectives-fd must be a descriptor number\n");
         return 2;
       }
     } else if (a == "--die-with-parent") {
