@@ -1,8 +1,13 @@
-// The Gloo communicator's collectives against values computed independently here: sums
-// in float32 and in 16-bit formats (reduced in float32, rounded once), gathers, broadcast,
-// barrier, and a timeout naming the rank that never joined.
+// The host communicators' collectives (Gloo over TCP, and shared memory with slots small
+// enough that a collective takes several rounds) against values computed independently
+// here: sums in float32 and in 16-bit formats (reduced in float32, rounded once), gathers,
+// broadcast, barrier, one timing per all-reduce, and a timeout naming the rank that never
+// joined.
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -10,27 +15,53 @@
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 #include "worker/comm/gloo_communicator.h"
+#include "worker/comm/shm_communicator.h"
 
 namespace tessera::comm {
 namespace {
 
+enum class Backend { kGloo, kSharedMemory };
+
+// Runs f(communicator, rank) on n threads, each rank with its own communicator.
 template <typename F>
-void OnRanks(int n, F f) {
+void OnRanks(Backend backend, int n, F f) {
   gloo::rendezvous::HashStore store;
+  // One page per rank and round: the 1,000- and 65,536-float collectives below take 1 and
+  // 16 rounds.
+  auto group = ipc::ShmCollectives::Create(n, 4096);
+  ASSERT_TRUE(group.ok()) << group.status();
   std::vector<std::thread> t;
   for (int r = 0; r < n; ++r) {
     t.emplace_back([&, r] {
-      auto c = GlooCommunicator::Connect(store, r, n, {});
-      ASSERT_TRUE(c.ok()) << c.status();
-      f(**c, r);
+      std::unique_ptr<Communicator> c;
+      if (backend == Backend::kGloo) {
+        auto g = GlooCommunicator::Connect(store, r, n, {});
+        ASSERT_TRUE(g.ok()) << g.status();
+        c = *std::move(g);
+      } else {
+        auto g = ipc::ShmCollectives::Attach(dup((*group)->fd()), r, std::chrono::seconds(30));
+        ASSERT_TRUE(g.ok()) << g.status();
+        c = std::make_unique<ShmCommunicator>(*std::move(g));
+      }
+      ASSERT_EQ(c->rank(), r);
+      ASSERT_EQ(c->size(), n);
+      f(*c, r);
     });
   }
   for (auto& x : t) x.join();
 }
 
-TEST(GlooCommunicator, AllReduceSumsEveryDtype) {
+class HostCommunicator : public ::testing::TestWithParam<Backend> {};
+
+INSTANTIATE_TEST_SUITE_P(Backends, HostCommunicator,
+                         ::testing::Values(Backend::kGloo, Backend::kSharedMemory),
+                         [](const ::testing::TestParamInfo<Backend>& info) {
+                           return info.param == Backend::kGloo ? "Gloo" : "SharedMemory";
+                         });
+
+TEST_P(HostCommunicator, AllReduceSumsEveryDtype) {
   for (int n : {2, 3, 4}) {
-    OnRanks(n, [n](Communicator& c, int r) {
+    OnRanks(GetParam(), n, [n](Communicator& c, int r) {
       std::vector<float> f(1000);
       for (size_t i = 0; i < f.size(); ++i) f[i] = static_cast<float>(r * 1000 + i) * 0.25f;
       ASSERT_TRUE(c.AllReduceSum(f.data(), f.size()).ok());
@@ -62,8 +93,8 @@ TEST(GlooCommunicator, AllReduceSumsEveryDtype) {
   }
 }
 
-TEST(GlooCommunicator, AllGatherBroadcastBarrier) {
-  OnRanks(3, [](Communicator& c, int r) {
+TEST_P(HostCommunicator, AllGatherBroadcastBarrier) {
+  OnRanks(GetParam(), 3, [](Communicator& c, int r) {
     std::vector<float> mine = {static_cast<float>(r), static_cast<float>(10 * r)};
     std::vector<float> all(6);
     ASSERT_TRUE(c.AllGather(mine.data(), 2, all.data()).ok());
@@ -79,8 +110,8 @@ TEST(GlooCommunicator, AllGatherBroadcastBarrier) {
 
 // tessera_allreduce_seconds takes one observation per all-reduce call: each call leaves one
 // duration, in call order, and taking them starts a fresh list.
-TEST(GlooCommunicator, EachAllReduceLeavesOneDuration) {
-  OnRanks(2, [](Communicator& c, int r) {
+TEST_P(HostCommunicator, EachAllReduceLeavesOneDuration) {
+  OnRanks(GetParam(), 2, [](Communicator& c, int r) {
     std::vector<float> v(1 << 16, 1.0f);
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < 3; ++i) ASSERT_TRUE(c.AllReduceSum(v.data(), v.size()).ok());
