@@ -303,6 +303,7 @@ void RegisterAll() {
                                  t.type)
         ->Arg(static_cast<int>(cpu::Isa::kScalar))
         ->Arg(static_cast<int>(cpu::Isa::kAvx2))
+        ->Arg(static_cast<int>(cpu::Isa::kAvx512))
         ->Unit(benchmark::kMicrosecond);
   }
   for (const quant::QuantTraits& t : quant::SupportedQuantTypes()) {

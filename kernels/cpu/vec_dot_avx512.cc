@@ -43,7 +43,7 @@ __m512i Two32(const void* lo, const void* hi) {
 __m512i Low32(const void* lo) { return _mm512_zextsi256_si512(Load32(lo)); }
 
 // The exact int32 sums of each 256-bit half's 8 lanes.
-void HalfSums(__m512i v, int32_t* lo, int32_t* hi) {
+[[gnu::always_inline]] inline void HalfSums(__m512i v, int32_t* lo, int32_t* hi) {
   const __m256i a = _mm512_castsi512_si256(v), b = _mm512_extracti64x4_epi64(v, 1);
   __m256i s = _mm256_hadd_epi32(a, b);  // per 128-bit lane: a pairs, b pairs
   s = _mm256_hadd_epi32(s, s);          // per lane: [a quad, b quad, a quad, b quad]
@@ -74,7 +74,7 @@ __m256i MinsK4(uint64_t m) {
 // low, (w1, a1) high (blocks i and i + 1 of one row, or block i of two rows against the same
 // activations); with `two` false the high half is zero. Their integer sums Σ sc·Σ(u·a) and
 // Σ m·Σa.
-void SumsQ4_K(const quant::BlockQ4_K& w0, const quant::BlockQ4_K& w1, const quant::BlockQ8_K& a0,
+[[gnu::always_inline]] inline void SumsQ4_K(const quant::BlockQ4_K& w0, const quant::BlockQ4_K& w1, const quant::BlockQ8_K& a0,
               const quant::BlockQ8_K& a1, bool two, int32_t is[2], int32_t ms[2]) {
   uint64_t sc0, m0, sc1 = 0, m1 = 0;
   quant::UnpackScalesMinsK4(w0.scales, &sc0, &m0);
@@ -101,7 +101,7 @@ void SumsQ4_K(const quant::BlockQ4_K& w0, const quant::BlockQ4_K& w1, const quan
 }
 
 // acc += block b's part of the dot, the AVX2 dots' float operations.
-float AccumulateQ4_K(float acc, const quant::BlockQ4_K& w, const quant::BlockQ8_K& a, int32_t is,
+[[gnu::always_inline]] inline float AccumulateQ4_K(float acc, const quant::BlockQ4_K& w, const quant::BlockQ8_K& a, int32_t is,
                      int32_t ms) {
   const float dw = HalfToFloat(w.d), dmin = HalfToFloat(w.dmin);
   acc = std::fma(dw * a.d, static_cast<float>(is), acc);
@@ -113,13 +113,18 @@ float DotQ4_K(const void* wp, const void* ap, int64_t n) {
   const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
   const int64_t blocks = n / kQKK;
   float acc = 0.0f;
-  for (int64_t i = 0; i < blocks; i += 2) {
-    const bool two = i + 1 < blocks;
+  int64_t i = 0;
+  for (; i + 1 < blocks; i += 2) {
     PrefetchAhead(w + i, 2 * sizeof(quant::BlockQ4_K));
     int32_t is[2], ms[2];
-    SumsQ4_K(w[i], two ? w[i + 1] : w[i], a[i], two ? a[i + 1] : a[i], two, is, ms);
+    SumsQ4_K(w[i], w[i + 1], a[i], a[i + 1], true, is, ms);
     acc = AccumulateQ4_K(acc, w[i], a[i], is[0], ms[0]);
-    if (two) acc = AccumulateQ4_K(acc, w[i + 1], a[i + 1], is[1], ms[1]);
+    acc = AccumulateQ4_K(acc, w[i + 1], a[i + 1], is[1], ms[1]);
+  }
+  if (i < blocks) {
+    int32_t is[2], ms[2];
+    SumsQ4_K(w[i], w[i], a[i], a[i], false, is, ms);
+    acc = AccumulateQ4_K(acc, w[i], a[i], is[0], ms[0]);
   }
   return acc;
 }
@@ -152,7 +157,7 @@ __m256i ScalesQ6(const quant::BlockQ6_K& b, int h) {
 // Two Q6_K blocks against their activation blocks, (w0, a0) in the low half and (w1, a1) in
 // the high one, as SumsQ4_K: Σ sc·Σ(q·a), the stored q + 32 corrected by 32·Σ sc·Σa from
 // the activation's bsums.
-void SumsQ6_K(const quant::BlockQ6_K& w0, const quant::BlockQ6_K& w1, const quant::BlockQ8_K& a0,
+[[gnu::always_inline]] inline void SumsQ6_K(const quant::BlockQ6_K& w0, const quant::BlockQ6_K& w1, const quant::BlockQ8_K& a0,
               const quant::BlockQ8_K& a1, bool two, int32_t is[2]) {
   const __m512i mask4 = _mm512_set1_epi8(0x0F), mask2 = _mm512_set1_epi8(0x03);
   __m512i isum = _mm512_setzero_si512();
@@ -198,14 +203,18 @@ float DotQ6_K(const void* wp, const void* ap, int64_t n) {
   const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
   const int64_t blocks = n / kQKK;
   float acc = 0.0f;
-  for (int64_t i = 0; i < blocks; i += 2) {
-    const bool two = i + 1 < blocks;
+  int64_t i = 0;
+  for (; i + 1 < blocks; i += 2) {
     PrefetchAhead(w + i, 2 * sizeof(quant::BlockQ6_K));
     int32_t is[2];
-    SumsQ6_K(w[i], two ? w[i + 1] : w[i], a[i], two ? a[i + 1] : a[i], two, is);
-    for (int j = 0; j < (two ? 2 : 1); ++j) {
-      acc = std::fma(HalfToFloat(w[i + j].d) * a[i + j].d, static_cast<float>(is[j]), acc);
-    }
+    SumsQ6_K(w[i], w[i + 1], a[i], a[i + 1], true, is);
+    acc = std::fma(HalfToFloat(w[i].d) * a[i].d, static_cast<float>(is[0]), acc);
+    acc = std::fma(HalfToFloat(w[i + 1].d) * a[i + 1].d, static_cast<float>(is[1]), acc);
+  }
+  if (i < blocks) {
+    int32_t is[2];
+    SumsQ6_K(w[i], w[i], a[i], a[i], false, is);
+    acc = std::fma(HalfToFloat(w[i].d) * a[i].d, static_cast<float>(is[0]), acc);
   }
   return acc;
 }
