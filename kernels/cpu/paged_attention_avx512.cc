@@ -109,13 +109,16 @@ void Scores(const PagedAttentionArgs& a, int r0, float* scores) {
     if (n_pending == 0) first = j;
     const int64_t at = slot * a.k.slot_stride + a.k.offset;
     __m512 acc[R];
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
     for (int c = 0; c < chunks; ++c) {
       const __m512 kc = Load16<E>(a.k.data, at + 16 * c);
+#pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(a.q + (r0 + r) * a.ldq + 16 * c), kc, acc[r]);
       }
     }
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) partial[r][n_pending] = Fold(acc[r]);
     if (++n_pending == 8) flush();
   });
@@ -137,10 +140,17 @@ void WeightedValues(const PagedAttentionArgs& a, int r0, const float* p) {
     ForEachKey(a, part, 16 * nc * ElemBytes(E), [&](int64_t j, int64_t slot) {
       const int64_t at = slot * a.v.slot_stride + a.v.offset + 16 * c0;
       __m512 vc[kChunkBlock];
-      for (int c = 0; c < nc; ++c) vc[c] = Load16<E>(a.v.data, at + 16 * c);
+#pragma GCC unroll 4
+      for (int c = 0; c < kChunkBlock; ++c) {
+        if (c < nc) vc[c] = Load16<E>(a.v.data, at + 16 * c);
+      }
+#pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const __m512 w = _mm512_set1_ps(p[(r0 + r) * a.n_keys + j]);
-        for (int c = 0; c < nc; ++c) acc[r][c] = _mm512_fmadd_ps(w, vc[c], acc[r][c]);
+#pragma GCC unroll 4
+        for (int c = 0; c < kChunkBlock; ++c) {
+          if (c < nc) acc[r][c] = _mm512_fmadd_ps(w, vc[c], acc[r][c]);
+        }
       }
     });
     for (int r = 0; r < R; ++r) {
