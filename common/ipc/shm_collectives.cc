@@ -6,10 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
+#include "common/util/spin.h"
 
 namespace tessera::ipc {
 namespace {
@@ -23,16 +20,12 @@ constexpr int kMaxWorld = 1024;
 // How long a rank polls for the others before it sleeps on a futex. Ranks reach a
 // collective within microseconds of each other when their shares of the work are equal;
 // a futex wake-up costs more than that. Short, so that a rank that waits for a slow one
-// gives its core back.
+// gives its core back; and not at all while the OS keeps preempting the rank (SpinPolicy:
+// more ranks and threads than cores, where polling takes the core from the rank it waits
+// for).
 constexpr auto kSpin = std::chrono::microseconds(50);
 // The longest single futex sleep: the deadline is checked between sleeps.
 constexpr auto kMaxSleep = std::chrono::milliseconds(100);
-
-inline void Pause() {
-#if defined(__x86_64__)
-  _mm_pause();
-#endif
-}
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
@@ -161,13 +154,13 @@ absl::Status ShmCollectives::FinishRound(const char* what) {
     FutexWakeAll(&words[rank_].arrived);
   }
   const auto start = Clock::now();
-  const auto spin_until = start + kSpin;
+  const auto spin_until = start + (spin_policy_.Spin() ? kSpin : Clock::duration::zero());
   const auto deadline = start + timeout_;
   for (int j = 0; j < world_; ++j) {
     if (j == rank_) continue;
     std::atomic<uint32_t>& arrived = words[j].arrived;
     for (int i = 0; !Reached(arrived.load(std::memory_order_acquire), round_); ++i) {
-      Pause();
+      CpuRelax();
       if ((i & 63) == 63 && Clock::now() > spin_until) break;
     }
     if (Reached(arrived.load(std::memory_order_acquire), round_)) continue;

@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/ipc/shared_memory.h"
+#include "common/util/spin.h"
 
 namespace tessera::ipc {
 
@@ -78,7 +79,8 @@ class ShmCollectives {
   int rank_, world_;
   size_t slot_bytes_;
   std::chrono::milliseconds timeout_;
-  uint32_t round_ = 0;  // rounds this rank has started
+  uint32_t round_ = 0;      // rounds this rank has started
+  SpinPolicy spin_policy_;  // this rank's thread: poll before sleeping?
 };
 
 }  // namespace tessera::ipc

@@ -3,11 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include <sys/resource.h>
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
+#include "common/util/spin.h"
 
 namespace tessera::cpu {
 namespace {
@@ -21,12 +17,6 @@ constexpr uint32_t kLocked = 0xFFFFFFFFu;
 // run the work it waits for.
 constexpr auto kWorkerSpin = std::chrono::microseconds(40);
 constexpr auto kCallerSpin = std::chrono::microseconds(20);
-
-inline void Pause() {
-#if defined(__x86_64__)
-  _mm_pause();
-#endif
-}
 
 inline uint32_t GenerationOf(uint64_t word) { return static_cast<uint32_t>(word >> 32); }
 
@@ -66,37 +56,6 @@ void ThreadPool::RunTasks(uint32_t gen, int thread) {
   }
 }
 
-// Whether this thread should poll before sleeping: not while the OS keeps preempting it
-// (more involuntary context switches than kMaxPreemptionsPerSecond over the last
-// kPreemptionWindow), which means other threads want its core and polling would take the
-// core from whoever runs the work it waits for.
-class SpinPolicy {
- public:
-  bool Spin() {
-    const auto now = Clock::now();
-    if (now - window_start_ >= kPreemptionWindow) {
-      const long switches = InvoluntarySwitches();
-      const double seconds = std::chrono::duration<double>(now - window_start_).count();
-      spin_ = (switches - switches_) / seconds <= kMaxPreemptionsPerSecond;
-      switches_ = switches;
-      window_start_ = now;
-    }
-    return spin_;
-  }
-
- private:
-  static constexpr auto kPreemptionWindow = std::chrono::milliseconds(50);
-  static constexpr double kMaxPreemptionsPerSecond = 200;
-  static long InvoluntarySwitches() {
-    rusage u{};
-    if (getrusage(RUSAGE_THREAD, &u) != 0) return 0;
-    return u.ru_nivcsw;
-  }
-  Clock::time_point window_start_ = Clock::now();
-  long switches_ = InvoluntarySwitches();
-  bool spin_ = true;
-};
-
 void ThreadPool::WorkerLoop(int thread) {
   uint32_t seen = 0;
   SpinPolicy policy;
@@ -105,7 +64,7 @@ void ThreadPool::WorkerLoop(int thread) {
     uint32_t gen = GenerationOf(work_.load(std::memory_order_acquire));
     const auto deadline = Clock::now() + (policy.Spin() ? kWorkerSpin : Clock::duration::zero());
     for (int i = 0; gen == seen && !stopping_.load(std::memory_order_relaxed); ++i) {
-      Pause();
+      CpuRelax();
       if ((i & 63) == 63 && Clock::now() > deadline) {
         const uint32_t epoch = epoch_.load(std::memory_order_seq_cst);
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
@@ -142,7 +101,7 @@ void ThreadPool::Run(int64_t n_tasks, const std::function<void(int64_t, int)>& f
   bool spin = true;
   for (int i = 0; done_.load(std::memory_order_acquire) != n_tasks; ++i) {
     if (spin) {
-      Pause();
+      CpuRelax();
       if ((i & 63) == 63 && Clock::now() > deadline) spin = false;
     } else {
       std::this_thread::yield();

@@ -74,8 +74,9 @@ __m256i MinsK4(uint64_t m) {
 // low, (w1, a1) high (blocks i and i + 1 of one row, or block i of two rows against the same
 // activations); with `two` false the high half is zero. Their integer sums Σ sc·Σ(u·a) and
 // Σ m·Σa.
-[[gnu::always_inline]] inline void SumsQ4_K(const quant::BlockQ4_K& w0, const quant::BlockQ4_K& w1, const quant::BlockQ8_K& a0,
-              const quant::BlockQ8_K& a1, bool two, int32_t is[2], int32_t ms[2]) {
+[[gnu::always_inline]] inline void SumsQ4_K(const quant::BlockQ4_K& w0, const quant::BlockQ4_K& w1,
+                                            const quant::BlockQ8_K& a0, const quant::BlockQ8_K& a1,
+                                            bool two, int32_t is[2], int32_t ms[2]) {
   uint64_t sc0, m0, sc1 = 0, m1 = 0;
   quant::UnpackScalesMinsK4(w0.scales, &sc0, &m0);
   if (two) quant::UnpackScalesMinsK4(w1.scales, &sc1, &m1);
@@ -101,8 +102,9 @@ __m256i MinsK4(uint64_t m) {
 }
 
 // acc += block b's part of the dot, the AVX2 dots' float operations.
-[[gnu::always_inline]] inline float AccumulateQ4_K(float acc, const quant::BlockQ4_K& w, const quant::BlockQ8_K& a, int32_t is,
-                     int32_t ms) {
+[[gnu::always_inline]] inline float AccumulateQ4_K(float acc, const quant::BlockQ4_K& w,
+                                                   const quant::BlockQ8_K& a, int32_t is,
+                                                   int32_t ms) {
   const float dw = HalfToFloat(w.d), dmin = HalfToFloat(w.dmin);
   acc = std::fma(dw * a.d, static_cast<float>(is), acc);
   return std::fma(-(dmin * a.d), static_cast<float>(ms), acc);
@@ -157,8 +159,9 @@ __m256i ScalesQ6(const quant::BlockQ6_K& b, int h) {
 // Two Q6_K blocks against their activation blocks, (w0, a0) in the low half and (w1, a1) in
 // the high one, as SumsQ4_K: Σ sc·Σ(q·a), the stored q + 32 corrected by 32·Σ sc·Σa from
 // the activation's bsums.
-[[gnu::always_inline]] inline void SumsQ6_K(const quant::BlockQ6_K& w0, const quant::BlockQ6_K& w1, const quant::BlockQ8_K& a0,
-              const quant::BlockQ8_K& a1, bool two, int32_t is[2]) {
+[[gnu::always_inline]] inline void SumsQ6_K(const quant::BlockQ6_K& w0, const quant::BlockQ6_K& w1,
+                                            const quant::BlockQ8_K& a0, const quant::BlockQ8_K& a1,
+                                            bool two, int32_t is[2]) {
   const __m512i mask4 = _mm512_set1_epi8(0x0F), mask2 = _mm512_set1_epi8(0x03);
   __m512i isum = _mm512_setzero_si512();
 #pragma GCC unroll 2
