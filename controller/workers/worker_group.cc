@@ -47,6 +47,8 @@ std::string Mib(uint64_t bytes) { return absl::StrCat(bytes / (1024 * 1024), " M
 // worker.
 constexpr int kStepChannelFd = 3;
 constexpr int kCollectivesFd = 4;
+static_assert(kStepChannelFd == 3 && kCollectivesFd == 4,
+              "SpawnLocked closes every other descriptor from 3 up around these two");
 // How long a wait for results sleeps before it looks at the group's state again (a
 // failure also wakes it at once).
 constexpr auto kResultPoll = std::chrono::milliseconds(20);
@@ -369,14 +371,14 @@ struct WorkerGroup::Impl final : public v1::WorkerControl::Service {
       // kernel's backlog instead of being refused) and its connections open after it closes
       // them. The step channel and the collective group alone are passed on, as
       // descriptors kStepChannelFd and kCollectivesFd (their own descriptors are numbered
-      // above both, so neither dup2 closes the other's source).
+      // above both, so neither dup2 closes the other's source); whichever of the two the
+      // worker does not get is closed like the rest.
       if (shared != nullptr && !shared->ShareWithChild(kStepChannelFd)) _exit(126);
       if (group != nullptr && !group->ShareWithChild(kCollectivesFd)) _exit(126);
-      const int keep = group != nullptr    ? kCollectivesFd + 1
-                       : shared != nullptr ? kStepChannelFd + 1
-                                           : 3;
-      if (close_range(keep, ~0U, 0) != 0) {
-        for (long fd = keep; fd < max_fd; ++fd) close(static_cast<int>(fd));
+      if (shared == nullptr) close(kStepChannelFd);
+      if (group == nullptr) close(kCollectivesFd);
+      if (close_range(kCollectivesFd + 1, ~0U, 0) != 0) {
+        for (long fd = kCollectivesFd + 1; fd < max_fd; ++fd) close(static_cast<int>(fd));
       }
       if (!cuda_env.empty()) putenv(cuda_env.data());
       execv(argv[0], argv.data());

@@ -8,10 +8,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -121,6 +125,18 @@ TEST(WorkerGroup, TensorParallelLogitsMatchInProcess) {
   }
 }
 
+// The kernel's name of each descriptor process `pid` holds ("pipe:[1234]", "/dev/null", ...).
+std::vector<std::string> OpenDescriptors(pid_t pid) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e :
+       std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/fd"), ec)) {
+    std::error_code link_ec;
+    out.push_back(std::filesystem::read_symlink(e.path(), link_ec).string());
+  }
+  return out;
+}
+
 // Steps and results take the shared-memory channel (spawned workers), the control stream
 // (step_channel_bytes 0), or both (a one-page mailbox: the small steps fit, the logits
 // results and a step with 3,000 release ids do not and go by the stream with a marker).
@@ -141,6 +157,18 @@ TEST(WorkerGroup, StepsThroughTheChannelOrTheStreamGiveTheSameBits) {
     out.push_back(large);
     return out;
   };
+  // A pipe of the controller's own, inheritable, at the descriptors a worker gets its
+  // channel and collectives at (where they are free here): no worker may hold it, whichever
+  // of the two it is given.
+  int controller_pipe[2];
+  ASSERT_EQ(pipe(controller_pipe), 0);
+  for (int fd : {3, 4}) {
+    if (fcntl(fd, F_GETFD) == -1) {
+      ASSERT_EQ(dup2(controller_pipe[0], fd), fd);
+    }
+  }
+  const std::string pipe_name =
+      std::filesystem::read_symlink(absl::StrCat("/proc/self/fd/", controller_pipe[0])).string();
   std::vector<std::vector<float>> want;  // per step: rank 0's logits over the stream
   for (size_t bytes : {size_t{0}, size_t{4096}, size_t{4} << 20}) {
     SCOPED_TRACE(absl::StrCat("step_channel_bytes ", bytes));
@@ -149,7 +177,13 @@ TEST(WorkerGroup, StepsThroughTheChannelOrTheStreamGiveTheSameBits) {
     auto g = WorkerGroup::Create(o);
     ASSERT_TRUE(g.ok()) << g.status();
     ASSERT_TRUE((*g)->Start().ok());
-    for (const RankState& r : (*g)->ranks()) EXPECT_EQ(r.step_channel, bytes > 0) << r.rank;
+    for (const RankState& r : (*g)->ranks()) {
+      EXPECT_EQ(r.step_channel, bytes > 0) << r.rank;
+      const std::vector<std::string> held = OpenDescriptors(r.pid);
+      EXPECT_FALSE(held.empty()) << r.rank;
+      EXPECT_EQ(std::count(held.begin(), held.end(), pipe_name), 0)
+          << "rank " << r.rank << " inherited the controller's descriptor " << pipe_name;
+    }
     const std::vector<v1::StepRequest> run = steps((*g)->n_blocks());
     for (size_t i = 0; i < run.size(); ++i) {
       absl::StatusOr<v1::StepResult> r;
@@ -183,6 +217,13 @@ TEST(WorkerGroup, StepsThroughTheChannelOrTheStreamGiveTheSameBits) {
     // A FinishStep with no step started is an error, not a hang.
     EXPECT_TRUE(absl::IsFailedPrecondition((*g)->FinishStep().status()));
   }
+  for (int fd : {3, 4}) {
+    if (std::filesystem::read_symlink(absl::StrCat("/proc/self/fd/", fd)).string() == pipe_name) {
+      close(fd);
+    }
+  }
+  close(controller_pipe[0]);
+  close(controller_pipe[1]);
 }
 
 // Spawned CPU ranks run their collectives through one shared memory mapping (the default),
