@@ -78,9 +78,8 @@ const OptionSpec kOptions[] = {
      "Tensor-parallel size: the number of worker processes sharing each layer (one per GPU).",
      &C::tp, Between(1, 1024)},
     {"cpu-workers", T::kInt, S::kParallelism, "0", "0: tp workers on CPU when no GPU is found", "N",
-     "Run N CPU workers (tensor parallel; see cpu-collectives) instead of GPU workers. Without it, "
-     "a "
-     "build with the CUDA backend that sees GPUs runs tp GPU workers (one per GPU, NCCL "
+     "Run N CPU workers (tensor parallel; see cpu-collectives) instead of GPU workers. Without "
+     "it, a build with the CUDA backend that sees GPUs runs tp GPU workers (one per GPU, NCCL "
      "between them); otherwise tp CPU workers.",
      &C::cpu_workers, Between(0, 1024)},
     {"threads-per-worker", T::kInt, S::kParallelism, "0", "0: available cores / workers", "N",

@@ -452,6 +452,12 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
+    // The inherited descriptor number `name` gives; false after saying what is wrong.
+    auto descriptor = [&](const char* name, int* fd) {
+      if (absl::SimpleAtoi(value(name), fd) && *fd >= 0) return true;
+      std::fprintf(stderr, "tessera-worker: %s must be a descriptor number\n", name);
+      return false;
+    };
     if (a == "--help" || a == "-h") {
       std::fputs(tessera::worker::kUsage, stdout);
       return 0;
@@ -476,17 +482,9 @@ int main(int argc, char** argv) {
     } else if (a == "--comm-interface") {
       flags.comm_interface = value("--comm-interface");
     } else if (a == "--step-channel-fd") {
-      if (!absl::SimpleAtoi(value("--step-channel-fd"), &flags.step_channel_fd) ||
-          flags.step_channel_fd < 0) {
-        std::fprintf(stderr, "tessera-worker: --step-channel-fd must be a descriptor number\n");
-        return 2;
-      }
+      if (!descriptor("--step-channel-fd", &flags.step_channel_fd)) return 2;
     } else if (a == "--collectives-fd") {
-      if (!absl::SimpleAtoi(value("--collectives-fd"), &flags.collectives_fd) ||
-          flags.collectives_fd < 0) {
-        std::fprintf(stderr, "tessera-worker: --collectives-fd must be a descriptor number\n");
-        return 2;
-      }
+      if (!descriptor("--collectives-fd", &flags.collectives_fd)) return 2;
     } else if (a == "--die-with-parent") {
       flags.die_with_parent = true;
     } else {
