@@ -205,10 +205,10 @@ absl::Status ShmCollectives::AllReduceSum(float* data, size_t count) {
     // Every rank adds the slots in rank order, so every rank gets the same bits.
     float* out = data + off;
     const auto* s0 = reinterpret_cast<const float*>(SlotOf(0));
-    const auto* s1 = reinterpret_cast<const float*>(SlotOf(1 % world_));
     if (world_ == 1) {
       std::memcpy(out, s0, n * sizeof(float));
     } else {
+      const auto* s1 = reinterpret_cast<const float*>(SlotOf(1));
       for (size_t i = 0; i < n; ++i) out[i] = s0[i] + s1[i];
     }
     for (int r = 2; r < world_; ++r) {
