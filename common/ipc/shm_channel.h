@@ -41,8 +41,8 @@ class ShmChannel {
   // as messages use them). The descriptor is close-on-exec; see ShareWithChild.
   static absl::StatusOr<std::unique_ptr<ShmChannel>> Create(size_t capacity);
   // Maps a channel made by Create in another process, from the descriptor it inherited
-  // (the descriptor is closed: the mapping keeps the memory). InvalidArgument when `fd` is
-  // not such a channel.
+  // (closed once mapped, channel or not: a mapping keeps the memory). InvalidArgument when
+  // `fd` is not such a channel.
   static absl::StatusOr<std::unique_ptr<ShmChannel>> Attach(int fd);
   ~ShmChannel();
   ShmChannel(const ShmChannel&) = delete;

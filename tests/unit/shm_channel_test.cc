@@ -4,6 +4,7 @@
 // inherited descriptor, each compared byte for byte with what was sent.
 #include "common/ipc/shm_channel.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -206,7 +207,7 @@ TEST(ShmChannel, AttachRefusesWhatIsNotAChannel) {
   EXPECT_TRUE(absl::IsInvalidArgument(zeros.status())) << zeros.status();
   EXPECT_NE(zeros.status().message().find("is not a version 1 step channel"), std::string::npos)
       << zeros.status();
-  close(fd);
+  EXPECT_EQ(fcntl(fd, F_GETFD), -1) << "a descriptor that was mapped is closed, channel or not";
 
   EXPECT_FALSE(ShmChannel::Attach(-1).ok());
 }
