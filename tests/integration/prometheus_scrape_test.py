@@ -300,19 +300,29 @@ class GaugeWatcher:
             self.stop.wait(0.05)
 
 
-def send_load(http_base, model, requests_total=8, concurrency=4):
+def send_load(http_base, model, watcher, requests_total=8, concurrency=4, max_seconds=60):
+    """At least `requests_total` completions, `concurrency` at a time, and more until the
+    watcher has scraped /metrics a few times while they ran: on a fast machine the first
+    eight can finish between two of its scrapes (50 ms apart), and a gauge that no scrape
+    sees under load proves nothing either way."""
     results = []
     lock = threading.Lock()
     body = {"model": model, "prompt": "hello", "max_tokens": 24}
+    deadline = time.monotonic() + max_seconds
+    first_scrape = watcher.scrapes
 
-    def worker(n):
-        for _ in range(n):
+    def worker():
+        while True:
+            with lock:
+                enough = (len(results) >= requests_total
+                          and watcher.scrapes - first_scrape >= 5)
+                if enough or time.monotonic() > deadline:
+                    return
             status, text = http("POST", http_base + "/v1/completions", body, timeout=120)
             with lock:
                 results.append((status, text[:300]))
 
-    threads = [threading.Thread(target=worker, args=(requests_total // concurrency,))
-               for _ in range(concurrency)]
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
     for t in threads:
         t.start()
     for t in threads:
@@ -374,10 +384,11 @@ def run(args, work, failures):
         world_size = len({l.get("rank") for n, l, _ in before if n == "tessera_worker_up"}) or 1
         watcher = GaugeWatcher(http_base + "/metrics")
         watcher.thread.start()
-        log(f"sending load at TP {world_size}: 8 completions of 'hello' (max_tokens 24) to "
-            f"model {model}")
+        log(f"sending load at TP {world_size}: at least 8 completions of 'hello' (max_tokens 24, "
+            f"4 at a time, until 5 scrapes of /metrics ran during them) to model {model}")
         try:
-            results = send_load(http_base, model)
+            results = send_load(http_base, model, watcher)
+            log(f"sent {len(results)} completions")
         finally:
             watcher.stop.set()
             watcher.thread.join()
