@@ -7,6 +7,11 @@
 #   compute   mean tessera_worker_compute_seconds: rank 0's own time in the step
 #   control   step - compute: the control plane's round trip (hand-off, wake-ups, results,
 #             and at TP 2 waiting for the slower rank)
+#   control median / p90   the same per step, from tessera_step_control_seconds's buckets
+#             (the bucket bound at or below which half / 90% of the steps fell)
+#   to the workers / back to the controller   its two halves (tessera_step_handoff_seconds):
+#             the hand-off until the last rank took the step, and the last rank's finish
+#             until the controller held every result
 #   gap       mean and median tessera_step_gap_seconds: the scheduler's time between a step's
 #             result and the next step's hand-off (applying results, scheduling, building
 #             the step; event delivery overlaps the next step unless
@@ -40,7 +45,7 @@ port_http=18190
 port_grpc=15161
 
 usage() {
-  sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'
   exit "${1:-0}"
 }
 while [[ $# -gt 0 ]]; do
@@ -86,6 +91,9 @@ def read(path):
         if not m or line.startswith("#"):
             continue
         name, labels = m.group(1), m.group(2) or ""
+        direction = re.search(r'direction="([^"]+)"', labels)
+        if direction:  # tessera_step_handoff_seconds: one series per direction
+            name = name.replace("_seconds", "_seconds:" + direction.group(1))
         le = re.search(r'le="([^"]+)"', labels)
         key = (name, le.group(1) if le else None)
         values[key] = values.get(key, 0.0) + float(m.group(3))  # summed over phases
@@ -98,22 +106,30 @@ def mean(family):
     return d(family + "_sum") / n if n else float("nan")
 step, compute = mean("tessera_step_duration_seconds"), mean("tessera_worker_compute_seconds")
 gap = mean("tessera_step_gap_seconds")
-# The gap's median from its buckets (the bucket bound where half the steps are at or below).
-bounds = sorted({float(le) for (n, le) in b if n == "tessera_step_gap_seconds_bucket" and le != "+Inf"})
-n = d("tessera_step_gap_seconds_count")
-median = float("nan")
-for le in bounds:
-    key = next(k for k in b if k[0] == "tessera_step_gap_seconds_bucket" and k[1] != "+Inf"
-               and float(k[1]) == le)
-    if n and d(*key) >= n / 2:
-        median = le
-        break
+to_workers = mean("tessera_step_handoff_seconds:to_workers")
+to_controller = mean("tessera_step_handoff_seconds:to_controller")
+# A quantile from a histogram's buckets: the bucket bound at or below which that share of
+# the steps fell.
+def quantile(family, q):
+    name = family + "_bucket"
+    bounds = sorted({float(le) for (n, le) in b if n == name and le != "+Inf"})
+    n = d(family + "_count")
+    for le in bounds:
+        key = next(k for k in b if k[0] == name and k[1] != "+Inf" and float(k[1]) == le)
+        if n and d(*key) >= n * q:
+            return le
+    return float("nan")
+median = quantile("tessera_step_gap_seconds", 0.5)
+control_median = quantile("tessera_step_control_seconds", 0.5)
+control_p90 = quantile("tessera_step_control_seconds", 0.9)
 bench = json.load(open(sys.argv[3]))
 us = lambda s: f"{s * 1e6:,.0f}"
 steps = d("tessera_step_duration_seconds_count")
 allreduce = d("tessera_allreduce_seconds_sum") / steps if steps else float("nan")
 print(f"{bench.get('generated_tokens_per_s', float('nan')):.1f} {us(step)} {us(compute)} "
-      f"{us(step - compute)} {us(gap)} <={us(median)} {us(allreduce)} {int(steps)} "
+      f"{us(step - compute)} <={us(control_median)} <={us(control_p90)} {us(to_workers)} "
+      f"{us(to_controller)} {us(gap)} <={us(median)} "
+      f"{us(allreduce)} {int(steps)} "
       f"{bench.get('failed', '-')}")
 PY
 }
@@ -137,10 +153,12 @@ for tp in 1 2; do
     "$tessera" bench --url "http://127.0.0.1:$port_http" --concurrency "$c" --prompt-len 128 \
       --gen-len 64 --seed $((tp * 1000000 + c * 1000)) --json >"$work/bench.json" 2>"$work/bench.err" || true
     scrape "$work/after.txt"
-    read -r tok step compute control gap median allreduce steps failed \
+    read -r tok step compute control control_median control_p90 to_workers to_controller gap median \
+      allreduce steps failed \
       < <(figures "$work/before.txt" "$work/after.txt" "$work/bench.json")
-    log "tp $tp c$c: $tok tok/s, step $step us, compute $compute us, control $control us, gap $gap us"
-    rows+=("| $tp | $c | $tok | $step | $compute | $control | $gap | $median | $allreduce | $steps | $failed |")
+    log "tp $tp c$c: $tok tok/s, step $step us, compute $compute us, control $control us" \
+      "($to_workers to the workers, $to_controller back), gap $gap us"
+    rows+=("| $tp | $c | $tok | $step | $compute | $control | $control_median | $control_p90 | $to_workers | $to_controller | $gap | $median | $allreduce | $steps | $failed |")
   done
   stop_server
 done
@@ -153,7 +171,7 @@ cpu_model=$(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
   echo
   echo "tessera bench --prompt-len 128 --gen-len 64; means per step in microseconds from /metrics."
   echo
-  echo "| TP | concurrency | tok/s | step | compute (rank 0) | control (step - compute) | scheduler gap (mean) | gap (median) | all-reduces per step | steps | failed |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| TP | concurrency | tok/s | step | compute (rank 0) | control (step - compute) | control median | control p90 | to the workers | back to the controller | scheduler gap (mean) | gap (median) | all-reduces per step | steps | failed |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   printf '%s\n' "${rows[@]}"
 } | tee ${out:+"$out"}

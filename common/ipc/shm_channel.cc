@@ -1,8 +1,10 @@
 #include "common/ipc/shm_channel.h"
 
+#include <algorithm>
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/spin.h"
 #include "common/util/status_macros.h"
 
 namespace tessera::ipc {
@@ -169,12 +171,17 @@ ShmChannel::Taken ShmChannel::Take(Mailbox box, absl::FunctionRef<void(const cha
   return what;
 }
 
-bool ShmChannel::Wait(Mailbox box, std::chrono::microseconds timeout) {
+bool ShmChannel::Wait(Mailbox box, std::chrono::microseconds timeout,
+                      std::chrono::microseconds poll) {
   Box& b = BoxOf(box);
   auto ready = [&b] {
     return b.seq.load(std::memory_order_acquire) != b.taken.load(std::memory_order_relaxed);
   };
   if (ready()) return true;
+  if (poll.count() > 0) {
+    if (YieldingPoll(ready, std::min(poll, timeout))) return true;
+    timeout -= std::min(poll, timeout);
+  }
   // A futex wait also returns for a wake meant for an earlier wait (a poster saw that
   // waiter just as it found the message and left), so it sleeps again until the message,
   // the deadline or a Wake call.

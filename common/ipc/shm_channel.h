@@ -70,8 +70,12 @@ class ShmChannel {
   // call) for kMessage; kElsewhere for a marker. The mailbox is free again afterwards.
   Taken Take(Mailbox box, absl::FunctionRef<void(const char*, size_t)> read);
   // Blocks until the mailbox holds a message, `timeout` passes, or Wake is called; true
-  // when a message is there.
-  bool Wait(Mailbox box, std::chrono::microseconds timeout);
+  // when a message is there. For the first `poll` of it (at most `timeout`) the caller
+  // polls, yielding its core between polls (YieldingPoll), before it sleeps: for a message
+  // due within microseconds, which a sleeping thread on an idle vCPU would take tens of
+  // microseconds to wake for.
+  bool Wait(Mailbox box, std::chrono::microseconds timeout,
+            std::chrono::microseconds poll = std::chrono::microseconds(0));
   // Wakes whoever waits on `box` without a message (a waiter then rechecks why it waits).
   void Wake(Mailbox box);
 

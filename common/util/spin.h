@@ -2,6 +2,7 @@
 // polling pays at all for the calling thread.
 #pragma once
 
+#include <sched.h>
 #include <sys/resource.h>
 
 #include <chrono>
@@ -18,6 +19,22 @@ inline void CpuRelax() {
 #if defined(__x86_64__)
   _mm_pause();
 #endif
+}
+
+// Polls `ready` until it holds or `window` passes, giving the core away (sched_yield)
+// between polls; true when `ready` held. For a wait that should end within microseconds of
+// a hand-off: a thread that sleeps instead lets its core go idle, and on a virtual machine
+// waking an idle vCPU for the answer takes tens of microseconds (an exit to the
+// hypervisor); a thread polling this way keeps the core awake, yet anything runnable runs
+// first, so it costs other work nothing.
+template <typename Ready>
+bool YieldingPoll(Ready&& ready, std::chrono::nanoseconds window) {
+  const auto deadline = std::chrono::steady_clock::now() + window;
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    sched_yield();
+  }
+  return true;
 }
 
 // Whether a thread should poll before it sleeps: not while the OS keeps preempting it (more

@@ -279,9 +279,12 @@ int Serve(const config::DaemonConfig& c) {
   }
   workers::WorkerGroupEvents ev;
   ev.on_restart = [&m](int rank) { m.WorkerRestarts(rank).Increment(); };
-  ev.on_step = [&m](double compute_seconds, const std::vector<double>& allreduce) {
-    m.worker_compute.Observe(compute_seconds);
-    for (double seconds : allreduce) m.allreduce.Observe(seconds);
+  ev.on_step = [&m](const workers::StepTiming& t) {
+    m.worker_compute.Observe(t.compute_seconds);
+    m.step_control.Observe(t.control_seconds);
+    for (double seconds : t.allreduce_seconds) m.allreduce.Observe(seconds);
+    if (t.to_workers_seconds >= 0) m.handoff_to_workers.Observe(t.to_workers_seconds);
+    if (t.to_controller_seconds >= 0) m.handoff_to_controller.Observe(t.to_controller_seconds);
   };
   ev.on_ready = [&m, name = facts->info.name](double load_seconds) {
     m.model_load_seconds.Set(load_seconds);

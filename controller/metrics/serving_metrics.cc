@@ -87,6 +87,12 @@ ServingMetrics::ServingMetrics(Registry& registry, std::string model_name,
                                        "REST requests answered, by route and HTTP status.")),
       grpc_family_(registry.AddCounter("tessera_grpc_requests_total",
                                        "gRPC calls finished, by method and status code.")),
+      handoff_family_(registry.AddHistogram(
+          "tessera_step_handoff_seconds",
+          "The control plane's share of a step: from the controller's hand-off to the last "
+          "worker taking the step (direction to_workers), and from the last worker finishing "
+          "it to the controller holding every result (to_controller).",
+          kGapBuckets)),
       ttft(ModelHistogram(registry, model_name_, "tessera_time_to_first_token_seconds",
                           "Time from request arrival to its first generated token.", kTtftBuckets)),
       inter_token_latency(ModelHistogram(registry, model_name_,
@@ -123,6 +129,15 @@ ServingMetrics::ServingMetrics(Registry& registry, std::string model_name,
                               "Scheduler time between a step's result and the next step's "
                               "hand-off while requests keep running.",
                               kGapBuckets)),
+      handoff_to_workers(
+          handoff_family_.WithLabels({{"model_name", model_name_}, {"direction", "to_workers"}})),
+      handoff_to_controller(handoff_family_.WithLabels(
+          {{"model_name", model_name_}, {"direction", "to_controller"}})),
+      step_control(ModelHistogram(
+          registry, model_name_, "tessera_step_control_seconds",
+          "The control plane's round trip in one step: from the hand-off to the controller "
+          "holding every result, less rank 0's compute (tessera_worker_compute_seconds).",
+          kGapBuckets)),
       prompt_tokens_total(ModelCounter(registry, model_name_, "tessera_prompt_tokens_total",
                                        "Prompt tokens processed (prefilled).")),
       generation_tokens_total(ModelCounter(registry, model_name_, "tessera_generation_tokens_total",

@@ -56,6 +56,7 @@ class ServingMetrics {
   const GaugeFamily load_progress_family_;
   const CounterFamily http_family_;
   const CounterFamily grpc_family_;
+  const HistogramFamily handoff_family_;
 
  public:
   ServingMetrics(Registry& registry, std::string model_name,
@@ -105,6 +106,10 @@ class ServingMetrics {
   const Histogram allreduce;               // tessera_allreduce_seconds (per all-reduce call)
   const Histogram worker_compute;          // tessera_worker_compute_seconds (rank 0, per step)
   const Histogram step_gap;                // tessera_step_gap_seconds (scheduler, between steps)
+  // tessera_step_handoff_seconds{direction}: the control plane's two halves of a step.
+  const Histogram handoff_to_workers;     // direction="to_workers"
+  const Histogram handoff_to_controller;  // direction="to_controller"
+  const Histogram step_control;           // tessera_step_control_seconds
 
   const Counter prompt_tokens_total;      // tessera_prompt_tokens_total
   const Counter generation_tokens_total;  // tessera_generation_tokens_total

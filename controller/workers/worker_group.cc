@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "common/ipc/shm_channel.h"
 #include "common/ipc/shm_collectives.h"
+#include "common/util/monotonic.h"
 #include "controller/workers/gpu_plan.h"
 #include "grpcpp/grpcpp.h"
 #include "tessera/v1/worker.grpc.pb.h"
@@ -73,6 +74,7 @@ struct Slot {
 struct InFlightStep {
   uint64_t generation = 0;
   uint64_t step_id = 0;
+  Clock::time_point handed_off;  // when StartStep began to send it
   std::vector<std::shared_ptr<Slot>> slots;
 };
 
@@ -725,6 +727,7 @@ absl::Status WorkerGroup::StartStep(const v1::StepRequest& step) {
   std::unique_lock<std::mutex> one_step(g.step_mu);
   InFlightStep f;
   f.step_id = step.step_id();
+  f.handed_off = Clock::now();
   {
     std::lock_guard<std::mutex> lock(g.mu);
     if (!g.up) return absl::UnavailableError(absl::StrCat("the workers are not ready: ", g.state));
@@ -819,9 +822,31 @@ absl::StatusOr<v1::StepResult> WorkerGroup::FinishStep() {
   if (stopped()) {
     return absl::UnavailableError(g.failure.empty() ? "the controller is stopping" : g.failure);
   }
+  const Clock::time_point results_in = Clock::now();
   v1::StepResult r0 = *f.slots[0]->result;
+  StepTiming timing;
+  timing.compute_seconds = r0.compute_seconds();
   // Each all-reduce as the rank that waited longest in it saw it.
-  std::vector<double> allreduce(r0.allreduce_seconds().begin(), r0.allreduce_seconds().end());
+  std::vector<double>& allreduce = timing.allreduce_seconds;
+  allreduce.assign(r0.allreduce_seconds().begin(), r0.allreduce_seconds().end());
+  // The workers' clock stamps, where every rank gave them and they fall inside the step.
+  const int64_t handed_off_ns = MonotonicNanos(f.handed_off);
+  const int64_t results_in_ns = MonotonicNanos(results_in);
+  int64_t last_taken = 0, last_finished = 0;
+  bool stamped = true;
+  for (auto& s : f.slots) {
+    const int64_t taken = s->result->taken_ns(), finished = s->result->finished_ns();
+    stamped = stamped && taken >= handed_off_ns && finished >= taken && finished <= results_in_ns;
+    last_taken = std::max(last_taken, taken);
+    last_finished = std::max(last_finished, finished);
+  }
+  timing.control_seconds =
+      std::max(0.0, std::chrono::duration<double>(results_in - f.handed_off).count() -
+                        timing.compute_seconds);
+  if (stamped) {
+    timing.to_workers_seconds = static_cast<double>(last_taken - handed_off_ns) * 1e-9;
+    timing.to_controller_seconds = static_cast<double>(results_in_ns - last_finished) * 1e-9;
+  }
   for (auto& s : f.slots) {
     if (!s->result->error().empty()) {
       return absl::InvalidArgumentError(
@@ -831,7 +856,7 @@ absl::StatusOr<v1::StepResult> WorkerGroup::FinishStep() {
     if (static_cast<size_t>(calls.size()) != allreduce.size()) continue;  // not the same calls
     for (int i = 0; i < calls.size(); ++i) allreduce[i] = std::max(allreduce[i], calls[i]);
   }
-  if (g.events.on_step) g.events.on_step(r0.compute_seconds(), allreduce);
+  if (g.events.on_step) g.events.on_step(timing);
   return r0;
 }
 

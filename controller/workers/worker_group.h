@@ -82,12 +82,26 @@ struct RankState {
   tessera::v1::Loaded info;
 };
 
+// Where a step's time went, as the controller and the workers saw it.
+struct StepTiming {
+  double compute_seconds = 0;  // rank 0's time in the step (forward pass and sampling)
+  // The duration of each of the step's all-reduces, in call order; each the longest any
+  // rank saw for that call.
+  std::vector<double> allreduce_seconds;
+  // The control plane's two halves (negative where a rank did not report its clock): from
+  // the hand-off of the step to the moment the last rank had taken it, and from the moment
+  // the last rank finished computing to the moment the controller held every result.
+  double to_workers_seconds = -1;
+  double to_controller_seconds = -1;
+  // The whole round trip: from the hand-off to every result in, less rank 0's compute.
+  double control_seconds = 0;
+};
+
 // Observer hooks for metrics; each may be empty.
 struct WorkerGroupEvents {
   std::function<void(int rank)> on_restart;
-  // After each step: rank 0's compute time, and the duration of each of the step's
-  // all-reduces (in call order; each the longest any rank saw for that call).
-  std::function<void(double compute_seconds, const std::vector<double>& allreduce_seconds)> on_step;
+  // After each step, with its timing (StepTiming).
+  std::function<void(const StepTiming& timing)> on_step;
   // Each time every rank has loaded (at start and after a restart), with the seconds the
   // load took from the workers' start.
   std::function<void(double load_seconds)> on_ready;

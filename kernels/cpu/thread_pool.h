@@ -50,7 +50,8 @@ class ThreadPool {
   std::atomic<int64_t> n_tasks_{0};
   std::atomic<int64_t> done_{0};  // tasks of the current generation finished
   // Workers spin briefly (a decode step makes ~100 small parallel calls, and a futex
-  // wake-up per call costs more than the matmuls themselves), then sleep on `epoch_`; a
+  // wake-up per call costs more than the matmuls themselves), yielding their core every 64
+  // polls so that whatever the OS wants to run there goes first, then sleep on `epoch_`; a
   // worker the OS keeps preempting (a machine busy with other processes) does not spin.
   std::atomic<uint32_t> epoch_{0};
   std::atomic<int> sleepers_{0};

@@ -283,18 +283,34 @@ TEST(WorkerGroup, EventsReportReadyAndEachAllReduceOfAStep) {
     std::lock_guard<std::mutex> lock(mu);
     ready_seconds.push_back(seconds);
   };
-  ev.on_step = [&](double, const std::vector<double>& allreduce) {
+  std::vector<StepTiming> timings;
+  ev.on_step = [&](const StepTiming& t) {
     std::lock_guard<std::mutex> lock(mu);
-    steps.push_back(allreduce);
+    steps.push_back(t.allreduce_seconds);
+    timings.push_back(t);
   };
   (*g)->set_events(ev);
   const auto start = std::chrono::steady_clock::now();
   ASSERT_TRUE((*g)->Start().ok());
   const double waited =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto step_start = std::chrono::steady_clock::now();
   auto r = (*g)->RunStep(LogitsStep(kTokens, (*g)->n_blocks()));
+  const double step_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
   ASSERT_TRUE(r.ok()) << r.status();
   std::lock_guard<std::mutex> lock(mu);
+  // The step's parts, from the workers' clock stamps, fit inside the step as this thread
+  // timed it.
+  ASSERT_EQ(timings.size(), 1u);
+  EXPECT_GE(timings[0].to_workers_seconds, 0.0);
+  EXPECT_GE(timings[0].to_controller_seconds, 0.0);
+  EXPECT_GT(timings[0].compute_seconds, 0.0);
+  EXPECT_LE(
+      timings[0].to_workers_seconds + timings[0].compute_seconds + timings[0].to_controller_seconds,
+      step_seconds);
+  EXPECT_GE(timings[0].control_seconds, 0.0);
+  EXPECT_LE(timings[0].control_seconds + timings[0].compute_seconds, step_seconds);
   ASSERT_EQ(ready_seconds.size(), 1u);
   EXPECT_GT(ready_seconds[0], 0.0);
   EXPECT_LE(ready_seconds[0], waited);

@@ -44,6 +44,8 @@ const Expected kExpected[] = {
     {"tessera_allreduce_seconds", "histogram", {}},
     {"tessera_worker_compute_seconds", "histogram", {}},
     {"tessera_step_gap_seconds", "histogram", {}},
+    {"tessera_step_handoff_seconds", "histogram", {"direction"}},
+    {"tessera_step_control_seconds", "histogram", {}},
     {"tessera_prompt_tokens_total", "counter", {}},
     {"tessera_generation_tokens_total", "counter", {}},
     {"tessera_request_success_total", "counter", {"finished_reason"}},
@@ -228,7 +230,8 @@ TEST(ServingMetrics, DisabledMetricsCostNothingAndExposeNothing) {
 void Populate(ServingMetrics& m) {
   for (const Histogram& h :
        {m.ttft, m.inter_token_latency, m.e2e_latency, m.queue_time, m.prefill_time, m.decode_time,
-        m.allreduce, m.worker_compute, m.step_gap}) {
+        m.allreduce, m.worker_compute, m.step_gap, m.handoff_to_workers, m.handoff_to_controller,
+        m.step_control}) {
     for (double v : {1e-6, 0.003, 0.02, 0.7, 3.0, 1e5}) h.Observe(v);
   }
   for (double v : {1.0, 7.0, 300.0, 1e9}) {
@@ -288,7 +291,8 @@ TEST(ServingMetrics, HistogramInvariantsHoldInAPopulatedScrape) {
       x.sum = s.value;
     }
   }
-  EXPECT_EQ(histograms, 14);  // 11 unlabelled + steps of phases prefill, decode, mixed
+  // 12 unlabelled, steps of phases prefill, decode and mixed, hand-offs in both directions
+  EXPECT_EQ(histograms, 17);
   for (const auto& [key, x] : series) {
     ASSERT_GE(x.buckets.size(), 2u) << key;
     for (size_t i = 1; i < x.buckets.size(); ++i) {

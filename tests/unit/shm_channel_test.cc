@@ -155,6 +155,34 @@ void EchoChild(int fd) {
   }
 }
 
+TEST(ShmChannel, WaitThatPollsFirstSeesAMessageAndKeepsItsTimeout) {
+  auto ch = ShmChannel::Create(4096);
+  ASSERT_TRUE(ch.ok());
+  ShmChannel& c = **ch;
+  // A message posted while the waiter polls.
+  std::thread poster([&] {
+    std::this_thread::sleep_for(milliseconds(5));
+    ASSERT_TRUE(PostString(c, Mailbox::kToWorker, "polled").ok());
+  });
+  EXPECT_TRUE(c.Wait(Mailbox::kToWorker, std::chrono::seconds(20), std::chrono::seconds(10)));
+  poster.join();
+  EXPECT_EQ(TakeString(c, Mailbox::kToWorker), "polled");
+  // One posted after the poll window, while the waiter sleeps.
+  std::thread late([&] {
+    std::this_thread::sleep_for(milliseconds(30));
+    ASSERT_TRUE(PostString(c, Mailbox::kToWorker, "slept").ok());
+  });
+  EXPECT_TRUE(c.Wait(Mailbox::kToWorker, std::chrono::seconds(20), microseconds(100)));
+  late.join();
+  EXPECT_EQ(TakeString(c, Mailbox::kToWorker), "slept");
+  // A poll window longer than the timeout ends with the timeout.
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(c.Wait(Mailbox::kToWorker, milliseconds(30), std::chrono::seconds(60)));
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(waited, milliseconds(25));
+  EXPECT_LT(waited, std::chrono::seconds(30));
+}
+
 TEST(ShmChannel, EchoThroughAForkedProcessThatMappedTheDescriptor) {
   auto ch = ShmChannel::Create(64 << 10);
   ASSERT_TRUE(ch.ok());

@@ -76,6 +76,16 @@ absl::StatusOr<v1::StepResult> StepEngine::Run(const v1::StepRequest& step) {
 
   for (auto& [id, sampler] : fresh) samplers_.insert_or_assign(id, std::move(sampler));
   const int64_t n_vocab = executor_->hparams().n_vocab;
+  // Each sequence has its own sampler (its own random stream and scratch), so the
+  // sequences are sampled in parallel with the same results as one after the other.
+  std::vector<sampling::SampleResult> sampled(step.seqs_size());
+  executor_->thread_pool().ParallelFor(step.seqs_size(), [&](int64_t i, int) {
+    const v1::StepSequence& s = step.seqs(static_cast<int>(i));
+    if (!s.sample()) return;
+    const std::vector<float>& rows = (*logits)[i];
+    absl::Span<const float> last(rows.data() + rows.size() - n_vocab, n_vocab);
+    sampled[i] = samplers_.at(s.seq_id()).Sample(last);
+  });
   for (int i = 0; i < step.seqs_size(); ++i) {
     const v1::StepSequence& s = step.seqs(i);
     const std::vector<float>& rows = (*logits)[i];
@@ -87,8 +97,7 @@ absl::StatusOr<v1::StepResult> StepEngine::Run(const v1::StepRequest& step) {
       out->set_logits_rows(static_cast<int32_t>(rows.size() / n_vocab));
     }
     if (!s.sample()) continue;
-    absl::Span<const float> last(rows.data() + rows.size() - n_vocab, n_vocab);
-    sampling::SampleResult r = samplers_.at(s.seq_id()).Sample(last);
+    const sampling::SampleResult& r = sampled[i];
     out->set_token(r.token);
     out->set_logprob(r.logprob);
     out->set_end_of_generation(r.end_of_generation);

@@ -772,6 +772,7 @@ std::string Executor::device_name() const {
   return impl_->gpu != nullptr ? impl_->gpu->device_name() : "cpu";
 }
 int Executor::threads() const { return impl_->pool->size(); }
+cpu::ThreadPool& Executor::thread_pool() const { return *impl_->pool; }
 uint64_t Executor::planned_read_bytes() const { return impl_->planned_read_bytes; }
 uint64_t Executor::packed_weight_bytes() const { return impl_->packed_bytes; }
 

@@ -122,6 +122,9 @@ class Executor {
   int block_size() const;
   int n_blocks() const;
   int threads() const;
+  // The host threads the CPU kernels run on (threads() of them, the caller included); on a
+  // GPU they serve host-side work. For work between steps, never during Step.
+  cpu::ThreadPool& thread_pool() const;
   // "cpu", or "cuda:N (device name)" when the forward pass runs on a GPU.
   std::string device_name() const;
   // File bytes this rank's shard plan names (what it read or mapped to load).
