@@ -179,8 +179,9 @@ bool ShmChannel::Wait(Mailbox box, std::chrono::microseconds timeout,
   };
   if (ready()) return true;
   if (poll.count() > 0) {
-    if (YieldingPoll(ready, std::min(poll, timeout))) return true;
-    timeout -= std::min(poll, timeout);
+    poll = std::min(poll, timeout);
+    if (YieldingPoll(ready, poll)) return true;
+    timeout -= poll;
   }
   // A futex wait also returns for a wake meant for an earlier wait (a poster saw that
   // waiter just as it found the message and left), so it sleeps again until the message,

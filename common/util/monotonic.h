@@ -12,6 +12,4 @@ inline int64_t MonotonicNanos(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
-inline int64_t MonotonicNanos() { return MonotonicNanos(std::chrono::steady_clock::now()); }
-
 }  // namespace tessera

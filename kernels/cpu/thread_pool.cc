@@ -65,23 +65,21 @@ void ThreadPool::WorkerLoop(int thread) {
     const auto deadline = Clock::now() + (policy.Spin() ? kWorkerSpin : Clock::duration::zero());
     for (int i = 0; gen == seen && !stopping_.load(std::memory_order_relaxed); ++i) {
       CpuRelax();
-      if ((i & 63) != 63) {
-        gen = GenerationOf(work_.load(std::memory_order_acquire));
-        continue;
-      }
-      // Every 64 polls: a thread the OS wants to run here (another process's, or the
-      // controller's answer to a step) goes first.
-      if (Clock::now() <= deadline) {
-        std::this_thread::yield();
-      } else {
-        const uint32_t epoch = epoch_.load(std::memory_order_seq_cst);
-        sleepers_.fetch_add(1, std::memory_order_seq_cst);
-        // Checked again after announcing the sleep: a caller that published before it saw
-        // no sleeper, and one that publishes after it bumps the epoch.
-        gen = GenerationOf(work_.load(std::memory_order_seq_cst));
-        if (gen == seen && !stopping_.load(std::memory_order_seq_cst)) epoch_.wait(epoch);
-        sleepers_.fetch_sub(1, std::memory_order_seq_cst);
-        i = 0;
+      // Every 64 polls: while spinning, a thread the OS wants to run here (another
+      // process's, or the controller's answer to a step) goes first; after, sleep.
+      if ((i & 63) == 63) {
+        if (Clock::now() <= deadline) {
+          std::this_thread::yield();
+        } else {
+          const uint32_t epoch = epoch_.load(std::memory_order_seq_cst);
+          sleepers_.fetch_add(1, std::memory_order_seq_cst);
+          // Checked again after announcing the sleep: a caller that published before it
+          // saw no sleeper, and one that publishes after it bumps the epoch.
+          gen = GenerationOf(work_.load(std::memory_order_seq_cst));
+          if (gen == seen && !stopping_.load(std::memory_order_seq_cst)) epoch_.wait(epoch);
+          sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+          i = 0;
+        }
       }
       gen = GenerationOf(work_.load(std::memory_order_acquire));
     }

@@ -367,20 +367,18 @@ int Run(const Flags& flags) {
   });
   reader.detach();
 
-  // How long the worker polls for the next step after posting a result: the controller's
-  // answer (applying the result, scheduling, building the next step) comes within this
-  // under load, and a polling worker takes it at once, where a sleeping one on an idle vCPU
-  // must first be woken through the hypervisor (60-90 µs measured on a 2-vCPU VM). Only
-  // while the ranks leave a CPU to the controller: with every CPU held by a polling rank
-  // the controller waited about 66 µs for one (TP 2 on 2 vCPUs), three times the futex
-  // hand-off.
-  const auto kHandOffPoll = world < static_cast<int>(std::thread::hardware_concurrency())
-                                ? std::chrono::microseconds(500)
-                                : std::chrono::microseconds(0);
-  bool after_result = false;  // the next wait follows a result just posted
+  // How long the worker polls for the next step after posting a result, where the
+  // controller asks for it: the controller's answer (applying the result, scheduling,
+  // building the next step) comes within this under load, and a polling worker takes it at
+  // once, where a sleeping one on an idle vCPU must first be woken through the hypervisor
+  // (60-90 µs measured on a 2-vCPU VM).
+  const auto hand_off_poll =
+      setup.poll_for_steps() ? std::chrono::microseconds(500) : std::chrono::microseconds(0);
+  // Called right after each result is posted (and once after loading).
   auto next_step = [&]() -> v1::StepRequest {
     if (step_channel == nullptr) return inbox.Pop();
     v1::StepRequest step;
+    auto poll = hand_off_poll;  // the first wait only
     while (true) {
       bool parsed = true;
       switch (step_channel->Take(ipc::Mailbox::kToWorker, [&](const char* p, size_t n) {
@@ -392,9 +390,8 @@ int Run(const Flags& flags) {
         case ipc::ShmChannel::Taken::kElsewhere:
           return inbox.Pop();
         case ipc::ShmChannel::Taken::kNothing:
-          step_channel->Wait(ipc::Mailbox::kToWorker, std::chrono::seconds(1),
-                             after_result ? kHandOffPoll : std::chrono::microseconds(0));
-          after_result = false;
+          step_channel->Wait(ipc::Mailbox::kToWorker, std::chrono::seconds(1), poll);
+          poll = std::chrono::microseconds(0);
           break;
       }
     }
@@ -446,7 +443,6 @@ int Run(const Flags& flags) {
         res->add_allreduce_seconds(seconds);
       }
     }
-    after_result = true;
     if (!send_result(out)) Die(nullptr, who + ": the controller went away");
     // A failed collective leaves the group unusable: report and go.
     if (!r.ok() && (absl::IsUnavailable(r.status()) || absl::IsDeadlineExceeded(r.status()))) {
