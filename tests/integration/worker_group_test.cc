@@ -301,14 +301,16 @@ TEST(WorkerGroup, EventsReportReadyAndEachAllReduceOfAStep) {
   ASSERT_TRUE(r.ok()) << r.status();
   std::lock_guard<std::mutex> lock(mu);
   // The step's parts, from the workers' clock stamps, fit inside the step as this thread
-  // timed it.
+  // timed it. The two hand-offs are measured to the last rank that took the step and from
+  // the last rank that finished it, and rank 0's compute began when rank 0 took it, so
+  // only each hand-off with the other, and the compute alone, are bounded by the step: a
+  // rank 0 that took the step before rank 1 waits for it inside its compute time.
   ASSERT_EQ(timings.size(), 1u);
   EXPECT_GE(timings[0].to_workers_seconds, 0.0);
   EXPECT_GE(timings[0].to_controller_seconds, 0.0);
   EXPECT_GT(timings[0].compute_seconds, 0.0);
-  EXPECT_LE(
-      timings[0].to_workers_seconds + timings[0].compute_seconds + timings[0].to_controller_seconds,
-      step_seconds);
+  EXPECT_LE(timings[0].compute_seconds, step_seconds);
+  EXPECT_LE(timings[0].to_workers_seconds + timings[0].to_controller_seconds, step_seconds);
   EXPECT_GE(timings[0].control_seconds, 0.0);
   EXPECT_LE(timings[0].control_seconds + timings[0].compute_seconds, step_seconds);
   ASSERT_EQ(ready_seconds.size(), 1u);
