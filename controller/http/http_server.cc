@@ -10,6 +10,7 @@
 #include "boost/asio.hpp"
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
+#include "common/util/thread_name.h"
 
 namespace tessera::http {
 namespace {
@@ -575,7 +576,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(ServerOptions opti
   server->port_ = core.acceptor.local_endpoint().port();
   core.Accept();
   for (int i = 0; i < threads; ++i) {
-    server->threads_.emplace_back([c = server->core_] { c->ioc.run(); });
+    server->threads_.emplace_back([c = server->core_] {
+      NameThisThread("tessera-http");
+      c->ioc.run();
+    });
   }
   return server;
 }

@@ -6,12 +6,19 @@
 
 #include <algorithm>
 
+#include "common/util/thread_name.h"
+
 namespace tessera::serving {
 
 PrepPool::PrepPool(int threads, int max_queued) : max_queued_(std::max(0, max_queued)) {
   threads = std::max(1, threads);
   threads_.reserve(threads);
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
+  for (int i = 0; i < threads; ++i) {
+    threads_.emplace_back([this] {
+      NameThisThread("tessera-prep");
+      Run();
+    });
+  }
 }
 
 PrepPool::~PrepPool() { Stop(); }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/thread_name.h"
 #include "controller/serving/request_validation.h"
 #include "controller/serving/utf8_sanitizer.h"
 #include "nlohmann/json.hpp"
@@ -72,7 +73,10 @@ ServingEngine::ServingEngine(StepRunner* runner, tokenizer::Tokenizer tokenizer,
     std::lock_guard<std::mutex> l(mu_);
     EnsureCache();
   }
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    NameThisThread("tessera-engine");
+    Loop();
+  });
 }
 
 ServingEngine::~ServingEngine() {

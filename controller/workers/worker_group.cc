@@ -20,6 +20,7 @@
 #include "common/ipc/shm_channel.h"
 #include "common/ipc/shm_collectives.h"
 #include "common/util/monotonic.h"
+#include "common/util/thread_name.h"
 #include "controller/workers/gpu_plan.h"
 #include "grpcpp/grpcpp.h"
 #include "tessera/v1/worker.grpc.pb.h"
@@ -681,7 +682,10 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Create(WorkerGroupOpti
 
 absl::Status WorkerGroup::Start() {
   Impl& g = *impl_;
-  g.supervisor = std::thread([&g] { g.Supervise(); });
+  g.supervisor = std::thread([&g] {
+    NameThisThread("tessera-workers");
+    g.Supervise();
+  });
   std::unique_lock<std::mutex> lock(g.mu);
   g.cv.wait(lock, [&] { return g.first_outcome || g.shutting_down; });
   return g.first_status;

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "common/util/spin.h"
+#include "common/util/thread_name.h"
 
 namespace tessera::cpu {
 namespace {
@@ -26,7 +27,11 @@ ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::thread::hardware_concurrency());
   if (n_threads <= 0) n_threads = 1;
   workers_.reserve(n_threads - 1);
-  for (int t = 1; t < n_threads; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
+  for (int t = 1; t < n_threads; ++t)
+    workers_.emplace_back([this, t] {
+      NameThisThread("tessera-pool");
+      WorkerLoop(t);
+    });
 }
 
 ThreadPool::~ThreadPool() {
