@@ -72,11 +72,23 @@ struct TensorSpec {
   const char* role = "";
 };
 
+// How an architecture's forward pass differs from the others', beyond what its tensors and
+// hyper-parameters say. Read by the executor (both devices), the float64 reference and
+// `validate`, so that what is reported is what runs.
+struct ForwardTraits {
+  bool mla = false;              // multi-head latent attention, absorbed form (spec 10.3)
+  bool dsa = false;              // DeepSeek sparse attention's lightning indexer (spec 12.4)
+  bool moe_always_norm = false;  // the chosen experts' weights renormalised unconditionally
+  // The MLA attention scale reads rope.scaling.yarn_log_multiplier (deepseek2, spec 10.6).
+  bool mla_yarn_log_multiplier = false;
+};
+
 struct ArchSpec {
   std::string name;
   std::vector<KeySpec> keys;
   std::vector<TensorSpec> tensors;
   RopeType rope_type = RopeType::kNorm;
+  ForwardTraits forward;
   GatingFunc default_gating = GatingFunc::kSoftmax;
   bool mla_requires_split_kv_b = false;  // glm-dsa: only the attn_k_b/attn_v_b form
   std::string notes;                     // one line for `validate`

@@ -481,6 +481,7 @@ std::vector<ArchSpec> BuildRegistry() {
     a.tensors.push_back(FfnNorm("ffn_norm.weight"));
     AddMoe(a.tensors, {Need::kNotExpected, false});
     a.rope_type = RopeType::kNeox;
+    a.forward.moe_always_norm = true;  // llama.cpp hard-codes it for qwen3moe
     a.notes = "qwen3 attention + softmax MoE, always renormalised (spec 9)";
     r.push_back(std::move(a));
   }
@@ -498,6 +499,7 @@ std::vector<ArchSpec> BuildRegistry() {
     AddDenseFfn(a.tensors, Scope::kDenseBlock);
     AddMoe(a.tensors, {Need::kOptional, true});
     a.rope_type = RopeType::kNorm;
+    a.forward = {.mla = true, .mla_yarn_log_multiplier = true};
     a.notes = "MLA + MoE with shared experts (spec 10)";
     r.push_back(std::move(a));
   }
@@ -533,6 +535,8 @@ std::vector<ArchSpec> BuildRegistry() {
     AddDenseFfn(a.tensors, Scope::kDenseBlock);
     AddMoe(a.tensors, {Need::kOptional, false});
     a.rope_type = RopeType::kNorm;
+    // deepseek2's MLA without its yarn_log_multiplier in the scale (spec 12.1, 17.12).
+    a.forward = {.mla = true, .dsa = true};
     a.default_gating = GatingFunc::kSigmoid;
     a.mla_requires_split_kv_b = true;
     a.notes = "MLA + sigmoid MoE + DSA lightning indexer + MTP block (spec 12)";

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/model/constants.h"
 
 namespace tessera::cuda {
 
@@ -21,8 +22,8 @@ struct GpuMemoryRequest {
   uint64_t weight_bytes = 0;            // RankPlan::weight_bytes
   uint64_t kv_bytes_per_token = 0;      // RankPlan::kv_bytes_per_token
   uint64_t workspace_bytes = 0;         // activations, scratch, library handles
-  int block_tokens = 16;                // tokens per KV-cache block
-  int64_t min_tokens = 0;               // e.g. max_model_len: at least this many must fit
+  int block_tokens = model::kDefaultKvBlockSize;  // tokens per KV-cache block
+  int64_t min_tokens = 0;                         // e.g. max_model_len: at least this many must fit
 };
 
 struct GpuMemoryPlan {

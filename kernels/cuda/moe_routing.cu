@@ -1,5 +1,6 @@
 #include <climits>
 
+#include "common/model/constants.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch_config.h"
 #include "kernels/cuda/launcher_checks.h"
@@ -116,7 +117,8 @@ __global__ void __launch_bounds__(kTokensPerBlock* kWarpSize) MoeRouteKernel(Moe
     sum += w;
   }
   // 7-8. normalization and scaling.
-  if (a.norm_weights) weight_of_lane /= fmaxf(sum, 6.103515625e-5f);
+  if (a.norm_weights)
+    weight_of_lane /= fmaxf(sum, static_cast<float>(model::kExpertWeightSumFloor));
   if (a.weights_scale != 0.0f && a.weights_scale != 1.0f) weight_of_lane *= a.weights_scale;
   if (lane < a.used) a.weights[t * a.used + lane] = weight_of_lane;
 }

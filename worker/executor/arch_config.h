@@ -1,9 +1,9 @@
-// What distinguishes the architectures the executor runs. Each architecture is one small
-// file (llama.cc, qwen2.cc, ...) returning its config; the forward pass is shared.
+// What distinguishes the architectures the executor runs, taken from the architecture table
+// (common/model/architectures.cc, `ArchSpec::rope_type` and `ArchSpec::forward`): the
+// forward pass itself is shared, and `validate` reads the same row.
 #pragma once
 
-#include <string>
-
+#include "common/model/arch.h"
 #include "kernels/cpu/nn_ops.h"
 
 namespace tessera::executor {
@@ -17,12 +17,13 @@ struct ArchConfig {
   bool mla_yarn_log_multiplier = false;
 };
 
-ArchConfig LlamaConfig();
-ArchConfig Qwen2Config();
-ArchConfig Qwen3Config();
-ArchConfig Qwen3MoeConfig();
-ArchConfig Deepseek2Config();
-ArchConfig Glm4MoeConfig();
-ArchConfig GlmDsaConfig();
+inline ArchConfig ConfigOf(const model::ArchSpec& arch) {
+  return {.rope = arch.rope_type == model::RopeType::kNeox ? cpu::RopeLayout::kNeox
+                                                           : cpu::RopeLayout::kNorm,
+          .mla = arch.forward.mla,
+          .dsa = arch.forward.dsa,
+          .moe_always_norm = arch.forward.moe_always_norm,
+          .mla_yarn_log_multiplier = arch.forward.mla_yarn_log_multiplier};
+}
 
 }  // namespace tessera::executor

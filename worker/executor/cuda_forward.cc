@@ -32,6 +32,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/model/constants.h"
 #include "common/util/status_macros.h"
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/cuda_types.h"
@@ -207,7 +208,7 @@ struct CudaForward::State {
 
   // KV cache: per layer, K then V (GQA), or the latent (MLA); DSA index keys apart.
   DeviceBuffer kv, index_keys;
-  int block_size = 16;
+  int block_size = model::kDefaultKvBlockSize;
   int64_t n_blocks = 0;
   int64_t k_width = 0, v_width = 0;  // elements per token per layer
   int64_t layer_elems = 0;           // elements per layer (K and V together)

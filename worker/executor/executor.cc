@@ -30,18 +30,6 @@
 namespace tessera::executor {
 namespace {
 
-absl::StatusOr<ArchConfig> ConfigFor(const std::string& arch) {
-  if (arch == "llama") return LlamaConfig();
-  if (arch == "qwen2") return Qwen2Config();
-  if (arch == "qwen3") return Qwen3Config();
-  if (arch == "qwen3moe") return Qwen3MoeConfig();
-  if (arch == "deepseek2") return Deepseek2Config();
-  if (arch == "glm4moe") return Glm4MoeConfig();
-  if (arch == "glm-dsa") return GlmDsaConfig();
-  return absl::UnimplementedError(
-      absl::StrCat("architecture '", arch, "' is not supported by the CPU executor"));
-}
-
 // Where each tensor of a block goes (spec tables 6-12).
 std::vector<float> LayerWeights::*VectorSlot(const std::string& n) {
   static const std::pair<const char*, std::vector<float> LayerWeights::*> kSlots[] = {
@@ -826,9 +814,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& mo
         absl::StrCat("unknown architecture '", arch_name,
                      "'; supported: ", absl::StrJoin(model::SupportedArchNames(), ", ")));
   }
-  auto config = ConfigFor(arch_name);
-  if (!config.ok()) return config.status();
-  impl->config = *config;
+  impl->config = ConfigOf(*arch);
   std::vector<model::KeyProblem> key_problems;
   impl->hp = model::LoadHyperParams(*arch, arch_name, md, nullptr, &key_problems);
   for (const model::KeyProblem& k : key_problems) {

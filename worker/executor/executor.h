@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/gguf/split.h"
+#include "common/model/constants.h"
 #include "common/model/hparams.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/thread_pool.h"
@@ -49,7 +50,7 @@ struct ExecutorOptions {
   bool exact = false;
   ComputeDtype dtype = ComputeDtype::kAuto;  // auto: float32 activations, float16 KV cache
   int threads = 0;                           // 0: one per core
-  int kv_block_size = 16;
+  int kv_block_size = model::kDefaultKvBlockSize;
   // Fast path: a sequence's results do not depend on what else shares the step (products of
   // 8+ rows run per prefill sequence, decode rows with per-vector kernels). False lets all
   // rows share one kernel choice: faster at high concurrency, batch-dependent roundings.

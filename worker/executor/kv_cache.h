@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "common/model/constants.h"
 
 namespace tessera::executor {
 
@@ -16,7 +17,7 @@ enum class CacheDtype { kF32, kF16, kBF16 };
 
 struct KvCacheShape {
   int n_layers = 0;
-  int block_size = 16;  // token slots per block
+  int block_size = model::kDefaultKvBlockSize;  // token slots per block
   int n_blocks = 0;
   int k_width = 0;  // floats per token per layer for K (kv_heads * head_dim_k)
   int v_width = 0;  // for V (0: the model caches keys only)

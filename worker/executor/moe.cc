@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 
+#include "common/model/constants.h"
 #include "worker/executor/executor_impl.h"
 
 namespace tessera::executor {
@@ -58,7 +59,7 @@ Route RouteToken(const float* z, const model::HyperParams& hp, const std::vector
     sum += p[e];
   }
   if (always_norm || hp.expert_weights_norm) {
-    const float denom = static_cast<float>(std::max(sum, 6.103515625e-5));
+    const float denom = static_cast<float>(std::max(sum, model::kExpertWeightSumFloor));
     for (float& w : r.weights) w /= denom;
   }
   if (hp.expert_weights_scale != 0.0f && hp.expert_weights_scale != 1.0f) {

@@ -36,6 +36,7 @@
 #include "worker/executor/executor.h"
 #include "worker/process/cuda_ordinal.h"
 #ifdef TESSERA_HAVE_NCCL
+#include "common/model/constants.h"
 #include "worker/comm/nccl_communicator.h"
 #endif
 
@@ -271,7 +272,7 @@ int Run(const Flags& flags) {
   o.exact = setup.exact();
   o.dtype = ParseDtype(setup.dtype());
   o.threads = setup.threads();
-  o.kv_block_size = setup.kv_block_size() > 0 ? setup.kv_block_size() : 16;
+  o.kv_block_size = setup.kv_block_size() > 0 ? setup.kv_block_size() : model::kDefaultKvBlockSize;
   o.kv_tokens = setup.kv_tokens();
   o.batch_invariant = !setup.allow_batch_variance();
   if (!setup.weight_packing().empty()) {

@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "common/model/constants.h"
 #include "common/quant/dequantize.h"
 #include "common/util/half.h"
 #include "kernels/cuda/attention_kernels.h"
@@ -667,7 +668,7 @@ void RouteToken(const MoeRoutingArgs& a, int64_t t) {
   }
   for (int j = 0; j < a.used; ++j) {
     float v = w[j];
-    if (a.norm_weights) v /= std::fmax(sum, 6.103515625e-5f);
+    if (a.norm_weights) v /= std::fmax(sum, static_cast<float>(model::kExpertWeightSumFloor));
     if (a.weights_scale != 0.0f && a.weights_scale != 1.0f) v *= a.weights_scale;
     a.weights[t * a.used + j] = v;
   }
