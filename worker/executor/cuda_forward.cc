@@ -112,15 +112,7 @@ void* At(void* base, int64_t elements, size_t element_bytes) {
   return static_cast<uint8_t*>(base) + elements * static_cast<int64_t>(element_bytes);
 }
 
-struct DeviceLayer {
-  const float *attn_norm = nullptr, *ffn_norm = nullptr, *q_norm = nullptr, *k_norm = nullptr;
-  const float *q_bias = nullptr, *k_bias = nullptr, *v_bias = nullptr, *o_bias = nullptr;
-  const float *q_a_norm = nullptr, *kv_a_norm = nullptr, *exp_probs_b = nullptr;
-  const float *idx_k_norm_w = nullptr, *idx_k_norm_b = nullptr;
-  DeviceMatrix wq, wk, wv, wo, wq_a, wq_b, wkv_a, wk_b, wv_b, idx_q_b, idx_k, idx_proj;
-  DeviceMatrix w_gate, w_up, w_down, router, gate_exps, up_exps, down_exps;
-  DeviceMatrix gate_sh, up_sh, down_sh;
-};
+using DeviceLayer = BlockWeights<const float*, DeviceMatrix>;
 
 // Member `rows` × cols of a stacked matrix (experts, heads): the grouped products' view.
 DeviceMatrix Member(const DeviceMatrix& stack, int64_t rows) {
@@ -328,46 +320,12 @@ absl::Status CudaForward::State::Upload() {
   for (size_t l = 0; l < layers.size(); ++l) {
     const LayerWeights& L = impl.layers[l];
     DeviceLayer& D = layers[l];
-    vec(L.attn_norm, D.attn_norm);
-    vec(L.ffn_norm, D.ffn_norm);
-    vec(L.q_norm, D.q_norm);
-    vec(L.k_norm, D.k_norm);
-    vec(L.q_bias, D.q_bias);
-    vec(L.k_bias, D.k_bias);
-    vec(L.v_bias, D.v_bias);
-    vec(L.o_bias, D.o_bias);
-    vec(L.q_a_norm, D.q_a_norm);
-    vec(L.kv_a_norm, D.kv_a_norm);
-    vec(L.exp_probs_b, D.exp_probs_b);
-    vec(L.idx_k_norm_w, D.idx_k_norm_w);
-    vec(L.idx_k_norm_b, D.idx_k_norm_b);
-    const std::tuple<const char*, const QuantMatrix*, DeviceMatrix*> mats[] = {
-        {"wq", &L.wq, &D.wq},
-        {"wk", &L.wk, &D.wk},
-        {"wv", &L.wv, &D.wv},
-        {"wo", &L.wo, &D.wo},
-        {"wq_a", &L.wq_a, &D.wq_a},
-        {"wq_b", &L.wq_b, &D.wq_b},
-        {"wkv_a", &L.wkv_a, &D.wkv_a},
-        {"wk_b", &L.wk_b, &D.wk_b},
-        {"wv_b", &L.wv_b, &D.wv_b},
-        {"idx_q_b", &L.idx_q_b, &D.idx_q_b},
-        {"idx_k", &L.idx_k, &D.idx_k},
-        {"idx_proj", &L.idx_proj, &D.idx_proj},
-        {"w_gate", &L.w_gate, &D.w_gate},
-        {"w_up", &L.w_up, &D.w_up},
-        {"w_down", &L.w_down, &D.w_down},
-        {"router", &L.router, &D.router},
-        {"gate_exps", &L.gate_exps, &D.gate_exps},
-        {"up_exps", &L.up_exps, &D.up_exps},
-        {"down_exps", &L.down_exps, &D.down_exps},
-        {"gate_sh", &L.gate_sh, &D.gate_sh},
-        {"up_sh", &L.up_sh, &D.up_sh},
-        {"down_sh", &L.down_sh, &D.down_sh},
-    };
-    for (const auto& [name, host, dev] : mats) {
-      matrix(*host, *dev, absl::StrCat("blk.", l, " ", name));
-    }
+    ForEachBlockWeight(
+        [&](const char*, const std::vector<float>& host, const float*& dev) { vec(host, dev); },
+        [&](const char* name, const QuantMatrix& host, DeviceMatrix& dev) {
+          matrix(host, dev, absl::StrCat("blk.", l, ".", name));
+        },
+        L, D);
   }
   const gguf::GgmlTypeInfo* et = gguf::LookupGgmlType(impl.embd_type);
   if (et == nullptr) return absl::InvalidArgumentError("token_embd.weight: unknown type");

@@ -30,59 +30,19 @@
 namespace tessera::executor {
 namespace {
 
-// Where each tensor of a block goes (spec tables 6-12).
-std::vector<float> LayerWeights::*VectorSlot(const std::string& n) {
-  static const std::pair<const char*, std::vector<float> LayerWeights::*> kSlots[] = {
-      {"attn_norm.weight", &LayerWeights::attn_norm},
-      {"ffn_norm.weight", &LayerWeights::ffn_norm},
-      {"post_attention_norm.weight", &LayerWeights::ffn_norm},  // glm4moe's pre-FFN norm
-      {"attn_q_norm.weight", &LayerWeights::q_norm},
-      {"attn_k_norm.weight", &LayerWeights::k_norm},
-      {"attn_q.bias", &LayerWeights::q_bias},
-      {"attn_k.bias", &LayerWeights::k_bias},
-      {"attn_v.bias", &LayerWeights::v_bias},
-      {"attn_output.bias", &LayerWeights::o_bias},
-      {"attn_q_a_norm.weight", &LayerWeights::q_a_norm},
-      {"attn_kv_a_norm.weight", &LayerWeights::kv_a_norm},
-      {"exp_probs_b.bias", &LayerWeights::exp_probs_b},
-      {"indexer.k_norm.weight", &LayerWeights::idx_k_norm_w},
-      {"indexer.k_norm.bias", &LayerWeights::idx_k_norm_b},
-  };
-  for (const auto& [name, slot] : kSlots) {
-    if (n == name) return slot;
-  }
-  return nullptr;
-}
-
-QuantMatrix LayerWeights::*MatrixSlot(const std::string& n) {
-  static const std::pair<const char*, QuantMatrix LayerWeights::*> kSlots[] = {
-      {"attn_q.weight", &LayerWeights::wq},
-      {"attn_k.weight", &LayerWeights::wk},
-      {"attn_v.weight", &LayerWeights::wv},
-      {"attn_output.weight", &LayerWeights::wo},
-      {"attn_q_a.weight", &LayerWeights::wq_a},
-      {"attn_q_b.weight", &LayerWeights::wq_b},
-      {"attn_kv_a_mqa.weight", &LayerWeights::wkv_a},
-      {"attn_k_b.weight", &LayerWeights::wk_b},
-      {"attn_v_b.weight", &LayerWeights::wv_b},
-      {"indexer.attn_q_b.weight", &LayerWeights::idx_q_b},
-      {"indexer.attn_k.weight", &LayerWeights::idx_k},
-      {"indexer.proj.weight", &LayerWeights::idx_proj},
-      {"ffn_gate.weight", &LayerWeights::w_gate},
-      {"ffn_up.weight", &LayerWeights::w_up},
-      {"ffn_down.weight", &LayerWeights::w_down},
-      {"ffn_gate_inp.weight", &LayerWeights::router},
-      {"ffn_gate_exps.weight", &LayerWeights::gate_exps},
-      {"ffn_up_exps.weight", &LayerWeights::up_exps},
-      {"ffn_down_exps.weight", &LayerWeights::down_exps},
-      {"ffn_gate_shexp.weight", &LayerWeights::gate_sh},
-      {"ffn_up_shexp.weight", &LayerWeights::up_sh},
-      {"ffn_down_shexp.weight", &LayerWeights::down_sh},
-  };
-  for (const auto& [name, slot] : kSlots) {
-    if (n == name) return slot;
-  }
-  return nullptr;
+// Where each tensor of a block goes (spec tables 6-12): the member of `L` that
+// ForEachBlockWeight names `name` (one of the two is set), or neither.
+void FindBlockWeight(LayerWeights& L, std::string_view name, std::vector<float>** vec,
+                     QuantMatrix** mat) {
+  name = BlockWeightName(name);
+  ForEachBlockWeight(
+      [&](std::string_view n, std::vector<float>& v) {
+        if (n == name) *vec = &v;
+      },
+      [&](std::string_view n, QuantMatrix& m) {
+        if (n == name) *mat = &m;
+      },
+      L);
 }
 
 }  // namespace
@@ -284,10 +244,13 @@ absl::Status Executor::Impl::LoadWeights(const model::TensorMap& map) {
       continue;
     }
     LayerWeights& L = layers[m.layer];
-    if (auto slot = VectorSlot(local)) {
+    std::vector<float>* vec_slot = nullptr;
+    QuantMatrix* slot = nullptr;
+    FindBlockWeight(L, local, &vec_slot, &slot);
+    if (vec_slot != nullptr) {
       auto f = floats(m, *v);
       if (!f.ok()) return f.status();
-      L.*slot = *std::move(f);
+      *vec_slot = *std::move(f);
       continue;
     }
     if (local == "attn_kv_b.weight") {
@@ -305,7 +268,6 @@ absl::Status Executor::Impl::LoadWeights(const model::TensorMap& map) {
       L.wv_b = OwnedMatrix(std::move(v_b), s.heads * s.v, s.latent);
       continue;
     }
-    auto slot = MatrixSlot(local);
     if (slot == nullptr) {
       return absl::UnimplementedError(
           absl::StrCat("tensor ", m.name, ": not used by the CPU executor yet"));
@@ -314,12 +276,12 @@ absl::Status Executor::Impl::LoadWeights(const model::TensorMap& map) {
       // The `dequantize` fixup: router and indexer.proj compute in float (spec 13.2).
       auto f = floats(m, *v);
       if (!f.ok()) return f.status();
-      L.*slot = OwnedMatrix(*std::move(f), v->rows(), v->dims[0]);
+      *slot = OwnedMatrix(*std::move(f), v->rows(), v->dims[0]);
       continue;
     }
     auto q = matrix();
     if (!q.ok()) return q.status();
-    L.*slot = *q;
+    *slot = *q;
   }
   if (embd_data.empty()) return absl::InvalidArgumentError("token_embd.weight is missing");
   if (output.data == nullptr) {  // tied embeddings (spec 5.7): the same vocab rows

@@ -21,6 +21,7 @@
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/thread_pool.h"
 #include "worker/executor/arch_config.h"
+#include "worker/executor/block_weights.h"
 #include "worker/executor/executor.h"
 #include "worker/executor/kv_cache.h"
 
@@ -50,22 +51,7 @@ inline QuantMatrix RowsOf(const QuantMatrix& w, int64_t r0, int64_t r1) {
   return q;
 }
 
-struct LayerWeights {
-  std::vector<float> attn_norm, ffn_norm;
-  // GQA
-  std::vector<float> q_norm, k_norm, q_bias, k_bias, v_bias, o_bias;
-  QuantMatrix wq, wk, wv, wo;
-  // MLA (wq above when there is no q LoRA)
-  std::vector<float> q_a_norm, kv_a_norm;
-  QuantMatrix wq_a, wq_b, wkv_a, wk_b, wv_b;
-  // DSA indexer
-  std::vector<float> idx_k_norm_w, idx_k_norm_b;
-  QuantMatrix idx_q_b, idx_k, idx_proj;
-  // FFN: dense, routed experts, shared experts
-  QuantMatrix w_gate, w_up, w_down;
-  std::vector<float> exp_probs_b;
-  QuantMatrix router, gate_exps, up_exps, down_exps, gate_sh, up_sh, down_sh;
-};
+using LayerWeights = BlockWeights<std::vector<float>, QuantMatrix>;
 
 // Adds the seconds between construction and destruction to a profile entry.
 class PhaseTimer {
