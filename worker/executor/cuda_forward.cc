@@ -485,16 +485,12 @@ absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int
 absl::Status CudaForward::State::PlanCache(uint64_t free_before, uint64_t total,
                                            int* n_blocks_out) {
   const ExecutorOptions& opt = impl.options;
-  block_size = std::max(1, opt.kv_block_size);
+  // The cache's geometry as the executor planned it (Executor::Create): one source for
+  // both devices; only the number of blocks is decided here.
+  block_size = impl.kv_shape.block_size;
   const int64_t L = hp.n_layer;
-  if (impl.config.mla) {
-    k_width = hp.kv_lora_rank + hp.n_rot;
-    v_width = 0;
-  } else {
-    const int64_t heads_kv = hp.n_head_kv[0] / opt.tp_size;
-    k_width = heads_kv * hp.head_dim_k;
-    v_width = heads_kv * hp.head_dim_v;
-  }
+  k_width = impl.kv_shape.k_width;
+  v_width = impl.kv_shape.v_width;
   index_dim = impl.config.dsa ? hp.indexer_head_dim : 0;
   const uint64_t per_token = static_cast<uint64_t>(L) * ((k_width + v_width) * esz + index_dim * 4);
   uint64_t workspace = kReserveBytes;
