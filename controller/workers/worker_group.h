@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/model/constants.h"
 #include "controller/serving/step_runner.h"
 #include "tessera/v1/worker.pb.h"
 
@@ -51,7 +52,7 @@ struct WorkerGroupOptions {
   bool exact = false;
   bool batch_invariant = true;          // see ExecutorOptions::batch_invariant
   std::string weight_packing = "auto";  // auto | on | off: ExecutorOptions::weight_packing
-  int kv_block_size = 16;
+  int kv_block_size = model::kDefaultKvBlockSize;
   int64_t kv_tokens = 0;
   double gpu_memory_utilization = 0.9;
   std::chrono::milliseconds heartbeat_interval{500};

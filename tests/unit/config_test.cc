@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/model/constants.h"
 #include "controller/config/options.h"
 #include "controller/config/units.h"
 #include "gmock/gmock.h"
@@ -63,6 +64,8 @@ TEST_F(ConfigTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_FALSE(c->exact);
   EXPECT_FALSE(c->check);
   EXPECT_EQ(c->kv_block_size, 16);
+  // The option table's default is the one workers and executors fall back to.
+  EXPECT_EQ(c->kv_block_size, model::kDefaultKvBlockSize);
   EXPECT_DOUBLE_EQ(c->gpu_memory_utilization, 0.9);
   EXPECT_EQ(c->max_num_seqs, 64);
   EXPECT_EQ(c->max_num_batched_tokens, 512);
