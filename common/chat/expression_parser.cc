@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "common/chat/template_error.h"
 
 namespace tessera::chat {
@@ -342,7 +343,7 @@ ExprPtr ExpressionParser::ParseCall(ExprPtr callee) {
 
 std::string ExpressionParser::ParseDottedName() {
   std::string n = ExpectName();
-  while (SkipOp(".")) n += "." + ExpectName();
+  while (SkipOp(".")) absl::StrAppend(&n, ".", ExpectName());
   return n;
 }
 

@@ -212,7 +212,9 @@ std::string Indent(const std::string& text, const Value& width, bool first, bool
   } else {
     rv = lines.empty() ? "" : lines[0];
     for (size_t i = 1; i < lines.size(); ++i) {
-      rv += "\n" + (lines[i].empty() ? "" : ind) + lines[i];
+      rv += '\n';
+      if (!lines[i].empty()) rv += ind;
+      rv += lines[i];
     }
   }
   return first ? ind + rv : rv;

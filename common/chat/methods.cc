@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "common/chat/call_args.h"
 #include "common/chat/py_format.h"
 #include "common/chat/py_string.h"
@@ -17,7 +18,8 @@ std::string ObjectTypeRepr(const Value& v) {
 }
 
 Value MissingAttribute(const Value& obj, const std::string& name) {
-  return Value::Undefined("'" + ObjectTypeRepr(obj) + "' has no attribute '" + name + "'");
+  return Value::Undefined(
+      absl::StrCat("'", ObjectTypeRepr(obj), "' has no attribute '", name, "'"));
 }
 
 [[noreturn]] void Unsafe(const Value& obj, const std::string& name) {
@@ -357,7 +359,7 @@ Value GetItem(const Value& obj, const Value& key) {
       return PickCodePoints(obj, cps, {i});
     }
   }
-  return Value::Undefined("'" + ObjectTypeRepr(obj) + "' has no element " + Repr(key));
+  return Value::Undefined(absl::StrCat("'", ObjectTypeRepr(obj), "' has no element ", Repr(key)));
 }
 
 ValueList Iterate(const Value& v) {

@@ -248,7 +248,10 @@ std::string FloatRepr(double d) {
     }
   } else {
     out += digits.substr(0, 1);
-    if (nd > 1) out += "." + digits.substr(1);
+    if (nd > 1) {
+      out += '.';
+      out += digits.substr(1);
+    }
     char eb[16];
     std::snprintf(eb, sizeof(eb), "e%c%02d", exp10 < 0 ? '-' : '+', std::abs(exp10));
     out += eb;

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "common/gguf/split.h"
 #include "common/gguf/writer.h"
 #include "gmock/gmock.h"
@@ -108,7 +109,7 @@ TEST_F(SplitTest, PartFromAnotherSetIsDetected) {
   // A 2-part set whose part 2 replaces part 2 of a 3-part set: split.count disagrees.
   GgufWriter w;
   for (int i = 0; i < 4; ++i) {
-    ASSERT_TRUE(w.AddZeroTensor("x" + std::to_string(i), {4}, GgmlType::kF32).ok());
+    ASSERT_TRUE(w.AddZeroTensor(absl::StrCat("x", i), {4}, GgmlType::kF32).ok());
   }
   auto b = w.WriteSplit((dir_ / "b").string(), 2);
   ASSERT_TRUE(b.ok());
@@ -166,7 +167,7 @@ TEST(SplitCountZero, MergedByLlamaCppOpensAsOneFile) {
   w.metadata().Set("split.tensors.count", Value::I32(2));
   for (int i = 0; i < 2; ++i) {
     std::vector<float> v(8, static_cast<float>(i));
-    ASSERT_TRUE(w.AddF32Tensor("t" + std::to_string(i), {8}, v).ok());
+    ASSERT_TRUE(w.AddF32Tensor(absl::StrCat("t", i), {8}, v).ok());
   }
   const std::string path =
       (fs::temp_directory_path() /

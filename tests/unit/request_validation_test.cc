@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -115,11 +116,11 @@ TEST(RequestValidationTest, ChatRolesAreOpenAisAndErrorsQuoteAShortPrefix) {
   // A huge role is not echoed: at most 32 bytes of it, control characters shown as '?'.
   const absl::Status huge = ValidateChatRole(std::string(1 << 20, 'w'), "r");
   EXPECT_LT(huge.message().size(), 200u);
-  EXPECT_THAT(huge.message(), HasSubstr("'" + std::string(32, 'w') + "...'"));
+  EXPECT_THAT(huge.message(), HasSubstr(absl::StrCat("'", std::string(32, 'w'), "...'")));
   EXPECT_THAT(ValidateChatRole("a\nb", "r").message(), HasSubstr("'a?b'"));
   // A cut never splits a UTF-8 character: 31 ASCII bytes then a 2-byte character.
   const absl::Status cut = ValidateChatRole(std::string(31, 'x') + "\xC3\xA9yyyy", "r");
-  EXPECT_THAT(cut.message(), HasSubstr("'" + std::string(31, 'x') + "...'"));
+  EXPECT_THAT(cut.message(), HasSubstr(absl::StrCat("'", std::string(31, 'x'), "...'")));
 
   EXPECT_EQ(FieldOf(ValidateChatMessages({})), "messages");
   EXPECT_EQ(FieldOf(ValidateChatMessages({{"user", "hi"}, {"wizard", "x"}})), "messages[1].role");
