@@ -1,22 +1,36 @@
 #!/usr/bin/env bash
-# Installs, from Debian 12's archive only, the packages Tessera needs to build, test and run.
+# Installs, from Debian 12's archive only, the packages Tessera needs to build, test and run;
+# with --build-only, just what building tesserad, tessera-worker and tessera takes.
 # Idempotent: installs only what is missing, and does nothing (not even `apt-get update`)
 # when everything is present. Needs root (or sudo) only when something is missing.
 set -euo pipefail
 
-packages=(
-  # toolchain
-  build-essential cmake ninja-build pkg-config ccache git clang lld libclang-rt-14-dev
-  clang-format clang-tidy
-  # libraries
+# What a Release build of the three binaries needs (deploy/lxc/deploy.sh installs only
+# these in a container that builds, and removes them afterwards).
+build_packages=(
+  build-essential cmake ninja-build pkg-config git
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
-  libgloo-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-  libyaml-cpp-dev libpcre2-dev libboost-dev prometheus-cpp-dev
+  libgloo-dev nlohmann-json3-dev libyaml-cpp-dev libpcre2-dev libboost-dev prometheus-cpp-dev
+)
+packages=(
+  "${build_packages[@]}"
+  # development toolchain: the cache, the sanitize preset (clang), formatting and lints
+  ccache clang lld libclang-rt-14-dev clang-format clang-tidy
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev
   # test tools: promtool (Prometheus), the float64 reference (numpy), grpcurl-style clients
   prometheus python3 python3-numpy curl python3-grpcio python3-protobuf
   # deploy checks: shellcheck on the scripts, systemd-analyze verify on the unit
   shellcheck systemd
 )
+case "${1:-}" in
+  "") ;;
+  --build-only) packages=("${build_packages[@]}") ;;
+  *)
+    echo "usage: install-deps.sh [--build-only]" >&2
+    exit 2
+    ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

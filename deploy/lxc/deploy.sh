@@ -25,15 +25,20 @@ grpc_port=50051
 api_key_file=""
 dry_run=0
 ready_timeout=900
+template=""
+mirror=""
+binaries=""
 
 usage() {
   cat <<EOF
 usage: deploy.sh [OPTIONS]
 
 Creates or updates the LXC container NAME (Debian 12), passes NVIDIA GPUs through (or
-runs CPU-only), bind-mounts the model directory read-only at /models, builds and installs
-Tessera inside from this checkout, writes /etc/tessera/tesserad.yaml, installs and starts
-the tesserad systemd unit, waits for /ready and prints the endpoints.
+runs CPU-only), bind-mounts the model directory read-only at /models, installs Tessera
+inside (prebuilt binaries with --binaries, or built from this checkout's tracked files),
+writes /etc/tessera/tesserad.yaml, installs and starts the tesserad systemd unit, waits for
+/ready and prints the endpoints. The container keeps only what the binaries need at run
+time: a build's compilers and -dev packages are removed once it is done.
 
   --name NAME           container name [${name}]
   --gpus LIST|none      GPU indexes to pass through, e.g. 0,1,2,3, or none for CPU only
@@ -46,11 +51,22 @@ the tesserad systemd unit, waits for /ready and prints the endpoints.
   --api-key-file FILE   file holding the API key clients must send (copied to
                         /etc/tessera/api-key, mode 0640)
   --ready-timeout SECS  how long to wait for /ready (large models load for minutes) [${ready_timeout}]
+  --template download|debian
+                        how the container's Debian 12 is made: download fetches a prebuilt
+                        image from images.linuxcontainers.org; debian bootstraps it from a
+                        Debian mirror (debootstrap), for hosts that reach only a mirror
+                        [download; debian when --mirror is given]
+  --mirror URL          the Debian mirror for --template debian [http://deb.debian.org/debian]
+  --binaries DIR        install the prebuilt tesserad, tessera-worker and tessera from DIR
+                        (e.g. build/default/bin) instead of building in the container; their
+                        libraries come from the container's Debian packages, and libraries
+                        no package provides (CUDA's) are copied from this host
   --dry-run             print the numbered action list and change nothing
   --help                this text
 
-Needs root, lxc (lxc-create, lxc-attach, lxc-info, lxc-start) and, for GPUs, the NVIDIA
-driver on the host (nvidia-smi, /dev/nvidia*).
+Needs root, lxc (lxc-create, lxc-attach, lxc-info, lxc-start; debootstrap for
+--template debian), the container network's bridge (lxcbr0 from lxc-net by default) and,
+for GPUs, the NVIDIA driver on the host (nvidia-smi, /dev/nvidia*).
 EOF
 }
 
@@ -79,6 +95,9 @@ while [[ $# -gt 0 ]]; do
     --grpc-port) need_value "$@"; grpc_port="$2"; shift 2 ;;
     --api-key-file) need_value "$@"; api_key_file="$2"; shift 2 ;;
     --ready-timeout) need_value "$@"; ready_timeout="$2"; shift 2 ;;
+    --template) need_value "$@"; template="$2"; shift 2 ;;
+    --mirror) need_value "$@"; mirror="$2"; shift 2 ;;
+    --binaries) need_value "$@"; binaries="$2"; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
     --help | -h) usage; exit 0 ;;
     *) usage_error "unknown option '$1'" ;;
@@ -105,6 +124,19 @@ fi
 if [[ -n "${model}" && -z "${model_dir}" ]]; then usage_error "--model needs --model-dir"; fi
 if [[ -n "${model_dir}" && -z "${model}" ]]; then usage_error "--model-dir needs --model"; fi
 [[ "${model}" != /* && "${model}" != *..* ]] || usage_error "--model is a file inside --model-dir, not a path ('${model}')"
+if [[ -z "${template}" ]]; then
+  template=download
+  if [[ -n "${mirror}" ]]; then template=debian; fi
+fi
+[[ "${template}" == download || "${template}" == debian ]] ||
+  usage_error "--template '${template}': expected download or debian"
+if [[ -n "${mirror}" && "${template}" != debian ]]; then
+  usage_error "--mirror is for --template debian (download fetches images.linuxcontainers.org)"
+fi
+[[ -z "${mirror}" || "${mirror}" =~ ^(https?|file)://[^[:space:]]+$ ]] ||
+  usage_error "--mirror '${mirror}' is not a URL (http://..., https://... or file://...)"
+mirror="${mirror:-http://deb.debian.org/debian}"
+readonly binary_names=(tesserad tessera-worker tessera)
 
 # --- host prerequisites: every problem is reported at once ---
 problems=()
@@ -132,6 +164,52 @@ if [[ ${#gpu_list[@]} -gt 0 ]]; then
   for g in "${gpu_list[@]}"; do
     [[ -e "/dev/nvidia${g}" ]] || problems+=("GPU ${g} was asked but /dev/nvidia${g} does not exist")
   done
+fi
+if [[ -n "${binaries}" ]]; then
+  if [[ ! -d "${binaries}" ]]; then
+    problems+=("--binaries ${binaries}: not a directory")
+  else
+    binaries="$(cd "${binaries}" && pwd)"
+    for b in "${binary_names[@]}"; do
+      if [[ ! -x "${binaries}/${b}" ]]; then
+        problems+=("--binaries ${binaries}: no executable ${b} (build it: cmake --build --preset default)")
+      elif ldd "${binaries}/${b}" 2>/dev/null | grep -q 'not found'; then
+        problems+=("--binaries: ${b} needs libraries this host lacks: $(ldd "${binaries}/${b}" | awk '/not found/ {print $1}' | tr '\n' ' ')")
+      fi
+    done
+  fi
+fi
+if [[ "${template}" == debian ]] && ! command -v debootstrap >/dev/null 2>&1; then
+  problems+=("--template debian needs debootstrap: apt-get install debootstrap")
+fi
+if [[ ${#missing_lxc[@]} -eq 0 ]]; then
+  # The container's network: the bridge its veth joins must exist before it starts.
+  net_cfg=/etc/lxc/default.conf
+  if lxc-info -n "${name}" >/dev/null 2>&1; then net_cfg="$(lxc-config lxc.lxcpath)/${name}/config"; fi
+  net_type="$(awk -F' *= *' '$1 == "lxc.net.0.type" {print $2}' "${net_cfg}" 2>/dev/null | tail -1)"
+  bridge="$(awk -F' *= *' '$1 == "lxc.net.0.link" {print $2}' "${net_cfg}" 2>/dev/null | tail -1)"
+  if [[ "${net_type}" == veth && -n "${bridge}" ]] && ! ip link show dev "${bridge}" >/dev/null 2>&1; then
+    problems+=("the container network's bridge ${bridge} (lxc.net.0.link in ${net_cfg}) does not exist: start LXC's network (systemctl start lxc-net, or /usr/libexec/lxc/lxc-net start where systemd does not run) or set lxc.net.0.link to an existing bridge")
+  fi
+  # Room for the container: a Debian base and the runtime libraries, or a whole build.
+  lxc_path="$(lxc-config lxc.lxcpath)"
+  need_mib=2048
+  if [[ -z "${binaries}" ]]; then need_mib=6144; fi
+  if lxc-info -n "${name}" >/dev/null 2>&1; then need_mib=$((need_mib / 2)); fi
+  free_mib="$(df -Pm "$(dirname "${lxc_path}/x")" 2>/dev/null | awk 'NR == 2 {print $4}')"
+  if [[ -n "${free_mib}" && "${free_mib}" -lt "${need_mib}" ]]; then
+    problems+=("${lxc_path} has ${free_mib} MiB free; the container needs about ${need_mib} MiB")
+  fi
+fi
+# GPU device rules: cgroup2 (lxc.cgroup2.*) or the legacy devices controller (lxc.cgroup.*).
+cgroup_keys=""
+if [[ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" == cgroup2fs ]]; then
+  cgroup_keys=lxc.cgroup2
+elif [[ -d /sys/fs/cgroup/devices ]]; then
+  cgroup_keys=lxc.cgroup
+fi
+if [[ ${#gpu_list[@]} -gt 0 && -z "${cgroup_keys}" ]]; then
+  problems+=("GPUs were asked but this host has neither cgroup2 nor cgroup v1's devices controller at /sys/fs/cgroup: LXC cannot allow the container the GPU devices")
 fi
 if [[ ${dry_run} -eq 0 && "$(id -u)" -ne 0 ]]; then
   problems+=("needs root (LXC system containers): run with sudo")
@@ -183,7 +261,12 @@ action() {
   fi
 }
 
-in_ct() { lxc-attach -n "${name}" -- "$@"; }
+# lxc-attach makes its standard input, output and error mode 0700 when they are files or
+# pipes (LXC 5.0), so it is only ever given /dev/null and pipes, never a file of this host
+# (a binary, the unit, the operator's log): in_ct reads nothing, in_ct_input reads stdin
+# through a pipe.
+in_ct() { lxc-attach -n "${name}" -- "$@" </dev/null 2> >(cat >&2) | cat; }
+in_ct_input() { cat | lxc-attach -n "${name}" -- "$@" 2> >(cat >&2) | cat; }
 
 lxc_config_path() { echo "$(lxc-config lxc.lxcpath)/${name}/config"; }
 
@@ -204,7 +287,7 @@ push_file() {
   cat >"${tmp}"
   if ! in_ct cat "${path}" 2>/dev/null | cmp -s - "${tmp}"; then
     in_ct mkdir -p "$(dirname "${path}")"
-    in_ct sh -c "cat > '${path}.new' && chmod ${mode} '${path}.new' && mv '${path}.new' '${path}'" <"${tmp}"
+    in_ct_input sh -c "cat > '${path}.new' && chmod ${mode} '${path}.new' && mv '${path}.new' '${path}'" <"${tmp}"
     changed=1
     echo "  updated ${path}"
   fi
@@ -216,8 +299,12 @@ config_changed=0
 do_create_container() {
   if lxc-info -n "${name}" >/dev/null 2>&1; then
     echo "  exists"
-  else
-    lxc-create -n "${name}" -t download -- --dist debian --release bookworm --arch amd64
+  elif [[ "${template}" == debian ]]; then
+    lxc-create -n "${name}" -t debian -- --release bookworm --arch amd64 --mirror "${mirror}" ||
+      die "lxc-create from the Debian mirror ${mirror} failed (output above)"
+  elif ! lxc-create -n "${name}" -t download -- --dist debian --release bookworm --arch amd64; then
+    lxc-destroy -n "${name}" >/dev/null 2>&1 || true
+    die "the download template could not fetch Debian 12 from images.linuxcontainers.org (output above); on a host that reaches only a Debian mirror, run again with --template debian --mirror URL"
   fi
 }
 
@@ -232,13 +319,14 @@ do_bind_model_dir() {
 }
 
 do_gpu_passthrough() {
-  # cgroup2: allow the NVIDIA character devices (major 195: nvidia*, nvidiactl; the uvm
-  # major is dynamic) and mount the device nodes.
-  ensure_config_line "lxc.cgroup2.devices.allow = c 195:* rwm"
+  # Allow the NVIDIA character devices (major 195: nvidia*, nvidiactl; the uvm major is
+  # dynamic) under the host's cgroup version (preflight: cgroup_keys), and mount the
+  # device nodes.
+  ensure_config_line "${cgroup_keys}.devices.allow = c 195:* rwm"
   local uvm_major
   uvm_major="$(awk '$2 == "nvidia-uvm" {print $1}' /proc/devices)"
   if [[ -n "${uvm_major}" ]]; then
-    ensure_config_line "lxc.cgroup2.devices.allow = c ${uvm_major}:* rwm"
+    ensure_config_line "${cgroup_keys}.devices.allow = c ${uvm_major}:* rwm"
   fi
   local dev
   for dev in /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-uvm-tools; do
@@ -288,25 +376,77 @@ do_wait_network() {
   die "container ${name} has no network after 60 s (check lxc.net.0 and the lxcbr0 bridge)"
 }
 
-do_install_deps() {
-  push_file /opt/tessera/install-deps.sh 0755 <"${REPO_DIR}/tools/install-deps.sh"
-  in_ct /opt/tessera/install-deps.sh
+# Installs PACKAGE... in the container unless each is installed already.
+ensure_packages() {
+  local missing=() installed p
+  # shellcheck disable=SC2016 # dpkg-query's format, not the shell's
+  installed="$({ in_ct dpkg-query -W -f='${Package} ${Status}\n' "$@" 2>/dev/null || true; } |
+    awk '$NF == "installed" {print $1}')"
+  for p in "$@"; do
+    grep -qxF -- "${p}" <<<"${installed}" || missing+=("${p}")
+  done
+  if [[ ${#missing[@]} -gt 0 ]]; then
+    echo "  installing ${missing[*]}"
+    in_ct env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null
+    in_ct env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+    changed=1
+  fi
+}
+
+# Copies FILE to PATH inside the container when the content differs.
+push_binary() {
+  local file="$1" path="$2" want have
+  want="$(sha256sum <"${file}" | cut -d' ' -f1)"
+  have="$(in_ct sha256sum "${path}" 2>/dev/null | cut -d' ' -f1 || true)"
+  if [[ "${want}" != "${have}" ]]; then
+    in_ct mkdir -p "$(dirname "${path}")"
+    in_ct_input sh -c "cat > '${path}.new' && chmod 0755 '${path}.new' && mv '${path}.new' '${path}'" <"${file}"
+    changed=1
+    echo "  updated ${path}"
+  fi
+}
+
+do_install_runtime() {
+  # What the service needs at run time: the binaries' libraries and curl (health checks).
+  local owners pkgs=() libs=() lib
+  owners="$("${SCRIPT_DIR}/library-packages.sh" "${binary_names[@]/#/${binaries}/}")"
+  mapfile -t pkgs < <(awk '$2 != "-" {print $2}' <<<"${owners}" | sort -u)
+  ensure_packages curl ca-certificates "${pkgs[@]}"
+  # Libraries no Debian package provides (CUDA's) are copied from this host.
+  mapfile -t libs < <(awk '$2 == "-" {print $1}' <<<"${owners}")
+  for lib in "${libs[@]}"; do
+    push_binary "$(readlink -f "${lib}")" "/usr/local/lib/tessera/$(basename "${lib}")"
+  done
+  if [[ ${#libs[@]} -gt 0 ]]; then
+    echo "/usr/local/lib/tessera" | push_file /etc/ld.so.conf.d/tessera.conf 0644
+    in_ct ldconfig
+  fi
+}
+
+do_install_binaries() {
+  local b
+  for b in "${binary_names[@]}"; do
+    push_binary "${binaries}/${b}" "/usr/local/bin/${b}"
+  done
 }
 
 source_stamp() {
-  (cd "${REPO_DIR}" && git ls-files -z --cached --others --exclude-standard |
-    xargs -0 sha256sum 2>/dev/null | sha256sum | cut -d' ' -f1)
+  (cd "${REPO_DIR}" && git ls-files -z --cached | xargs -0 sha256sum 2>/dev/null | sha256sum | cut -d' ' -f1)
 }
 
-do_install_tessera() {
+do_build_tessera() {
   local stamp
   stamp="$(source_stamp)"
   if [[ "$(in_ct cat /opt/tessera/source.sha256 2>/dev/null || true)" == "${stamp}" ]]; then
     echo "  up to date (${stamp:0:12})"
     return 0
   fi
-  (cd "${REPO_DIR}" && git ls-files -z --cached --others --exclude-standard |
-    tar --null -T - -czf -) | in_ct sh -c 'rm -rf /opt/tessera/src && mkdir -p /opt/tessera/src && tar -xzf - -C /opt/tessera/src'
+  push_file /opt/tessera/install-deps.sh 0755 <"${REPO_DIR}/tools/install-deps.sh"
+  # The build's packages, minus those the container had before, are removed afterwards.
+  in_ct sh -c "dpkg-query -W -f='\${Package}\n' | sort > /opt/tessera/packages-before.txt"
+  in_ct /opt/tessera/install-deps.sh --build-only
+  (cd "${REPO_DIR}" && git ls-files -z --cached | tar --null -T - -czf -) |
+    in_ct_input sh -c 'rm -rf /opt/tessera/src && mkdir -p /opt/tessera/src && tar -xzf - -C /opt/tessera/src'
   # shellcheck disable=SC2016 # expanded inside the container
   in_ct sh -c 'cd /opt/tessera/src &&
     cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_TESTS=OFF -DTESSERA_BENCH=OFF &&
@@ -314,7 +454,24 @@ do_install_tessera() {
     for b in tesserad tessera-worker tessera; do
       install -m 0755 "$(find build -type f -name "$b" -perm -u+x | head -1)" /usr/local/bin/ || exit 1
     done'
-  echo "${stamp}" | in_ct sh -c 'cat > /opt/tessera/source.sha256'
+  # Keep what the binaries load, drop the toolchain, the -dev packages and the source.
+  push_file /opt/tessera/library-packages.sh 0755 <"${SCRIPT_DIR}/library-packages.sh"
+  # shellcheck disable=SC2016 # expanded inside the container
+  in_ct sh -c '/opt/tessera/library-packages.sh "$@" | awk "\$2 != \"-\" {print \$2}" |
+    sort -u > /opt/tessera/runtime-packages.txt' sh "${binary_names[@]/#//usr/local/bin/}"
+  # The runtime packages become manual, everything else the build brought in automatic,
+  # and autoremove takes what no manual package depends on (Recommends and Suggests do not
+  # count: apt suggests dpkg-dev, which recommends build-essential).
+  # shellcheck disable=SC2016 # expanded inside the container
+  in_ct sh -c 'xargs -r apt-mark manual < /opt/tessera/runtime-packages.txt >/dev/null &&
+    dpkg-query -W -f="\${Package}\n" | sort | comm -13 /opt/tessera/packages-before.txt - |
+      grep -vxF -f /opt/tessera/runtime-packages.txt | xargs -r apt-mark auto >/dev/null &&
+    DEBIAN_FRONTEND=noninteractive apt-get autoremove --purge -y -q \
+      -o APT::AutoRemove::RecommendsImportant=false \
+      -o APT::AutoRemove::SuggestsImportant=false >/dev/null &&
+    apt-get clean && rm -rf /opt/tessera/src'
+  ensure_packages curl ca-certificates
+  echo "${stamp}" | in_ct_input sh -c 'cat > /opt/tessera/source.sha256'
   changed=1
 }
 
@@ -340,7 +497,11 @@ do_install_unit() {
 }
 
 do_check_config() {
-  in_ct /usr/local/bin/tesserad --config /etc/tessera/tesserad.yaml --check ||
+  # As the service will run it: its user, and its cache directory (where the embedded
+  # default model is generated), which systemd's CacheDirectory= would create.
+  in_ct install -d -o tessera -g tessera -m 0750 /var/cache/tessera
+  in_ct runuser -u tessera -- env XDG_CACHE_HOME=/var/cache \
+    /usr/local/bin/tesserad --config /etc/tessera/tesserad.yaml --check ||
     die "tesserad --check rejected the configuration or the model (see above)"
 }
 
@@ -388,7 +549,11 @@ do_print_endpoints() {
 if [[ ${dry_run} -eq 1 ]]; then
   echo "# dry run: nothing is changed; on a real run each action is skipped when already done"
 fi
-action create-container "name=${name} dist=debian release=bookworm"
+if [[ "${template}" == debian ]]; then
+  action create-container "name=${name} dist=debian release=bookworm template=debian mirror=${mirror}"
+else
+  action create-container "name=${name} dist=debian release=bookworm template=download"
+fi
 action configure-container "autostart=1 nesting=1"
 if [[ -n "${model_dir}" ]]; then
   action bind-model-dir "host=${model_dir} container=/models mode=ro"
@@ -399,8 +564,12 @@ if [[ ${#gpu_list[@]} -gt 0 ]]; then
 fi
 action start-container "name=${name}"
 action wait-network "timeout=60s"
-action install-deps "script=tools/install-deps.sh"
-action install-tessera "source=${REPO_DIR} binaries=/usr/local/bin/{tesserad,tessera-worker,tessera}"
+if [[ -n "${binaries}" ]]; then
+  action install-runtime "libraries of ${binaries}/{tesserad,tessera-worker,tessera}"
+  action install-binaries "from=${binaries} to=/usr/local/bin/{tesserad,tessera-worker,tessera}"
+else
+  action build-tessera "source=${REPO_DIR} (tracked files) to=/usr/local/bin/{tesserad,tessera-worker,tessera}; build packages removed after"
+fi
 action create-user "user=tessera"
 action write-config "path=/etc/tessera/tesserad.yaml tp=${tp} model=${container_model:-embedded-default}"
 if [[ -n "${api_key_file}" ]]; then

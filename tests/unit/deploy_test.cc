@@ -156,11 +156,11 @@ TEST_F(DeployTest, DryRunCpuPlan) {
   auto kinds = DryRunKinds("--name t1 --gpus none --model-dir '" + (tmp_ / "models").string() +
                                "' --model m.gguf --http-port 8081 --grpc-port 50052",
                            &out);
-  EXPECT_THAT(
-      kinds, ElementsAreArray({"create-container", "configure-container", "bind-model-dir",
-                               "start-container", "wait-network", "install-deps", "install-tessera",
-                               "create-user", "write-config", "install-unit", "check-config",
-                               "start-service", "wait-ready", "print-endpoints"}));
+  EXPECT_THAT(kinds,
+              ElementsAreArray({"create-container", "configure-container", "bind-model-dir",
+                                "start-container", "wait-network", "build-tessera", "create-user",
+                                "write-config", "install-unit", "check-config", "start-service",
+                                "wait-ready", "print-endpoints"}));
   EXPECT_THAT(out, HasSubstr("/models/m.gguf"));
   EXPECT_THAT(out, HasSubstr("8081"));
   // Without a model the embedded default model is served: no bind mount.
@@ -182,11 +182,34 @@ TEST_F(DeployTest, DryRunGpuPlanPassesDevicesThroughBeforeStarting) {
   EXPECT_THAT(kinds,
               ElementsAreArray({"create-container", "configure-container", "bind-model-dir",
                                 "gpu-passthrough", "gpu-driver", "start-container", "wait-network",
-                                "install-deps", "install-tessera", "create-user", "write-config",
-                                "install-api-key", "install-unit", "check-config", "start-service",
-                                "wait-ready", "print-endpoints"}));
+                                "build-tessera", "create-user", "write-config", "install-api-key",
+                                "install-unit", "check-config", "start-service", "wait-ready",
+                                "print-endpoints"}));
   EXPECT_THAT(out, HasSubstr("tp=4"));
   EXPECT_THAT(out, HasSubstr("/dev/nvidia3"));
+}
+
+// Prebuilt binaries: their runtime libraries, then the binaries, and no build; the
+// container from a Debian mirror when one is named.
+TEST_F(DeployTest, DryRunWithBinariesInstallsRuntimeOnly) {
+  fs::create_directories(tmp_ / "bin");
+  for (const char* b : {"tesserad", "tessera-worker", "tessera"}) {
+    fs::copy_file("/bin/true", tmp_ / "bin" / b);
+  }
+  std::string out;
+  auto kinds = DryRunKinds(
+      "--binaries '" + (tmp_ / "bin").string() + "' --mirror http://mirror.example/debian", &out);
+  EXPECT_THAT(
+      kinds, ElementsAreArray({"create-container", "configure-container", "start-container",
+                               "wait-network", "install-runtime", "install-binaries", "create-user",
+                               "write-config", "install-unit", "check-config", "start-service",
+                               "wait-ready", "print-endpoints"}));
+  EXPECT_THAT(out, HasSubstr("template=debian mirror=http://mirror.example/debian"));
+  EXPECT_THAT(out, HasSubstr((tmp_ / "bin").string()));
+  // The download template is the default without a mirror.
+  std::string plain;
+  DryRunKinds("", &plain);
+  EXPECT_THAT(plain, HasSubstr("template=download"));
 }
 
 // Without LXC (or the GPU driver), a real run stops before doing anything and says why;
@@ -212,10 +235,14 @@ TEST_F(DeployTest, BadOptionsAreUsageErrors) {
   EXPECT_EQ(Shell(script + " --dry-run --gpus 0,x 2>/dev/null").rc, 2);
   EXPECT_EQ(Shell(script + " --dry-run --model m.gguf 2>/dev/null").rc, 2);
   EXPECT_EQ(Shell(script + " --dry-run --bogus 2>/dev/null").rc, 2);
+  EXPECT_EQ(Shell(script + " --dry-run --template docker 2>/dev/null").rc, 2);
+  EXPECT_EQ(Shell(script + " --dry-run --template download --mirror http://m/d 2>/dev/null").rc, 2);
+  EXPECT_EQ(Shell(script + " --dry-run --mirror 'not a url' 2>/dev/null").rc, 2);
   Result help = Shell(script + " --help");
   EXPECT_EQ(help.rc, 0);
-  for (const char* opt : {"--name", "--gpus", "--model-dir", "--model", "--http-port",
-                          "--grpc-port", "--api-key-file", "--dry-run", "--help"}) {
+  for (const char* opt :
+       {"--name", "--gpus", "--model-dir", "--model", "--http-port", "--grpc-port",
+        "--api-key-file", "--template", "--mirror", "--binaries", "--dry-run", "--help"}) {
     EXPECT_THAT(help.out, HasSubstr(std::string("  ") + opt + " ")) << opt;
   }
 }
