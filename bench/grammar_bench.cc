@@ -1,0 +1,204 @@
+// Grammar engine speed: compiling a grammar against a vocabulary (CompiledGrammar::Create)
+// and computing one token mask (Matcher::FillMask), for JSON mode and a 20-way choice, on
+// the largest conformance vocabulary (deepseek-llm, ~100k byte-level BPE tokens) and on a
+// synthetic 154,880-token vocabulary (those tokens plus concatenations of two of them).
+// The mask time is measured at every state of seeded random walks through the grammar
+// (median and 90th percentile over the states); the baseline printed beside it is one
+// AcceptToken of a random allowed token, the cost of advancing the state.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "common/grammar/compiled_grammar.h"
+#include "common/grammar/gbnf_parser.h"
+#include "common/grammar/json_grammar.h"
+#include "common/grammar/matcher.h"
+#include "common/tokenizer/tokenizer.h"
+#include "tests/support/shared_data.h"
+
+namespace tessera::grammar {
+namespace {
+
+struct Vocab {
+  std::string name;
+  std::vector<std::string> pieces;
+  std::vector<bool> special;
+};
+
+const Vocab* LoadDeepseek() {
+  auto path = testing::ConformancePath("tokenizer/ggml-vocab-deepseek-llm.gguf");
+  if (!path) return nullptr;
+  auto tok = tokenizer::Tokenizer::Open(path->string());
+  if (!tok.ok()) return nullptr;
+  auto* v = new Vocab{"deepseek-llm", {}, {}};
+  for (tokenizer::TokenId id = 0; id < tok->vocab().size(); ++id) {
+    const tokenizer::TokenType type = tok->vocab().type(id);
+    v->pieces.emplace_back(tok->Piece(id, /*render_special=*/false));
+    v->special.push_back(type == tokenizer::TokenType::kControl ||
+                         type == tokenizer::TokenType::kUnknown ||
+                         type == tokenizer::TokenType::kUnused);
+  }
+  return v;
+}
+
+// The real tokens plus distinct concatenations of two random real tokens, up to 154,880.
+const Vocab* Synthetic(const Vocab& base) {
+  constexpr size_t kSize = 154880;
+  auto* v = new Vocab{"synthetic-154880", base.pieces, base.special};
+  absl::flat_hash_set<std::string> seen(v->pieces.begin(), v->pieces.end());
+  std::mt19937 rng(42);
+  while (v->pieces.size() < kSize) {
+    const std::string& a = base.pieces[rng() % base.pieces.size()];
+    const std::string& b = base.pieces[rng() % base.pieces.size()];
+    if (a.empty() || b.empty()) continue;
+    std::string joined(a);
+    joined.append(b);
+    if (!seen.insert(joined).second) continue;
+    v->pieces.push_back(std::move(joined));
+    v->special.push_back(false);
+  }
+  return v;
+}
+
+std::string ChoiceGrammar() {
+  std::string g = "root ::= ";
+  const char* words[] = {"alpha", "bravo", "charlie", "delta", "echo",   "foxtrot", "golf",
+                         "hotel", "india", "juliett", "kilo",  "lima",   "mike",    "november",
+                         "oscar", "papa",  "quebec",  "romeo", "sierra", "tango"};
+  for (size_t i = 0; i < 20; ++i) {
+    if (i > 0) g += " | ";
+    g.append("\"").append(words[i]).append("\"");
+  }
+  return g;
+}
+
+double Median(std::vector<double> xs) {
+  if (xs.empty()) return 0;
+  std::sort(xs.begin(), xs.end());
+  return xs[xs.size() / 2];
+}
+double Percentile90(std::vector<double> xs) {
+  if (xs.empty()) return 0;
+  std::sort(xs.begin(), xs.end());
+  return xs[xs.size() * 9 / 10];
+}
+
+// `short_tokens`: the walk picks among allowed tokens of at most two bytes when there are
+// any, so that it spends its steps in the grammar's structure rather than inside strings.
+void Report(const Vocab& vocab, const char* grammar_name, std::string_view gbnf,
+            bool short_tokens = false) {
+  using Clock = std::chrono::steady_clock;
+  auto us = [](Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };
+  auto trie_start = Clock::now();
+  auto trie = TokenTrie::Build(vocab.pieces, vocab.special);
+  auto trie_end = Clock::now();
+  auto compile_start = Clock::now();
+  absl::StatusOr<Grammar> g = ParseGbnf(gbnf);
+  if (!g.ok()) {
+    std::printf("%s: %s\n", grammar_name, std::string(g.status().message()).c_str());
+    return;
+  }
+  auto compiled = CompiledGrammar::Create(std::move(*g), trie);
+  auto compile_end = Clock::now();
+
+  // Two passes over the same seeded walks: the first meets every stack context for the first
+  // time (classification included), the second finds them cached.
+  struct Pass {
+    std::vector<double> mask_us, accept_us;
+    size_t allowed_total = 0;
+  };
+  auto run_pass = [&]() {
+    Pass pass;
+    std::vector<uint64_t> words(trie->mask_words());
+    std::mt19937 rng(9);
+    for (int walk = 0; walk < 20; ++walk) {
+      Matcher m(compiled);
+      for (int step = 0; step < 60; ++step) {
+        auto t0 = Clock::now();
+        m.FillMask(absl::MakeSpan(words));
+        pass.mask_us.push_back(us(Clock::now() - t0));
+        std::vector<uint32_t> allowed;
+        for (uint32_t id = 0; id < trie->vocab_size(); ++id) {
+          if ((words[id >> 6] >> (id & 63)) & 1) allowed.push_back(id);
+        }
+        pass.allowed_total += allowed.size();
+        if (allowed.empty() || (m.CanEnd() && rng() % 10 == 0)) break;
+        uint32_t next = allowed[rng() % allowed.size()];
+        if (short_tokens) {
+          std::vector<uint32_t> short_ones;
+          for (uint32_t id : allowed) {
+            if (trie->token(id).size() <= 2) short_ones.push_back(id);
+          }
+          if (!short_ones.empty()) next = short_ones[rng() % short_ones.size()];
+        }
+        auto t2 = Clock::now();
+        m.AcceptToken(next);
+        pass.accept_us.push_back(us(Clock::now() - t2));
+      }
+    }
+    return pass;
+  };
+  const Pass cold = run_pass();
+  const Pass warm = run_pass();
+  double cold_total = 0;
+  for (double t : cold.mask_us) cold_total += t;
+  std::printf(
+      "%-17s %-10s vocab %6u: trie %6.1f ms, parse+create %5.2f ms, first pass %7.1f ms for %zu "
+      "contexts | warm mask median %7.1f us, p90 %7.1f us, max %8.1f us over %zu states "
+      "(avg %zu allowed) | AcceptToken median %5.2f us\n",
+      vocab.name.c_str(), grammar_name, trie->vocab_size(), us(trie_end - trie_start) / 1000,
+      us(compile_end - compile_start) / 1000, cold_total / 1000, compiled->cached_contexts(),
+      Median(warm.mask_us), Percentile90(warm.mask_us),
+      *std::max_element(warm.mask_us.begin(), warm.mask_us.end()), warm.mask_us.size(),
+      warm.allowed_total / std::max<size_t>(1, warm.mask_us.size()), Median(warm.accept_us));
+}
+
+// Steady-state mask time inside a JSON string on the synthetic vocabulary, for
+// --benchmark_* tooling.
+void BM_JsonMaskInString(benchmark::State& state) {
+  static const Vocab* base = LoadDeepseek();
+  if (base == nullptr) {
+    state.SkipWithError("shared conformance vocabulary not found (set TESSERA_SHARED_DIR)");
+    return;
+  }
+  static const Vocab* synthetic = Synthetic(*base);
+  static auto compiled = CompiledGrammar::Create(
+      *ParseGbnf(kJsonObjectGbnf), TokenTrie::Build(synthetic->pieces, synthetic->special));
+  Matcher m(compiled);
+  m.AcceptBytes("{\"key\": \"some text");
+  std::vector<uint64_t> words(compiled->vocab().mask_words());
+  for (auto _ : state) {
+    m.FillMask(absl::MakeSpan(words));
+    benchmark::DoNotOptimize(words.data());
+  }
+}
+BENCHMARK(BM_JsonMaskInString)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace tessera::grammar
+
+int main(int argc, char** argv) {
+  using namespace tessera::grammar;
+  const Vocab* deepseek = LoadDeepseek();
+  if (deepseek == nullptr) {
+    std::printf("shared conformance vocabulary not found (set TESSERA_SHARED_DIR)\n");
+  } else {
+    const Vocab* synthetic = Synthetic(*deepseek);
+    const std::string choice = ChoiceGrammar();
+    for (const Vocab* v : {deepseek, synthetic}) {
+      Report(*v, "json", kJsonObjectGbnf);
+      Report(*v, "json-short", kJsonObjectGbnf, /*short_tokens=*/true);
+      Report(*v, "choice", choice);
+    }
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,7 @@
+# Grammar engine: GBNF parsing and its errors, UTF-8 classes, matching against std::regex and
+# nlohmann::json, token masks against brute force on small and real vocabularies.
+tessera_test(grammar_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/grammar_test.cc
+  DEPS tessera_grammar tessera_tokenizer nlohmann_json::nlohmann_json
+  LABELS unit grammar sanitize
+  TIMEOUT 120)
