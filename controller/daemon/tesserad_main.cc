@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -175,8 +174,6 @@ absl::StatusOr<workers::Placement> PlaceWorkers(const config::DaemonConfig& c, i
   }
   return p;
 }
-
-std::atomic<bool> g_stop{false};
 
 int Serve(const config::DaemonConfig& c) {
   SetLogLevel(c.log_level);
