@@ -173,8 +173,11 @@ if [[ -n "${binaries}" ]]; then
     for b in "${binary_names[@]}"; do
       if [[ ! -x "${binaries}/${b}" ]]; then
         problems+=("--binaries ${binaries}: no executable ${b} (build it: cmake --build --preset default)")
-      elif ldd "${binaries}/${b}" 2>/dev/null | grep -q 'not found'; then
-        problems+=("--binaries: ${b} needs libraries this host lacks: $(ldd "${binaries}/${b}" | awk '/not found/ {print $1}' | tr '\n' ' ')")
+      else
+        missing_libs="$({ ldd "${binaries}/${b}" 2>/dev/null || true; } | awk '/not found/ {print $1}' | tr '\n' ' ')"
+        if [[ -n "${missing_libs}" ]]; then
+          problems+=("--binaries: ${b} needs libraries this host lacks: ${missing_libs}")
+        fi
       fi
     done
   fi
@@ -184,18 +187,20 @@ if [[ "${template}" == debian ]] && ! command -v debootstrap >/dev/null 2>&1; th
 fi
 if [[ ${#missing_lxc[@]} -eq 0 ]]; then
   # The container's network: the bridge its veth joins must exist before it starts.
+  lxc_path="$(lxc-config lxc.lxcpath)"
+  container_exists=0
+  if lxc-info -n "${name}" >/dev/null 2>&1; then container_exists=1; fi
   net_cfg=/etc/lxc/default.conf
-  if lxc-info -n "${name}" >/dev/null 2>&1; then net_cfg="$(lxc-config lxc.lxcpath)/${name}/config"; fi
+  if [[ ${container_exists} -eq 1 ]]; then net_cfg="${lxc_path}/${name}/config"; fi
   net_type="$(awk -F' *= *' '$1 == "lxc.net.0.type" {print $2}' "${net_cfg}" 2>/dev/null | tail -1)"
   bridge="$(awk -F' *= *' '$1 == "lxc.net.0.link" {print $2}' "${net_cfg}" 2>/dev/null | tail -1)"
   if [[ "${net_type}" == veth && -n "${bridge}" ]] && ! ip link show dev "${bridge}" >/dev/null 2>&1; then
     problems+=("the container network's bridge ${bridge} (lxc.net.0.link in ${net_cfg}) does not exist: start LXC's network (systemctl start lxc-net, or /usr/libexec/lxc/lxc-net start where systemd does not run) or set lxc.net.0.link to an existing bridge")
   fi
   # Room for the container: a Debian base and the runtime libraries, or a whole build.
-  lxc_path="$(lxc-config lxc.lxcpath)"
   need_mib=2048
   if [[ -z "${binaries}" ]]; then need_mib=6144; fi
-  if lxc-info -n "${name}" >/dev/null 2>&1; then need_mib=$((need_mib / 2)); fi
+  if [[ ${container_exists} -eq 1 ]]; then need_mib=$((need_mib / 2)); fi
   free_mib="$(df -Pm "$(dirname "${lxc_path}/x")" 2>/dev/null | awk 'NR == 2 {print $4}')"
   if [[ -n "${free_mib}" && "${free_mib}" -lt "${need_mib}" ]]; then
     problems+=("${lxc_path} has ${free_mib} MiB free; the container needs about ${need_mib} MiB")
@@ -285,13 +290,22 @@ push_file() {
   local path="$1" mode="$2" tmp
   tmp="$(mktemp)"
   cat >"${tmp}"
-  if ! in_ct cat "${path}" 2>/dev/null | cmp -s - "${tmp}"; then
+  install_file "${tmp}" "${path}" "${mode}"
+  rm -f "${tmp}"
+}
+
+# Copies FILE to PATH inside the container with MODE when the content differs (compared by
+# sha256 on both sides, so an unchanged large file is not sent again).
+install_file() {
+  local file="$1" path="$2" mode="$3" want have
+  want="$(sha256sum <"${file}" | cut -d' ' -f1)"
+  have="$(in_ct sha256sum "${path}" 2>/dev/null | cut -d' ' -f1 || true)"
+  if [[ "${want}" != "${have}" ]]; then
     in_ct mkdir -p "$(dirname "${path}")"
-    in_ct_input sh -c "cat > '${path}.new' && chmod ${mode} '${path}.new' && mv '${path}.new' '${path}'" <"${tmp}"
+    in_ct_input sh -c "cat > '${path}.new' && chmod ${mode} '${path}.new' && mv '${path}.new' '${path}'" <"${file}"
     changed=1
     echo "  updated ${path}"
   fi
-  rm -f "${tmp}"
 }
 
 config_changed=0
@@ -393,19 +407,6 @@ ensure_packages() {
   fi
 }
 
-# Copies FILE to PATH inside the container when the content differs.
-push_binary() {
-  local file="$1" path="$2" want have
-  want="$(sha256sum <"${file}" | cut -d' ' -f1)"
-  have="$(in_ct sha256sum "${path}" 2>/dev/null | cut -d' ' -f1 || true)"
-  if [[ "${want}" != "${have}" ]]; then
-    in_ct mkdir -p "$(dirname "${path}")"
-    in_ct_input sh -c "cat > '${path}.new' && chmod 0755 '${path}.new' && mv '${path}.new' '${path}'" <"${file}"
-    changed=1
-    echo "  updated ${path}"
-  fi
-}
-
 do_install_runtime() {
   # What the service needs at run time: the binaries' libraries and curl (health checks).
   local owners pkgs=() libs=() lib
@@ -415,7 +416,7 @@ do_install_runtime() {
   # Libraries no Debian package provides (CUDA's) are copied from this host.
   mapfile -t libs < <(awk '$2 == "-" {print $1}' <<<"${owners}")
   for lib in "${libs[@]}"; do
-    push_binary "$(readlink -f "${lib}")" "/usr/local/lib/tessera/$(basename "${lib}")"
+    install_file "$(readlink -f "${lib}")" "/usr/local/lib/tessera/$(basename "${lib}")" 0755
   done
   if [[ ${#libs[@]} -gt 0 ]]; then
     echo "/usr/local/lib/tessera" | push_file /etc/ld.so.conf.d/tessera.conf 0644
@@ -426,7 +427,7 @@ do_install_runtime() {
 do_install_binaries() {
   local b
   for b in "${binary_names[@]}"; do
-    push_binary "${binaries}/${b}" "/usr/local/bin/${b}"
+    install_file "${binaries}/${b}" "/usr/local/bin/${b}" 0755
   done
 }
 
