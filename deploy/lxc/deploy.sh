@@ -25,6 +25,7 @@ grpc_port=50051
 api_key_file=""
 dry_run=0
 ready_timeout=900
+network_timeout=120
 template=""
 mirror=""
 binaries=""
@@ -51,6 +52,9 @@ time: a build's compilers and -dev packages are removed once it is done.
   --api-key-file FILE   file holding the API key clients must send (copied to
                         /etc/tessera/api-key, mode 0640)
   --ready-timeout SECS  how long to wait for /ready (large models load for minutes) [${ready_timeout}]
+  --network-timeout SECS
+                        how long to wait, after the container starts, until it resolves
+                        its package mirror's host [${network_timeout}]
   --template download|debian
                         how the container's Debian 12 is made: download fetches a prebuilt
                         image from images.linuxcontainers.org; debian bootstraps it from a
@@ -95,6 +99,7 @@ while [[ $# -gt 0 ]]; do
     --grpc-port) need_value "$@"; grpc_port="$2"; shift 2 ;;
     --api-key-file) need_value "$@"; api_key_file="$2"; shift 2 ;;
     --ready-timeout) need_value "$@"; ready_timeout="$2"; shift 2 ;;
+    --network-timeout) need_value "$@"; network_timeout="$2"; shift 2 ;;
     --template) need_value "$@"; template="$2"; shift 2 ;;
     --mirror) need_value "$@"; mirror="$2"; shift 2 ;;
     --binaries) need_value "$@"; binaries="$2"; shift 2 ;;
@@ -113,6 +118,7 @@ for port_var in http_port grpc_port; do
 done
 [[ "${http_port}" != "${grpc_port}" ]] || usage_error "--http-port and --grpc-port are both ${http_port}"
 [[ "${ready_timeout}" =~ ^[0-9]+$ ]] || usage_error "--ready-timeout '${ready_timeout}' is not a number of seconds"
+[[ "${network_timeout}" =~ ^[0-9]+$ ]] || usage_error "--network-timeout '${network_timeout}' is not a number of seconds"
 gpu_list=()
 if [[ "${gpus}" != "none" ]]; then
   IFS=',' read -r -a gpu_list <<<"${gpus}"
@@ -196,6 +202,14 @@ if [[ ${#missing_lxc[@]} -eq 0 ]]; then
   bridge="$(awk -F' *= *' '$1 == "lxc.net.0.link" {print $2}' "${net_cfg}" 2>/dev/null | tail -1)"
   if [[ "${net_type}" == veth && -n "${bridge}" ]] && ! ip link show dev "${bridge}" >/dev/null 2>&1; then
     problems+=("the container network's bridge ${bridge} (lxc.net.0.link in ${net_cfg}) does not exist: start LXC's network (systemctl start lxc-net, or /usr/libexec/lxc/lxc-net start where systemd does not run) or set lxc.net.0.link to an existing bridge")
+  fi
+  # lxc-net's bridge hands out addresses and answers DNS through its dnsmasq; a bridge left
+  # up without it (a host restored from a snapshot, a killed dnsmasq) gives containers no
+  # address.
+  lxcnet_bridge="$(sed -nE 's/^LXC_BRIDGE="?([^"]*)"?$/\1/p' /etc/default/lxc-net 2>/dev/null | tail -1)"
+  if [[ "${net_type}" == veth && "${bridge}" == "${lxcnet_bridge:-lxcbr0}" && -f /run/lxc/network_up ]] &&
+    ! kill -0 "$(cat /run/lxc/dnsmasq.pid 2>/dev/null || echo 0)" 2>/dev/null; then
+    problems+=("LXC's network is marked up but its DHCP/DNS server for ${bridge} (dnsmasq, /run/lxc/dnsmasq.pid) is not running, so the container would get no address: restart it (systemctl restart lxc-net, or /usr/libexec/lxc/lxc-net stop && /usr/libexec/lxc/lxc-net start)")
   fi
   # Room for the container: a Debian base and the runtime libraries, or a whole build.
   need_mib=2048
@@ -381,13 +395,49 @@ do_start_container() {
   fi
 }
 
+# The host name of the first http(s) mirror in the container's apt sources (deb.debian.org
+# when none is found).
+container_mirror_host() {
+  local host
+  host="$({ in_ct sh -c 'cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null' || true; } |
+    grep -oE 'https?://[^/[:space:]]+' | head -1 | sed -E 's#^https?://##; s#:[0-9]+$##')"
+  echo "${host:-deb.debian.org}"
+}
+
+# Why the container cannot resolve HOST, as far as one can tell from outside: no address
+# (DHCP), no default route, no name server, or a name server that does not answer.
+network_diagnosis() {
+  local host="$1" ip routes ns
+  ip="$(lxc-info -n "${name}" -iH 2>/dev/null | head -1 || true)"
+  [[ -n "${ip}" ]] || {
+    echo "it has no IPv4 address (DHCP on the bridge: is lxc-net's dnsmasq running?)"
+    return
+  }
+  routes="$({ in_ct cat /proc/net/route 2>/dev/null || true; } | awk '$2 == "00000000"' | wc -l)"
+  [[ "${routes}" -gt 0 ]] || {
+    echo "it has the address ${ip} but no default route"
+    return
+  }
+  ns="$({ in_ct cat /etc/resolv.conf 2>/dev/null || true; } | awk '$1 == "nameserver" {print $2}' | paste -sd, -)"
+  [[ -n "${ns}" ]] || {
+    echo "it has the address ${ip} and a default route but no nameserver in /etc/resolv.conf"
+    return
+  }
+  if getent hosts "${host}" >/dev/null 2>&1; then
+    echo "it has the address ${ip}, a default route and the name server(s) ${ns}, which do not resolve ${host} (this host does: check that the bridge's DNS forwards and that the host NATs the bridge's subnet)"
+  else
+    echo "it has the address ${ip}, a default route and the name server(s) ${ns}; this host cannot resolve ${host} either"
+  fi
+}
+
 do_wait_network() {
-  local i
-  for i in $(seq 1 60); do
-    if in_ct getent hosts deb.debian.org >/dev/null 2>&1; then return 0; fi
-    sleep 1
+  local host deadline=$((SECONDS + network_timeout))
+  host="$(container_mirror_host)"
+  while ((SECONDS < deadline)); do
+    if in_ct getent hosts "${host}" >/dev/null 2>&1; then return 0; fi
+    sleep 2
   done
-  die "container ${name} has no network after 60 s (check lxc.net.0 and the lxcbr0 bridge)"
+  die "container ${name} cannot resolve its mirror's host ${host} after ${network_timeout} s: $(network_diagnosis "${host}")"
 }
 
 # Installs PACKAGE... in the container unless each is installed already.
@@ -564,7 +614,7 @@ if [[ ${#gpu_list[@]} -gt 0 ]]; then
   action gpu-driver "driver libraries through LXC's nvidia hook"
 fi
 action start-container "name=${name}"
-action wait-network "timeout=60s"
+action wait-network "resolves the mirror host, timeout=${network_timeout}s"
 if [[ -n "${binaries}" ]]; then
   action install-runtime "libraries of ${binaries}/{tesserad,tessera-worker,tessera}"
   action install-binaries "from=${binaries} to=/usr/local/bin/{tesserad,tessera-worker,tessera}"

@@ -72,6 +72,16 @@ if ! ip link show dev "${bridge}" >/dev/null 2>&1; then
     skip "no container network: the bridge ${bridge} is missing and lxc-net could not start it"
   fi
 fi
+# lxc-net's bridge without its dnsmasq (a host restored from a snapshot keeps the bridge and
+# /run/lxc/network_up, not the process) gives containers no address: restart it.
+if [[ "${bridge}" == lxcbr0 && -f /run/lxc/network_up ]] &&
+  ! kill -0 "$(cat /run/lxc/dnsmasq.pid 2>/dev/null || echo 0)" 2>/dev/null; then
+  echo "[e2e] lxc-net is marked up without its dnsmasq: restarting it"
+  /usr/libexec/lxc/lxc-net stop >"${work}/net.log" 2>&1 || true
+  /usr/libexec/lxc/lxc-net start >>"${work}/net.log" 2>&1 ||
+    skip "lxc-net does not restart: $(tail -n 2 "${work}/net.log" | tr '\n' ' ')"
+  started_net=1
+fi
 phase "creating container ${name} from ${mirror}"
 created=1
 if ! lxc-create -n "${name}" -t debian -- --release bookworm --arch amd64 --mirror "${mirror}" \
@@ -91,6 +101,33 @@ for _ in $(seq 1 60); do
 done
 [[ ${booted} -eq 1 ]] || skip "systemd does not come up in a container on this host (state: ${state})"
 phase "container up"
+
+# deploy.sh installs the binaries' libraries from the mirror inside the container, so the
+# container must reach it: a host whose bridge gets no DNS forwarding or NAT cannot run
+# this test (that is the host's network, not the deployment).
+mirror_host="$(sed -E 's#^https?://##; s#[/:].*$##' <<<"${mirror}")"
+mirror_port="$(sed -nE 's#^https://.*#443#p; s#^http://[^/]*:([0-9]+).*#\1#p' <<<"${mirror}" | head -1)"
+mirror_port="${mirror_port:-80}"
+reached=""
+for _ in $(seq 1 60); do
+  if in_ct getent hosts "${mirror_host}" >/dev/null 2>&1; then
+    reached=resolved
+    if in_ct timeout 10 bash -c "exec 3<>/dev/tcp/${mirror_host}/${mirror_port}" 2>/dev/null; then
+      reached=connected
+      break
+    fi
+  fi
+  sleep 2
+done
+if [[ "${reached}" != connected ]]; then
+  ip="$(lxc-info -n "${name}" -iH 2>/dev/null | head -1 || true)"
+  case "${reached}" in
+    resolved) why="resolves ${mirror_host} but cannot connect to port ${mirror_port} (no NAT for the bridge?)" ;;
+    *) why="cannot resolve ${mirror_host} (address: ${ip:-none}; the bridge's DNS does not forward?)" ;;
+  esac
+  skip "the container cannot reach the mirror ${mirror}: it ${why}"
+fi
+phase "container reaches ${mirror_host}:${mirror_port}"
 
 # --- the deployment ---
 deploy=("${src}/deploy/lxc/deploy.sh" --name "${name}" --binaries "${bin}" --http-port "${port}"
