@@ -5,3 +5,12 @@ tessera_test(grammar_test
   DEPS tessera_grammar tessera_tokenizer nlohmann_json::nlohmann_json
   LABELS unit grammar sanitize
   TIMEOUT 120)
+
+# Structured-output front ends (JSON Schema, regex, choices -> GBNF): random walks checked
+# against nlohmann::json and hand-written schema checks, std::regex both ways, integer ranges
+# against arithmetic, first-wrong-byte offsets, error pointers and offsets, real vocabularies.
+tessera_test(grammar_frontends_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/grammar_frontends_test.cc
+  DEPS tessera_grammar tessera_tokenizer nlohmann_json::nlohmann_json
+  LABELS unit grammar sanitize
+  TIMEOUT 240)
