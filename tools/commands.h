@@ -19,5 +19,6 @@ int RunDetokenize(const Args& args);
 int RunChatTemplate(const Args& args);
 int RunGguf(const Args& args);
 int RunBench(const Args& args);
+int RunGrammar(const Args& args);
 
 }  // namespace tessera::cli

@@ -18,8 +18,9 @@ packages=(
   ccache clang lld libclang-rt-14-dev clang-format clang-tidy
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
-  # test tools: promtool (Prometheus), the float64 reference (numpy), grpcurl-style clients
-  prometheus python3 python3-numpy curl python3-grpcio python3-protobuf
+  # test tools: promtool (Prometheus), the float64 reference (numpy), grpcurl-style clients,
+  # an independent JSON Schema validator for the structured-output grammars
+  prometheus python3 python3-numpy curl python3-grpcio python3-protobuf python3-jsonschema
   # deploy checks: shellcheck on the scripts, systemd-analyze verify on the unit
   shellcheck systemd
 )

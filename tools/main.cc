@@ -31,6 +31,8 @@ constexpr Command kCommands[] = {
      tessera::cli::RunGguf},
     {"bench", "load-test an OpenAI-compatible server: latency percentiles, tokens/s",
      tessera::cli::RunBench},
+    {"grammar", "compile a JSON Schema, regex or choice list to GBNF; sample documents",
+     tessera::cli::RunGrammar},
 };
 
 void PrintUsage(FILE* out) {

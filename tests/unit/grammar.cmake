@@ -14,3 +14,12 @@ tessera_test(grammar_frontends_test
   DEPS tessera_grammar tessera_tokenizer nlohmann_json::nlohmann_json
   LABELS unit grammar sanitize
   TIMEOUT 240)
+
+# `tessera grammar --sample` against independent validators: Python's jsonschema
+# (Draft202012Validator with format checks) for a dozen schemas and re.fullmatch for regexes,
+# plus the command's exit codes and messages. Skips (77) without python3-jsonschema.
+add_test(NAME grammar_frontends_validate
+  COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/grammar_frontends_validate.py
+          --tessera $<TARGET_FILE:tessera>)
+set_tests_properties(grammar_frontends_validate PROPERTIES
+  LABELS "unit;grammar" TIMEOUT 180 SKIP_RETURN_CODE 77)
