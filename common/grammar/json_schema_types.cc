@@ -353,25 +353,28 @@ absl::StatusOr<std::string> SchemaCompiler::ObjectRule(const Json& schema,
   const std::string sep = Sep();
   const size_t n = members.size();
   std::vector<std::string> rest(n + 1), first(n + 1);
-  if (!extra.empty()) {
-    rest[n] = absl::StrCat("( ", Seq({sep, extra}), " )*");
+  if (!extra.empty()) rest[n] = absl::StrCat("( ", Seq({sep, extra}), " )*");
+  for (size_t i = n; i-- > 1;) {
+    const std::string written = Seq({sep, members[i].kv});
+    rest[i] =
+        rules_.Helper(hint + "-rest", members[i].required ? Seq({written, rest[i + 1]})
+                                                          : Seq({"(", written, ")?", rest[i + 1]}));
+  }
+  // first[i] is needed from 0 up to the first required member, which is always written.
+  size_t first_required = n;
+  for (size_t i = 0; i < n && first_required == n; ++i) {
+    if (members[i].required) first_required = i;
+  }
+  const bool any_required = first_required < n;
+  if (!extra.empty() && !any_required) {
     first[n] = rules_.Helper(hint + "-first", Seq({extra, rest[n]}));
   }
-  for (size_t i = n; i-- > 0;) {
-    const Member& m = members[i];
-    const std::string written = Seq({sep, m.kv});
-    const std::string body =
-        m.required ? Seq({written, rest[i + 1]}) : Seq({"(", written, ")?", rest[i + 1]});
-    rest[i] = rules_.Helper(hint + "-rest", body);
-    const std::string starts_here = Seq({m.kv, rest[i + 1]});
-    if (m.required || first[i + 1].empty()) {
-      first[i] = rules_.Helper(hint + "-first", starts_here);
-    } else {
-      first[i] = rules_.Helper(hint + "-first", absl::StrCat(starts_here, " | ", first[i + 1]));
-    }
+  for (size_t i = std::min(first_required + 1, n); i-- > 0;) {
+    const std::string starts_here = Seq({members[i].kv, rest[i + 1]});
+    first[i] = members[i].required || first[i + 1].empty()
+                   ? rules_.Helper(hint + "-first", starts_here)
+                   : rules_.Helper(hint + "-first", absl::StrCat(starts_here, " | ", first[i + 1]));
   }
-  bool any_required = false;
-  for (const Member& m : members) any_required |= m.required;
   std::vector<std::string> alternatives;
   if (!first[0].empty()) alternatives.push_back(Seq({"\"{\"", Ws(), first[0], Ws(), "\"}\""}));
   if (!any_required) alternatives.push_back(Seq({"\"{\"", Ws(), "\"}\""}));
