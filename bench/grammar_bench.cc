@@ -1,5 +1,7 @@
 // Grammar engine speed: compiling a grammar against a vocabulary (CompiledGrammar::Create)
-// and computing one token mask (Matcher::FillMask), for JSON mode and a 20-way choice, on
+// and computing one token mask (Matcher::FillMask), for JSON mode, a 20-way choice and two
+// JSON Schemas compiled by JsonSchemaToGbnf (a 10-property object in OpenAI strict-mode
+// style, and a recursive tree through $ref; the conversion's own time is printed too), on
 // the largest conformance vocabulary (deepseek-llm, ~100k byte-level BPE tokens) and on a
 // synthetic 154,880-token vocabulary (those tokens plus concatenations of two of them).
 // The mask time is measured at every state of seeded random walks through the grammar
@@ -18,8 +20,10 @@
 #include "common/grammar/compiled_grammar.h"
 #include "common/grammar/gbnf_parser.h"
 #include "common/grammar/json_grammar.h"
+#include "common/grammar/json_schema.h"
 #include "common/grammar/matcher.h"
 #include "common/tokenizer/tokenizer.h"
+#include "nlohmann/json.hpp"
 #include "tests/support/shared_data.h"
 
 namespace tessera::grammar {
@@ -76,6 +80,60 @@ std::string ChoiceGrammar() {
     g.append("\"").append(words[i]).append("\"");
   }
   return g;
+}
+
+// Ten properties of the usual kinds, all required, no others (OpenAI strict mode's shape).
+constexpr char kObjectSchema[] = R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "maxLength": 40},
+    "age": {"type": "integer", "minimum": 0, "maximum": 150},
+    "email": {"type": "string", "format": "email"},
+    "active": {"type": "boolean"},
+    "score": {"type": "number"},
+    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
+    "role": {"enum": ["admin", "user", "guest"]},
+    "created": {"type": "string", "format": "date-time"},
+    "address": {"type": "object",
+                "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+                "required": ["street", "city"], "additionalProperties": false},
+    "notes": {"type": ["string", "null"]}
+  },
+  "required": ["name", "age", "email", "active", "score", "tags", "role", "created", "address",
+               "notes"],
+  "additionalProperties": false
+})";
+
+// A tree: recursion through $ref.
+constexpr char kRecursiveSchema[] = R"({
+  "$defs": {"node": {"type": "object",
+    "properties": {"label": {"type": "string"},
+                   "weight": {"type": "integer", "minimum": -1000, "maximum": 1000},
+                   "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+    "required": ["label", "children"], "additionalProperties": false}},
+  "$ref": "#/$defs/node"
+})";
+
+// JsonSchemaToGbnf's text and its conversion time (median of 20 runs).
+std::string SchemaGbnf(const char* name, const char* schema_text) {
+  const auto schema = nlohmann::ordered_json::parse(schema_text);
+  std::vector<double> us;
+  std::string gbnf;
+  for (int i = 0; i < 20; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    absl::StatusOr<std::string> converted = JsonSchemaToGbnf(schema);
+    us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    if (!converted.ok()) {
+      std::printf("%s: %s\n", name, std::string(converted.status().message()).c_str());
+      return "";
+    }
+    gbnf = *converted;
+  }
+  std::sort(us.begin(), us.end());
+  std::printf("%-10s JsonSchemaToGbnf %6.1f us (median of 20), %zu bytes of GBNF\n", name,
+              us[us.size() / 2], gbnf.size());
+  return gbnf;
 }
 
 double Median(std::vector<double> xs) {
@@ -191,10 +249,14 @@ int main(int argc, char** argv) {
   } else {
     const Vocab* synthetic = Synthetic(*deepseek);
     const std::string choice = ChoiceGrammar();
+    const std::string object = SchemaGbnf("schema-10", kObjectSchema);
+    const std::string tree = SchemaGbnf("schema-rec", kRecursiveSchema);
     for (const Vocab* v : {deepseek, synthetic}) {
       Report(*v, "json", kJsonObjectGbnf);
       Report(*v, "json-short", kJsonObjectGbnf, /*short_tokens=*/true);
       Report(*v, "choice", choice);
+      Report(*v, "schema-10", object, /*short_tokens=*/true);
+      Report(*v, "schema-rec", tree, /*short_tokens=*/true);
     }
   }
   benchmark::Initialize(&argc, argv);
