@@ -27,7 +27,7 @@ constexpr char kUsage[] =
     "                     [--gen-len G] [--stream] [--model NAME] [--api-key KEY]\n"
     "                     [--logprobs] [--temperature T] [--seed S] [--timeout SECONDS]\n"
     "                     [--shared-prefix S | --turns T [--conversations N] [--turn-len U]]\n"
-    "                     [--json]\n"
+    "                     [--extra-body JSON] [--json]\n"
     "\n"
     "Sends R requests to URL's POST /v1/completions from C concurrent keep-alive clients\n"
     "(each sends its next request when the previous one is answered), every one with a\n"
@@ -72,6 +72,9 @@ constexpr char kUsage[] =
     "                     turn\n"
     "  --conversations N  multi-turn mode: conversations (default C); R = N x T\n"
     "  --turn-len U       multi-turn mode: tokens each later turn adds (default P)\n"
+    "  --extra-body JSON  fields merged into every request's body (they replace the\n"
+    "                     generated ones of the same name), e.g. a structured-output\n"
+    "                     constraint: '{\"response_format\": {\"type\": \"json_object\"}}'\n"
     "  --json             print the results as one JSON object\n"
     "\n"
     "Exit status: 0 when at least one request succeeded, 1 when none did or the server\n"
@@ -190,6 +193,7 @@ void PrintJson(const BenchFlags& flags, const Report& r) {
       {"shared_prefix_words", o.shared_prefix_words},
       {"turns", o.turns},
       {"turn_words", o.turn_words},
+      {"extra_body", o.extra_body},
       {"ok", r.ok},
       {"failed", o.requests - r.ok},
       {"failures", r.failures},
@@ -328,6 +332,11 @@ int ParseFlags(const Args& args, BenchFlags* flags) {
     } else if (a == "--seed") {
       if (!absl::SimpleAtoi(args[++i], &o.seed)) {
         return usage_error(absl::StrCat("--seed '", args[i], "': expected an unsigned integer"));
+      }
+    } else if (a == "--extra-body") {
+      o.extra_body = json::parse(args[++i], nullptr, false);
+      if (o.extra_body.is_discarded() || !o.extra_body.is_object()) {
+        return usage_error("--extra-body: expected a JSON object");
       }
     } else if (a == "--timeout") {
       if (!absl::SimpleAtod(args[++i], &o.timeout_s) || !(o.timeout_s > 0)) {

@@ -392,6 +392,7 @@ std::string CompletionBodyFor(const LoadOptions& options, const std::string& pro
                {"stream", options.stream}};
   if (options.stream) body["stream_options"] = {{"include_usage", true}};
   if (options.logprobs) body["logprobs"] = 0;
+  if (options.extra_body.is_object()) body.update(options.extra_body);
   return body.dump();
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 
 namespace tessera::cli::bench {
 
@@ -48,6 +49,8 @@ struct LoadOptions {
   // conversation.
   int turns = 1;
   int turn_words = 0;  // 0: prompt_words
+  // Fields merged into every request body (replacing generated ones of the same name).
+  nlohmann::json extra_body = nlohmann::json::object();
 };
 
 // The shared-prefix mode's system prompt seed (no request's own prompt uses it).

@@ -1,10 +1,16 @@
 // Small formatting helpers shared by the CLI's reports.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 
@@ -20,6 +26,14 @@ inline std::string HumanBytes(uint64_t n) {
     ++u;
   }
   return u == 0 ? absl::StrFormat("%d B", n) : absl::StrFormat("%.2f %s", v, units[u]);
+}
+
+// The whole file at `path` (a schema, a grammar); NotFound naming the path and the reason.
+inline absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // The shortest decimal that reads back as the same float32, so 1e-5f prints as 1e-05

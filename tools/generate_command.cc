@@ -13,6 +13,7 @@
 #include "common/tokenizer/tokenizer.h"
 #include "controller/serving/engine.h"
 #include "controller/serving/request_validation.h"
+#include "controller/serving/structured_output.h"
 #include "nlohmann/json.hpp"
 #include "tools/commands.h"
 #include "tools/executor_flags.h"
@@ -32,13 +33,16 @@ constexpr char kUsage[] =
     "                        [--frequency-penalty F] [--seed S] [--system TEXT]\n"
     "                        [--chat-template NAME|FILE] [--dtype D] [--exact] [--threads N]\n"
     "                        [--repack-weights auto|on|off]\n"
+    "                        [--json-schema FILE | --json-object | --regex RE |\n"
+    "                         --choice TEXT... | --grammar FILE] [--compact-json]\n"
     "                        [--json] [--verbose] [--device D] [--tp N [--worker-binary PATH]]\n"
     "\n"
     "Generates text with the executor (CPU cores, or a GPU with --device) and streams it to\n"
     "stdout. --prompt is tokenized with the model's BOS; --chat renders the message (after an\n"
     "optional --system message) with the model's chat template, or --chat-template (a\n"
     "built-in: chatml, llama3, deepseek3, glm4; or a .jinja file). Generation stops at an\n"
-    "end-of-generation token or --max-tokens.\n"
+    "end-of-generation token, --max-tokens, or where the structured-output constraint is\n"
+    "complete.\n"
     "\n"
     "  --max-tokens N          tokens to generate (default 128)\n"
     "  --temperature T         0 = greedy (default 0.8)\n"
@@ -59,6 +63,14 @@ constexpr char kUsage[] =
     "  --verbose               print the CPU, instruction set and the kernels chosen for\n"
     "                          this model on this machine, with the rates measured at load\n"
     "                          (with --tp, the workers log theirs)\n"
+    "  --json-schema FILE      structured output: the text is valid JSON for this JSON\n"
+    "                          Schema (the subset of README.md's structured output section)\n"
+    "  --json-object           structured output: any JSON object (JSON mode)\n"
+    "  --regex RE              structured output: the whole text matches RE\n"
+    "  --choice TEXT           structured output: exactly one of the --choice values\n"
+    "                          (repeat it)\n"
+    "  --grammar FILE          structured output: a GBNF grammar (llama-server's format)\n"
+    "  --compact-json          with --json-schema / --json-object: no optional whitespace\n"
     "  --json                  one JSON object per token ({\"token\", \"text\", \"logprob\"}),\n"
     "                          then a summary object with prompt_tokens, completion_tokens,\n"
     "                          prefill_tokens_per_s, decode_tokens_per_s, finish_reason\n";
@@ -71,6 +83,8 @@ struct Options {
   // and allows the same here as in a REST or gRPC request.
   serving::Sampling sampling;
   std::vector<int32_t> stop_token_ids;  // the model's end-of-generation tokens
+  serving::StructuredOutput structured;
+  std::string grammar;  // the GBNF `structured` compiles to
   executor::ExecutorOptions exec;
   BackendOptions backend;
 };
@@ -150,6 +164,7 @@ int Generate(Options& o) {
   for (int b = 0; b < (*runner)->n_blocks(); ++b) seq->add_block_table(b);
   seq->set_new_sampler(true);
   *seq->mutable_sampling() = ToStepSampling(o.sampling, o.stop_token_ids);
+  seq->mutable_sampling()->set_grammar(o.grammar);
   for (int32_t t : *prompt) seq->add_penalty_prompt(t);
   auto t0 = Clock::now();
   for (size_t start = 0; start + kPrefillChunk < prompt->size(); start += kPrefillChunk) {
@@ -196,6 +211,10 @@ int Generate(Options& o) {
       std::fputs(tok ? text.c_str() : (std::to_string(r.token()) + " ").c_str(), stdout);
     }
     std::fflush(stdout);
+    if (r.grammar_end()) {
+      finish = "stop";  // the structured output is complete
+      break;
+    }
     seq->set_start_pos(seq->start_pos() + seq->tokens_size());
     seq->clear_tokens();
     seq->add_tokens(r.token());
@@ -247,6 +266,15 @@ int RunGenerate(const Args& args) {
       o.json = true;
       continue;
     }
+    if (a == "--json-object" || a == "--compact-json") {
+      if (a == "--json-object") {
+        o.structured.kind = serving::StructuredOutput::Kind::kJsonObject;
+        o.structured.field = "--json-object";
+      } else {
+        o.structured.compact_json = true;
+      }
+      continue;
+    }
     int used = ParseExecutorFlag(args, i, o.exec, "generate");
     if (used == 0) used = ParseBackendFlag(args, i, o.backend, "generate");
     if (used < 0) return 2;
@@ -289,6 +317,25 @@ int RunGenerate(const Args& args) {
       ok = ParseFloat(v, &o.sampling.presence_penalty);
     } else if (a == "--frequency-penalty") {
       ok = ParseFloat(v, &o.sampling.frequency_penalty);
+    } else if (a == "--json-schema" || a == "--grammar") {
+      absl::StatusOr<std::string> text = ReadWholeFile(v);
+      if (!text.ok()) {
+        std::fprintf(stderr, "tessera generate: %s: %s\n", a.c_str(),
+                     std::string(text.status().message()).c_str());
+        return 2;
+      }
+      o.structured.kind = a == "--grammar" ? serving::StructuredOutput::Kind::kGrammar
+                                           : serving::StructuredOutput::Kind::kJsonSchema;
+      o.structured.field = a;
+      o.structured.text = *std::move(text);
+    } else if (a == "--regex") {
+      o.structured.kind = serving::StructuredOutput::Kind::kRegex;
+      o.structured.field = a;
+      o.structured.text = v;
+    } else if (a == "--choice") {
+      o.structured.kind = serving::StructuredOutput::Kind::kChoice;
+      o.structured.field = a;
+      o.structured.choices.push_back(v);
     } else if (a == "--seed") {
       uint64_t seed;
       ok = absl::SimpleAtoi(v, &seed);
@@ -315,6 +362,12 @@ int RunGenerate(const Args& args) {
     std::fprintf(stderr, "tessera generate: %s\n", std::string(s.message()).c_str());
     return 2;
   }
+  absl::StatusOr<std::string> grammar = serving::CompileStructuredOutput(o.structured);
+  if (!grammar.ok()) {
+    std::fprintf(stderr, "tessera generate: %s\n", std::string(grammar.status().message()).c_str());
+    return 2;
+  }
+  o.grammar = *std::move(grammar);
   return Generate(o);
 }
 

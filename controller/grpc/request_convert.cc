@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "controller/serving/request_validation.h"
+#include "controller/serving/structured_output.h"
 
 namespace tessera::grpc_api {
 namespace {
@@ -39,6 +40,45 @@ serving::Sampling ToSampling(const tessera::v1::SamplingParams& p) {
   return s;
 }
 
+serving::StructuredOutput ToStructuredOutput(const tessera::v1::StructuredOutput& p) {
+  using Kind = serving::StructuredOutput::Kind;
+  using P = tessera::v1::StructuredOutput;
+  serving::StructuredOutput so;
+  so.compact_json = p.compact_json();
+  const std::string base = "options.structured_output.";
+  switch (p.constraint_case()) {
+    case P::kJsonSchema:
+      so.kind = Kind::kJsonSchema;
+      so.field = base + "json_schema";
+      so.text = p.json_schema();
+      break;
+    case P::kJsonObject:
+      if (p.json_object()) {
+        so.kind = Kind::kJsonObject;
+        so.field = base + "json_object";
+      }
+      break;
+    case P::kRegex:
+      so.kind = Kind::kRegex;
+      so.field = base + "regex";
+      so.text = p.regex();
+      break;
+    case P::kChoice:
+      so.kind = Kind::kChoice;
+      so.field = base + "choice";
+      so.choices.assign(p.choice().choices().begin(), p.choice().choices().end());
+      break;
+    case P::kGrammar:
+      so.kind = Kind::kGrammar;
+      so.field = base + "grammar";
+      so.text = p.grammar();
+      break;
+    case P::CONSTRAINT_NOT_SET:
+      break;
+  }
+  return so;
+}
+
 absl::StatusOr<serving::GenerateRequest> ToEngineRequest(
     const std::string& request_id, const tessera::v1::SamplingParams& sampling,
     const tessera::v1::GenerationOptions& o, const serving::Engine& engine) {
@@ -55,6 +95,10 @@ absl::StatusOr<serving::GenerateRequest> ToEngineRequest(
   if (absl::Status s = serving::ValidateRequestOptions(request, engine.info().n_vocab); !s.ok()) {
     return s;
   }
+  absl::StatusOr<std::string> grammar =
+      serving::CompileStructuredOutput(ToStructuredOutput(o.structured_output()));
+  if (!grammar.ok()) return grammar.status();
+  request.grammar = *std::move(grammar);
   return request;
 }
 

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "controller/serving/engine.h"
+#include "controller/serving/structured_output.h"
 #include "tessera/v1/inference.pb.h"
 
 namespace tessera::grpc_api {
@@ -20,6 +21,9 @@ absl::Status CheckModelName(const std::string& requested, const serving::ModelIn
 
 // Sampling parameters with the documented defaults for absent fields (not range-checked).
 serving::Sampling ToSampling(const tessera::v1::SamplingParams& params);
+// GenerationOptions.structured_output as serving takes it (errors name
+// "options.structured_output.<kind>").
+serving::StructuredOutput ToStructuredOutput(const tessera::v1::StructuredOutput& p);
 
 // The engine request a Generate or Chat call describes, less the prompt: request_id,
 // sampling, max_tokens, stop strings and ids, ignore_eos, logprobs (top_logprobs > 0 implies

@@ -88,6 +88,7 @@ void GenerationCall::Start(const CompletionParams& params, std::vector<int32_t> 
     request.logprobs = params.logprobs;
     request.top_logprobs = params.top_logprobs;
     request.cache_salt = params.cache_salt;
+    request.grammar = params.grammar;
     absl::StatusOr<std::unique_ptr<serving::RequestHandle>> handle = engine_->Submit(
         std::move(request), [self = shared_from_this(), i](serving::GenerateEvent event) {
           self->OnEvent(i, std::move(event));

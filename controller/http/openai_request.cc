@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "absl/strings/match.h"
@@ -298,6 +299,226 @@ absl::Status ReadStreaming(const json& body, CompletionParams* params) {
   return absl::OkStatus();
 }
 
+// Structured output. One constraint per request, from any of the fields clients use:
+//   response_format: {"type": "text" | "json_object" | "json_schema",
+//                     "json_schema": {"name", "schema", "strict", "description"}}  (OpenAI)
+//     llama-server's {"type": "json_object", "schema": {...}} is a JSON schema too;
+//   structured_outputs: {"json" | "regex" | "choice" | "grammar" | "json_object",
+//                        "disable_any_whitespace"}                            (vLLM >= 0.10)
+//   guided_json, guided_regex, guided_choice, guided_grammar                  (vLLM before)
+//   json_schema, grammar                                                      (llama-server)
+// Backend selectors (vLLM's guided_decoding_backend, structured_outputs.backend, ...) are
+// accepted and ignored: Tessera has one engine.
+using StructuredOutput = serving::StructuredOutput;
+using ojson = nlohmann::ordered_json;
+
+// Sets `out` from a JSON schema value (an object, true/false, or a string holding JSON).
+absl::Status SchemaInto(const ojson& v, const std::string& param, StructuredOutput* out) {
+  out->kind = StructuredOutput::Kind::kJsonSchema;
+  out->field = param;
+  if (v.is_string()) {
+    const ojson parsed = ojson::parse(v.get<std::string>(), nullptr, false);
+    if (parsed.is_discarded()) {
+      return InvalidParam(param, absl::StrCat("'", param, "' is a string that is not valid JSON"));
+    }
+    out->text = parsed.dump();
+    return absl::OkStatus();
+  }
+  if (!v.is_object() && !v.is_boolean()) {
+    return InvalidParam(param, absl::StrCat("'", param, "' must be a JSON schema (an object)"));
+  }
+  out->text = v.dump();
+  return absl::OkStatus();
+}
+
+absl::Status StringInto(const ojson& v, const std::string& param, StructuredOutput::Kind kind,
+                        StructuredOutput* out) {
+  if (!v.is_string()) return InvalidParam(param, absl::StrCat("'", param, "' must be a string"));
+  out->kind = kind;
+  out->field = param;
+  out->text = v.get<std::string>();
+  return absl::OkStatus();
+}
+
+absl::Status ChoicesInto(const ojson& v, const std::string& param, StructuredOutput* out) {
+  if (!v.is_array() || v.empty()) {
+    return InvalidParam(param, absl::StrCat("'", param, "' must be a non-empty array of strings"));
+  }
+  out->kind = StructuredOutput::Kind::kChoice;
+  out->field = param;
+  out->choices.clear();
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_string()) {
+      return InvalidParam(param, absl::StrCat("'", param, "[", i, "]' must be a string"));
+    }
+    out->choices.push_back(v[i].get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadResponseFormat(const ojson& rf, StructuredOutput* out) {
+  if (!rf.is_object())
+    return InvalidParam("response_format", "'response_format' must be an object");
+  auto type = rf.find("type");
+  if (type == rf.end() || !type->is_string()) {
+    return InvalidParam(
+        "response_format.type",
+        "'response_format.type' must be one of 'text', 'json_object', 'json_schema'");
+  }
+  const std::string t = type->get<std::string>();
+  if (t == "text") return absl::OkStatus();
+  if (t == "json_object") {
+    auto schema = rf.find("schema");  // llama-server's form
+    if (schema != rf.end() && !schema->is_null()) {
+      return SchemaInto(*schema, "response_format.schema", out);
+    }
+    out->kind = StructuredOutput::Kind::kJsonObject;
+    out->field = "response_format";
+    return absl::OkStatus();
+  }
+  if (t == "json_schema") {
+    auto js = rf.find("json_schema");
+    if (js == rf.end() || !js->is_object()) {
+      return InvalidParam("response_format.json_schema",
+                          "'response_format.json_schema' must be an object with a 'schema'");
+    }
+    auto strict = js->find("strict");
+    if (strict != js->end() && !strict->is_null() && !strict->is_boolean()) {
+      return InvalidParam("response_format.json_schema.strict",
+                          "'response_format.json_schema.strict' must be a boolean");
+    }
+    auto schema = js->find("schema");
+    if (schema == js->end() || schema->is_null()) {
+      // OpenAI treats a missing schema as "any JSON"; an object is what clients want.
+      out->kind = StructuredOutput::Kind::kJsonSchema;
+      out->field = "response_format.json_schema.schema";
+      out->text = "{}";
+      return absl::OkStatus();
+    }
+    return SchemaInto(*schema, "response_format.json_schema.schema", out);
+  }
+  return InvalidParam("response_format.type",
+                      absl::StrCat("'response_format.type' must be one of 'text', 'json_object', "
+                                   "'json_schema', got ",
+                                   type->dump().substr(0, 64)));
+}
+
+absl::Status ReadVllmStructuredOutputs(const ojson& so, StructuredOutput* out) {
+  const std::string base = "structured_outputs";
+  if (!so.is_object()) return InvalidParam(base, "'structured_outputs' must be an object");
+  int given = 0;
+  for (const auto& [key, v] : so.items()) {
+    const std::string param = absl::StrCat(base, ".", key);
+    if (v.is_null()) continue;
+    absl::Status s;
+    if (key == "json") {
+      s = SchemaInto(v, param, out);
+      ++given;
+    } else if (key == "regex") {
+      s = StringInto(v, param, StructuredOutput::Kind::kRegex, out);
+      ++given;
+    } else if (key == "choice") {
+      s = ChoicesInto(v, param, out);
+      ++given;
+    } else if (key == "grammar") {
+      s = StringInto(v, param, StructuredOutput::Kind::kGrammar, out);
+      ++given;
+    } else if (key == "json_object") {
+      if (!v.is_boolean())
+        return InvalidParam(param, absl::StrCat("'", param, "' must be a boolean"));
+      if (v.get<bool>()) {
+        out->kind = StructuredOutput::Kind::kJsonObject;
+        out->field = param;
+        ++given;
+      }
+    } else if (key == "disable_any_whitespace") {
+      if (!v.is_boolean())
+        return InvalidParam(param, absl::StrCat("'", param, "' must be a boolean"));
+      out->compact_json = v.get<bool>();
+    } else if (key == "backend" || key == "disable_fallback" || key == "whitespace_pattern" ||
+               key == "disable_additional_properties" || key == "_backend" ||
+               key == "_backend_was_auto") {
+      // Backend selection and fallbacks: one engine here, nothing to choose.
+      continue;
+    } else {
+      return InvalidParam(param, absl::StrCat("'", param,
+                                              "' is not supported (supported: json, "
+                                              "regex, choice, grammar, json_object, "
+                                              "disable_any_whitespace)"));
+    }
+    if (!s.ok()) return s;
+  }
+  if (given > 1) {
+    return InvalidParam(base,
+                        "'structured_outputs' may give only one of json, regex, choice, "
+                        "grammar, json_object");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadStructuredOutput(const std::string& body_text, const json& sorted_body,
+                                  CompletionParams* params) {
+  static constexpr const char* kFields[] = {
+      "response_format", "structured_outputs", "guided_json", "guided_regex",
+      "guided_choice",   "guided_grammar",     "json_schema", "grammar"};
+  bool any = false;
+  for (const char* f : kFields) any = any || sorted_body.contains(f);
+  if (!any) return absl::OkStatus();
+  // Again, keeping the order of object keys: a schema's properties are written in the order
+  // its author gave them (OpenAI's strict mode promises it).
+  const ojson body = ojson::parse(body_text, nullptr, false);
+  StructuredOutput so;
+  std::string first;  // the field that set a constraint
+  auto take = [&](const char* name, const std::function<absl::Status(const ojson&)>& read) {
+    auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return absl::OkStatus();
+    // Every reader that sets a constraint names its field.
+    const std::string before = so.field;
+    if (absl::Status s = read(*it); !s.ok()) return s;
+    if (so.field == before) return absl::OkStatus();
+    if (!first.empty()) {
+      return InvalidParam(
+          name, absl::StrCat("'", name, "' and '", first, "' both constrain the output; give one"));
+    }
+    first = name;
+    return absl::OkStatus();
+  };
+  absl::Status s =
+      take("response_format", [&](const ojson& v) { return ReadResponseFormat(v, &so); });
+  if (s.ok()) {
+    s = take("structured_outputs",
+             [&](const ojson& v) { return ReadVllmStructuredOutputs(v, &so); });
+  }
+  if (s.ok())
+    s = take("guided_json", [&](const ojson& v) { return SchemaInto(v, "guided_json", &so); });
+  if (s.ok()) {
+    s = take("guided_regex", [&](const ojson& v) {
+      return StringInto(v, "guided_regex", StructuredOutput::Kind::kRegex, &so);
+    });
+  }
+  if (s.ok()) {
+    s = take("guided_choice", [&](const ojson& v) { return ChoicesInto(v, "guided_choice", &so); });
+  }
+  if (s.ok()) {
+    s = take("guided_grammar", [&](const ojson& v) {
+      return StringInto(v, "guided_grammar", StructuredOutput::Kind::kGrammar, &so);
+    });
+  }
+  if (s.ok())
+    s = take("json_schema", [&](const ojson& v) { return SchemaInto(v, "json_schema", &so); });
+  if (s.ok()) {
+    s = take("grammar", [&](const ojson& v) {
+      return StringInto(v, "grammar", StructuredOutput::Kind::kGrammar, &so);
+    });
+  }
+  if (!s.ok()) return s;
+  absl::StatusOr<std::string> gbnf = serving::CompileStructuredOutput(so);
+  if (!gbnf.ok()) return gbnf.status();
+  params->structured_output = std::move(so);
+  params->grammar = *std::move(gbnf);
+  return absl::OkStatus();
+}
+
 // The request's name for a field serving's checks name: completions call top_logprobs
 // `logprobs`, chat may send max_tokens as `max_completion_tokens`, and a lone stop string is
 // `stop`.
@@ -378,6 +599,7 @@ absl::StatusOr<CompletionParams> ParseCompletionRequest(const std::string& body_
     }
   }
   if (s.ok()) s = ValidateGenerationOptions(body, &params);
+  if (s.ok()) s = ReadStructuredOutput(body_text, body, &params);
   if (!s.ok()) return s;
   return params;
 }

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "controller/serving/engine.h"
+#include "controller/serving/structured_output.h"
 #include "nlohmann/json.hpp"
 
 namespace tessera::http {
@@ -44,6 +45,11 @@ struct CompletionParams {
   std::string user;
   // Prefix caching: only requests with the same salt share cached KV blocks (vLLM's field).
   std::string cache_salt;
+  // Structured output, from whichever field asked for it (see ReadStructuredOutput in the
+  // .cc: response_format, vLLM's structured_outputs and guided_*, llama-server's grammar and
+  // json_schema), and the GBNF grammar it compiles to ("" when none).
+  serving::StructuredOutput structured_output;
+  std::string grammar;
 };
 
 // Most choices one request may ask for with `n`.

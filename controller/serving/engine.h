@@ -42,6 +42,10 @@ struct GenerateRequest {
   // Prefix caching: only requests with the same salt share cached KV blocks (as vLLM's
   // cache_salt), so tenants cannot learn each other's prompts from timing.
   std::string cache_salt;
+  // Structured output: the GBNF grammar the generated text follows (structured_output.h
+  // compiles a request's JSON schema, regex, choices or grammar to it); empty: none.
+  // Generation then ends with "stop" where the grammar is complete.
+  std::string grammar;
 };
 
 struct TokenLogprobs {

@@ -506,6 +506,14 @@ void ServingEngine::AddToStep(const ScheduledChunk& c, v1::StepRequest& step) {
   p->set_frequency_penalty(r.sampling.frequency_penalty);
   if (r.sampling.seed.has_value()) p->set_seed(*r.sampling.seed);
   p->set_top_logprobs(r.top_logprobs);
+  if (!r.grammar.empty()) {
+    // The worker's matcher allows the stop tokens only where the grammar can end.
+    p->set_grammar(r.grammar);
+    for (size_t id = 0; id < eog_.size() && !r.ignore_eos; ++id) {
+      if (eog_[id]) p->add_stop_token_ids(static_cast<int32_t>(id));
+    }
+    for (int32_t id : r.stop_token_ids) p->add_stop_token_ids(id);
+  }
   // Only the repetition penalty looks at the prompt.
   if (r.sampling.repetition_penalty != 1.0f) {
     q->mutable_penalty_prompt()->Assign(r.prompt_tokens.begin(), r.prompt_tokens.end());
@@ -575,6 +583,8 @@ void ServingEngine::ApplyToken(Sequence* s, const v1::SequenceResult& r, Outbox&
     reason = "stop";
   } else if (!text_later && s->text->Append(token, &e.text)) {
     reason = "stop";
+  } else if (r.grammar_end()) {
+    reason = "stop";  // the output completed its grammar: nothing may follow
   } else if (s->generated() >= s->max_tokens ||
              static_cast<int64_t>(s->tokens.size()) >= EffectiveMaxModelLen()) {
     reason = "length";

@@ -248,6 +248,40 @@ def run(target, api_key, prompt, expect_echo, packages):
             cached.append(reply[-1].usage.cached_tokens if reply else -1)
         check(cached == [0, 32], f"generate: usage.cached_tokens {cached} (cold, then 2 blocks)")
 
+        # Structured output: a choice and a JSON schema (as JSON text) constrain a random
+        # model at temperature 1; checked here with json, not by the server.
+        choices = ["north", "south", "east", "west"]
+        schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1,
+                                                         "maximum": 9}},
+                  "required": ["n"], "additionalProperties": False}
+        for i, so in enumerate(({"choice": {"choices": choices}},
+                                {"jsonSchema": json.dumps(schema)})):
+            so_body = {"text": prompt, "sampling": {"temperature": 1.0, "seed": str(11 + i)},
+                       "options": {"maxTokens": 64, "structuredOutput": so}}
+            reply = list(call(json_format.ParseDict(so_body, request_cls()), timeout=TIMEOUT_S,
+                              metadata=metadata))
+            out = "".join(c.text for c in reply)
+            finish = reply[-1].finish_reason if reply else ""
+            if "choice" in so:
+                valid = out in choices
+            else:
+                try:
+                    doc = json.loads(out)
+                    valid = (isinstance(doc, dict) and list(doc) == ["n"] and
+                             type(doc["n"]) is int and 1 <= doc["n"] <= 9)
+                except ValueError:
+                    valid = False
+            check(valid and finish == "stop",
+                  f"generate: structured_output {list(so)[0]} gives {out!r} ({finish})")
+        bad = {"text": prompt, "options": {"structuredOutput": {"regex": "a(b"}}}
+        try:
+            list(call(json_format.ParseDict(bad, request_cls()), timeout=TIMEOUT_S,
+                      metadata=metadata))
+            check(False, "generate: an invalid regex is refused")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and "regex" in e.details(),
+                  f"generate: an invalid regex is {e.code().name}: {e.details()}")
+
     check(health_status(channel, reflection) == "SERVING", "health: SERVING without an API key")
     if api_key:
         try:

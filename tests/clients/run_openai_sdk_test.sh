@@ -7,6 +7,9 @@
 #   run_openai_sdk_test.sh --url http://127.0.0.1:8080 [--api-key KEY]
 #   run_openai_sdk_test.sh --daemon PATH/tesserad [--api-key KEY]
 #
+# --test FILE.mjs runs another test of this folder the same way (default
+# openai_sdk_test.mjs; structured_output_test.mjs needs a real daemon).
+#
 # --daemon starts that tesserad on ephemeral ports (with the embedded default model, and a key)
 # through tesserad_harness.py, runs the test against it in --url mode, and checks that it
 # drains and exits 0 on SIGTERM.
@@ -17,7 +20,7 @@
 # (`npm ci --prefix tests/clients` installs them).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-server="" url="" api_key="" model="" daemon=""
+server="" url="" api_key="" model="" daemon="" test_file="openai_sdk_test.mjs"
 while [ $# -gt 0 ]; do
   case "$1" in
     --server) server="$2"; shift 2 ;;
@@ -25,17 +28,21 @@ while [ $# -gt 0 ]; do
     --daemon) daemon="$2"; shift 2 ;;
     --api-key) api_key="$2"; shift 2 ;;
     --model) model="$2"; shift 2 ;;
-    *) echo "usage: $0 (--server PATH | --url URL | --daemon PATH) [--api-key KEY] [--model NAME]" >&2
+    --test) test_file="$2"; shift 2 ;;
+    *) echo "usage: $0 (--server PATH | --url URL | --daemon PATH) [--api-key KEY] [--model NAME] [--test FILE.mjs]" >&2
        exit 2 ;;
   esac
 done
 command -v node >/dev/null || { echo "SKIP: node is not installed"; exit 77; }
-[ -d "$here/node_modules/openai" ] || {
-  echo "SKIP: the openai npm package is missing; run: npm ci --prefix tests/clients"; exit 77; }
+for pkg in openai ajv ajv-formats; do
+  [ -d "$here/node_modules/$pkg" ] || {
+    echo "SKIP: the $pkg npm package is missing; run: npm ci --prefix tests/clients"; exit 77; }
+done
 
 if [ -n "$daemon" ]; then
   exec /usr/bin/python3 "$here/tesserad_harness.py" --tesserad "$daemon" \
-    --api-key "${api_key:-sk-tessera-test}" -- bash "$0" --url "{http}" --api-key "{api_key}"
+    --api-key "${api_key:-sk-tessera-test}" -- bash "$0" --url "{http}" --api-key "{api_key}" \
+    --test "$test_file"
 fi
 
 pid=""
@@ -59,7 +66,7 @@ if [ -n "$server" ]; then
 fi
 [ -n "$url" ] || { echo "give --server or --url" >&2; exit 2; }
 TESSERA_URL="$url" TESSERA_API_KEY="$api_key" TESSERA_MODEL="$model" \
-  node "$here/openai_sdk_test.mjs"
+  node "$here/$test_file"
 if [ -n "$pid" ]; then
   # A drained shutdown exits 0.
   kill -TERM "$pid"

@@ -21,6 +21,15 @@ if(TARGET tesserad AND TARGET tessera-worker AND TARGET tessera)
     set_tests_properties(tesserad_openai_sdk_test PROPERTIES
       LABELS "clients;http;daemon" TIMEOUT 180 SKIP_RETURN_CODE 77)
 
+    # Structured output through the OpenAI SDK: 100 json_schema requests at temperature 1.0
+    # validated by Ajv, JSON mode, regex / choice / GBNF extensions, 400s for bad constraints.
+    add_test(NAME tesserad_structured_output_test
+             COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_openai_sdk_test.sh
+                     --daemon $<TARGET_FILE:tesserad> --api-key sk-tesserad-client-test
+                     --test structured_output_test.mjs)
+    set_tests_properties(tesserad_structured_output_test PROPERTIES
+      LABELS "clients;http;daemon;grammar" TIMEOUT 600 SKIP_RETURN_CODE 77)
+
     # 77: python3-grpcio is not installed (tools/install-deps.sh installs it).
     add_test(NAME tesserad_grpc_reflection_client
              COMMAND ${tessera_daemon_harness} -- ${TESSERA_SYSTEM_PYTHON3}

@@ -8,6 +8,9 @@ drain timeout), on ephemeral ports:
   batch     64 concurrent streaming completions (prompt lengths, max_tokens and seeds differ,
             temperature 0.8) all complete, and each equals the same request sent alone
             afterwards (same seed, same text, same finish_reason and token count)
+  structured 32 streams constrained by a JSON schema and 32 unconstrained ones at once: every
+            constrained answer parses and has the schema's shape (checked here by hand), and
+            each unconstrained one equals the same request alone
   cancel    leaving a stream mid-way frees the request's KV blocks: /metrics shows
             tessera_kv_cache_blocks{state="used"} and tessera_num_requests_running back at 0
   fuzz      200 requests at temperature 1.5 (completions and chat, streamed or not, with n,
@@ -275,6 +278,64 @@ def test_batch(c):
               f"{summary(alone[i])!r:.200}")
 
 
+RECORD_SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 10},
+                   "n": {"type": "integer", "minimum": 0, "maximum": 999},
+                   "ok": {"type": "boolean"}},
+    "required": ["name", "n", "ok"],
+    "additionalProperties": False,
+}
+
+
+def is_record(text):
+    """Whether text is a JSON document RECORD_SCHEMA accepts (checked without the server)."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return False
+    return (isinstance(doc, dict) and set(doc) == {"name", "n", "ok"}
+            and isinstance(doc["name"], str) and 1 <= len(doc["name"]) <= 10
+            and type(doc["n"]) is int and 0 <= doc["n"] <= 999 and type(doc["ok"]) is bool)
+
+
+def test_structured(c):
+    plain = [batch_request(i) for i in range(32)]
+    constrained = [{"messages": [{"role": "user", "content": prompt_of(3 + i % 9, 500 + i)}],
+                    "max_tokens": 200, "temperature": 1.0, "seed": 700 + i, "stream": True,
+                    "stream_options": {"include_usage": True},
+                    "response_format": {"type": "json_schema",
+                                        "json_schema": {"name": "record", "strict": True,
+                                                        "schema": RECORD_SCHEMA}}}
+                   for i in range(32)]
+    jobs = [("/v1/completions", b) for b in plain] + [("/v1/chat/completions", b)
+                                                      for b in constrained]
+    barrier = threading.Barrier(len(jobs))
+
+    def one(path, body):
+        barrier.wait()
+        return c.stream(path, body)
+
+    t0 = time.monotonic()
+    together = run_parallel(one, jobs, len(jobs))
+    wall = time.monotonic() - t0
+    answers = together[32:]
+    valid = [r for r in answers if not isinstance(r, Exception) and r["status"] == 200
+             and r["finish"] == "stop" and is_record(r["text"])]
+    check(len(valid) == 32, f"structured: 32 constrained streams end with stop and a valid "
+                            f"record ({len(valid)} did, in {wall:.2f} s with 32 unconstrained)")
+    for i, r in enumerate(answers):
+        if r not in valid:
+            print(f"     constrained {i}: {summary(r)!r:.300}")
+    alone = [c.stream("/v1/completions", b) for b in plain]
+    differ = [i for i in range(32) if summary(together[i]) != summary(alone[i])]
+    check(not differ, f"structured: each unconstrained stream equals itself alone "
+                      f"({32 - len(differ)}/32)")
+    for i in differ[:5]:
+        print(f"     request {i}\n       together {summary(together[i])!r:.200}"
+              f"\n       alone    {summary(alone[i])!r:.200}")
+
+
 def wait_metrics(c, predicate, timeout):
     deadline = time.monotonic() + timeout
     while True:
@@ -535,7 +596,7 @@ def main():
     parser.add_argument("--batch-exact", action="store_true",
                         help="run the 64-stream equality with --exact, not on the fast path")
     parser.add_argument("--only", help="comma-separated subset: "
-                        "auth,limit,batch,cancel,fuzz,drain,queue")
+                        "auth,limit,batch,structured,cancel,fuzz,drain,queue")
     args = parser.parse_args()
     only = set(args.only.split(",")) if args.only else None
     want = lambda name: only is None or name in only  # noqa: E731
@@ -576,6 +637,13 @@ def main():
             t0 = time.monotonic()
             test_batch(Client(batch_daemon.http))
             print(f"     (batch: {time.monotonic() - t0:.2f} s)")
+        if want("structured"):
+            if not batch_daemon.proc:
+                batch_daemon.start()
+            t0 = time.monotonic()
+            test_structured(Client(batch_daemon.http))
+            print(f"     (structured: {time.monotonic() - t0:.2f} s)")
+        if batch_daemon.proc:
             check(batch_daemon.stop() == 0, "batch: tesserad exits 0 on SIGTERM")
         if any(want(n) for n in ("auth", "limit", "cancel", "fuzz", "drain")):
             main_daemon.start()

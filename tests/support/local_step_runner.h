@@ -44,6 +44,11 @@ class LocalStepRunner : public serving::StepRunner {
     return engine_.live_samplers();
   }
   executor::Executor& executor() { return engine_.executor(); }
+  // Grammars rank 0 compiled (cache misses) so far.
+  size_t grammar_cache_misses() {
+    std::lock_guard<std::mutex> l(mu_);
+    return engine_.grammar_cache().misses();
+  }
 
  private:
   explicit LocalStepRunner(std::unique_ptr<executor::Executor> ex)

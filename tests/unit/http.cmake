@@ -4,7 +4,7 @@
 if(TARGET tessera_http)
   tessera_test(openai_gateway_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/openai_gateway_test.cc
-    DEPS tessera_http
+    DEPS tessera_http tessera_grammar
     LABELS unit http
     TIMEOUT 120)
   # Also under ASan/UBSan (label sanitize): connection lifetimes are the risky part.

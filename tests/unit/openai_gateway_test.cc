@@ -9,6 +9,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/grammar/compiled_grammar.h"
+#include "common/grammar/gbnf_parser.h"
+#include "common/grammar/matcher.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/unit/gateway_test_util.h"
@@ -363,6 +366,106 @@ TEST(OpenAiGatewayTest, ValidationErrorsNameTheField) {
   // None reached the engine.
   EXPECT_TRUE(g.engine->requests().empty());
   EXPECT_TRUE(WaitFor([&] { return g.RouteCount("/v1/chat/completions 400") == 17; }));
+}
+
+// Structured output: every field clients use reaches the engine as a grammar; what each
+// grammar accepts is checked by matching documents with the grammar engine itself, written
+// out by hand (schema order kept, JSON mode, regex, choices, GBNF).
+TEST(OpenAiGatewayTest, StructuredOutputFieldsBecomeTheRequestsGrammar) {
+  GatewayUnderTest g;
+  const std::string m = R"("messages":[{"role":"user","content":"x"}],"max_tokens":2)";
+  auto grammar_of = [&](const std::string& extra) -> std::string {
+    const size_t before = g.engine->requests().size();
+    const auto r = HttpCall(g.port(), "POST", "/v1/chat/completions", "{" + m + extra + "}");
+    EXPECT_EQ(r.status, 200) << extra << ": " << r.body;
+    if (g.engine->requests().size() != before + 1) return "<not submitted>";
+    return g.engine->requests().back().grammar;
+  };
+  auto accepts = [](const std::string& gbnf, const std::string& text) {
+    auto parsed = grammar::ParseGbnf(gbnf);
+    if (!parsed.ok()) return false;
+    auto compiled =
+        grammar::CompiledGrammar::Create(*std::move(parsed), grammar::TokenTrie::Build({}, {}));
+    grammar::Matcher matcher(compiled);
+    return matcher.AcceptBytes(text) && matcher.CanEnd();
+  };
+  EXPECT_EQ(grammar_of(""), "");
+  EXPECT_EQ(grammar_of(R"(,"response_format":{"type":"text"})"), "");
+
+  // OpenAI json_schema: the properties in the order the request wrote them (z before a).
+  const std::string schema =
+      R"({"type":"object","properties":{"z":{"type":"integer"},"a":{"type":"boolean"}},)"
+      R"("required":["z","a"],"additionalProperties":false})";
+  std::string gbnf = grammar_of(R"(,"response_format":{"type":"json_schema","json_schema":)"
+                                R"({"name":"s","strict":true,"schema":)" +
+                                schema + "}}");
+  EXPECT_TRUE(accepts(gbnf, R"({"z":5,"a":true})")) << gbnf;
+  EXPECT_FALSE(accepts(gbnf, R"({"a":true,"z":5})")) << gbnf;
+  EXPECT_FALSE(accepts(gbnf, R"({"z":5})")) << gbnf;
+  // The same schema through vLLM's and llama-server's fields, and as a JSON string.
+  EXPECT_EQ(grammar_of(R"(,"structured_outputs":{"json":)" + schema + "}"), gbnf);
+  EXPECT_EQ(grammar_of(R"(,"guided_json":)" + schema), gbnf);
+  EXPECT_EQ(grammar_of(R"(,"json_schema":)" + schema), gbnf);
+  EXPECT_EQ(grammar_of(R"(,"response_format":{"type":"json_object","schema":)" + schema + "}"),
+            gbnf);
+  EXPECT_EQ(grammar_of(R"(,"guided_json":)" + json(schema).dump()), gbnf);
+
+  gbnf = grammar_of(R"(,"response_format":{"type":"json_object"})");
+  EXPECT_TRUE(accepts(gbnf, R"({"k": [1, "two", null]})"));
+  EXPECT_FALSE(accepts(gbnf, "[1]"));
+  EXPECT_EQ(grammar_of(R"(,"structured_outputs":{"json_object":true})"), gbnf);
+
+  gbnf = grammar_of(R"(,"structured_outputs":{"regex":"[0-9]{2}-[a-c]+"})");
+  EXPECT_TRUE(accepts(gbnf, "42-abca"));
+  EXPECT_FALSE(accepts(gbnf, "4-a"));
+  EXPECT_EQ(grammar_of(R"(,"guided_regex":"[0-9]{2}-[a-c]+")"), gbnf);
+
+  gbnf = grammar_of(R"(,"guided_choice":["yes","no way"])");
+  EXPECT_TRUE(accepts(gbnf, "no way"));
+  EXPECT_FALSE(accepts(gbnf, "no"));
+  EXPECT_EQ(grammar_of(R"(,"structured_outputs":{"choice":["yes","no way"],"backend":"x"})"), gbnf);
+
+  gbnf = grammar_of(R"(,"grammar":"root ::= \"a\" [0-9]+")");
+  EXPECT_TRUE(accepts(gbnf, "a123"));
+  EXPECT_FALSE(accepts(gbnf, "a"));
+  EXPECT_EQ(grammar_of(R"(,"guided_grammar":"root ::= \"a\" [0-9]+")"), gbnf);
+
+  // disable_any_whitespace: compact JSON only.
+  gbnf = grammar_of(R"(,"structured_outputs":{"json":)" + schema +
+                    R"(,"disable_any_whitespace":true})");
+  EXPECT_TRUE(accepts(gbnf, R"({"z":5,"a":true})"));
+  EXPECT_FALSE(accepts(gbnf, R"({"z": 5,"a":true})"));
+}
+
+TEST(OpenAiGatewayTest, BadStructuredOutputIsA400NamingTheFieldAndPlace) {
+  GatewayUnderTest g;
+  const uint16_t p = g.port();
+  const std::string m = R"("messages":[{"role":"user","content":"x"}])";
+  auto expect_400 = [&](const std::string& extra, const std::string& param,
+                        const std::string& message_part) {
+    const auto r = HttpCall(p, "POST", "/v1/chat/completions", "{" + m + extra + "}");
+    ExpectErrorShape(r, 400, param);
+    const json body = json::parse(r.body, nullptr, false);
+    EXPECT_NE(body["error"]["message"].get<std::string>().find(message_part), std::string::npos)
+        << extra << ": " << r.body;
+  };
+  expect_400(R"(,"response_format":{"type":"xml"})", "response_format.type", "json_schema");
+  expect_400(R"(,"response_format":"json")", "response_format", "object");
+  expect_400(R"(,"response_format":{"type":"json_schema","json_schema":{"schema":)"
+             R"({"type":"object","properties":{"age":{"type":"integer","multipleOf":5}}}}})",
+             "response_format.json_schema.schema",
+             "/properties/age: unsupported keyword 'multipleOf'");
+  expect_400(R"(,"guided_json":"{not json")", "guided_json", "not valid JSON");
+  expect_400(R"(,"structured_outputs":{"regex":"ab(c"})", "structured_outputs.regex", "offset");
+  expect_400(R"(,"structured_outputs":{"regex":"a","choice":["b"]})", "structured_outputs",
+             "only one");
+  expect_400(R"(,"structured_outputs":{"structural_tag":"x"})", "structured_outputs.structural_tag",
+             "not supported");
+  expect_400(R"(,"guided_choice":[])", "guided_choice", "non-empty");
+  expect_400(R"(,"guided_choice":["a",1])", "guided_choice", "[1]");
+  expect_400(R"(,"grammar":"root ::= undefined")", "grammar", "undefined");
+  expect_400(R"(,"grammar":"root ::= \"a\"","guided_regex":"a")", "grammar", "both");
+  EXPECT_TRUE(g.engine->requests().empty());
 }
 
 // The checks serving shares with the gRPC API and `tessera generate` (one range, one bound,

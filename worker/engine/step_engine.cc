@@ -1,5 +1,6 @@
 #include "worker/engine/step_engine.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -28,20 +29,62 @@ sampling::SamplingParams FromProto(const v1::StepSampling& p) {
 }
 
 StepEngine::StepEngine(std::unique_ptr<executor::Executor> executor, int rank)
-    : executor_(std::move(executor)), rank_(rank) {}
+    : executor_(std::move(executor)),
+      rank_(rank),
+      grammars_([this] { return VocabularyTrie(executor_->file().metadata()); }) {}
+
+sampling::SampleResult StepEngine::SampleOne(SequenceState& st, absl::Span<const float> logits,
+                                             bool* grammar_end) {
+  *grammar_end = false;
+  if (st.matcher == nullptr) return st.sampler.Sample(logits);
+  grammar::Matcher& m = *st.matcher;
+  const size_t logit_words = (logits.size() + 63) / 64;
+  st.mask.assign(std::max(logit_words, m.compiled().vocab().mask_words()), 0);
+  m.FillMask(absl::MakeSpan(st.mask));
+  // Ids the head does not have (a tokenizer larger than the head) cannot be sampled.
+  st.mask.resize(logit_words);
+  if (logits.size() % 64 != 0) st.mask.back() &= (uint64_t{1} << (logits.size() % 64)) - 1;
+  const std::vector<int32_t>& stops = st.sampler.params().stop_token_ids;
+  bool any = false;
+  for (uint64_t w : st.mask) any = any || w != 0;
+  // The stop tokens are allowed where the grammar may end; also where it admits no token of
+  // this vocabulary at all (a grammar asking for bytes no token spells), so the sequence
+  // ends instead of sampling outside it.
+  if (m.CanEnd() || !any) {
+    for (int32_t id : stops) {
+      if (id >= 0 && static_cast<size_t>(id) < logits.size()) {
+        st.mask[id / 64] |= uint64_t{1} << (id % 64);
+        any = true;
+      }
+    }
+  }
+  if (!any) {
+    // Nothing can follow and no stop token exists (ignore_eos): end with an unmasked token.
+    *grammar_end = true;
+    return st.sampler.Sample(logits);
+  }
+  sampling::SampleResult r = st.sampler.Sample(logits, st.mask);
+  if (!r.end_of_generation) {
+    // The mask allowed it, so the matcher accepts it (a stop id that is an ordinary token
+    // allowed by the grammar is accepted as well; it ended the sequence anyway).
+    m.AcceptToken(static_cast<uint32_t>(r.token));
+    *grammar_end = m.MustEnd();
+  }
+  return r;
+}
 
 absl::StatusOr<v1::StepResult> StepEngine::Run(const v1::StepRequest& step) {
-  for (uint64_t id : step.release_seq_ids()) samplers_.erase(id);
+  for (uint64_t id : step.release_seq_ids()) sequences_.erase(id);
 
   v1::StepResult result;
   result.set_step_id(step.step_id());
   // New samplers are made before the step runs, so that bad parameters leave the cache
   // untouched; they are kept only when the step succeeds.
-  std::map<uint64_t, sampling::Sampler> fresh;
+  std::map<uint64_t, SequenceState> fresh;
   if (rank_ == 0) {
     for (const v1::StepSequence& s : step.seqs()) {
       if (!s.new_sampler()) {
-        if (s.sample() && !samplers_.contains(s.seq_id())) {
+        if (s.sample() && !sequences_.contains(s.seq_id())) {
           return absl::InvalidArgumentError(absl::StrCat(
               "step ", step.step_id(), ": sequence ", s.seq_id(),
               " asks for a token but has no sampler (its first step must carry new_sampler)"));
@@ -56,7 +99,18 @@ absl::StatusOr<v1::StepResult> StepEngine::Run(const v1::StepRequest& step) {
       }
       sampler->AddPromptTokens(
           std::vector<int32_t>(s.penalty_prompt().begin(), s.penalty_prompt().end()));
-      fresh.insert_or_assign(s.seq_id(), std::move(*sampler));
+      std::unique_ptr<grammar::Matcher> matcher;
+      if (!s.sampling().grammar().empty()) {
+        absl::StatusOr<std::shared_ptr<const grammar::CompiledGrammar>> g =
+            grammars_.Get(s.sampling().grammar());
+        if (!g.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("sequence ", s.seq_id(), ": grammar: ", g.status().message()));
+        }
+        matcher = std::make_unique<grammar::Matcher>(*std::move(g));
+      }
+      fresh.insert_or_assign(s.seq_id(),
+                             SequenceState{std::move(*sampler), std::move(matcher), {}});
     }
   }
 
@@ -74,17 +128,20 @@ absl::StatusOr<v1::StepResult> StepEngine::Run(const v1::StepRequest& step) {
   if (!logits.ok()) return logits.status();
   if (rank_ != 0) return result;
 
-  for (auto& [id, sampler] : fresh) samplers_.insert_or_assign(id, std::move(sampler));
+  for (auto& [id, state] : fresh) sequences_.insert_or_assign(id, std::move(state));
   const int64_t n_vocab = executor_->hparams().n_vocab;
-  // Each sequence has its own sampler (its own random stream and scratch), so the
-  // sequences are sampled in parallel with the same results as one after the other.
+  // Each sequence has its own sampler and matcher (its own random stream and scratch), so
+  // the sequences are sampled in parallel with the same results as one after the other.
   std::vector<sampling::SampleResult> sampled(step.seqs_size());
+  std::vector<char> grammar_end(step.seqs_size(), 0);
   executor_->thread_pool().ParallelFor(step.seqs_size(), [&](int64_t i, int) {
     const v1::StepSequence& s = step.seqs(static_cast<int>(i));
     if (!s.sample()) return;
     const std::vector<float>& rows = (*logits)[i];
     absl::Span<const float> last(rows.data() + rows.size() - n_vocab, n_vocab);
-    sampled[i] = samplers_.at(s.seq_id()).Sample(last);
+    bool end = false;
+    sampled[i] = SampleOne(sequences_.at(s.seq_id()), last, &end);
+    grammar_end[i] = end;
   });
   for (int i = 0; i < step.seqs_size(); ++i) {
     const v1::StepSequence& s = step.seqs(i);
@@ -101,6 +158,7 @@ absl::StatusOr<v1::StepResult> StepEngine::Run(const v1::StepRequest& step) {
     out->set_token(r.token);
     out->set_logprob(r.logprob);
     out->set_end_of_generation(r.end_of_generation);
+    out->set_grammar_end(grammar_end[i] != 0);
     for (const sampling::TokenLogprob& t : r.top_logprobs) {
       v1::StepTokenLogprob* tl = out->add_top_logprobs();
       tl->set_token(t.token);

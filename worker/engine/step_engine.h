@@ -2,6 +2,12 @@
 // executor and, on rank 0, samples with per-sequence samplers that live until the
 // controller releases the sequence. Used by tessera-worker, and in-process by tools and
 // tests (TP = 1 without a communicator).
+//
+// Structured output: a sequence whose sampling carries a grammar gets a grammar matcher
+// beside its sampler; every sample is masked to the tokens that keep the output inside the
+// grammar (the stop tokens only where it can end), and the result says when a token
+// completed it (grammar_end). Grammars are compiled against the model's vocabulary (built
+// from the GGUF's tokenizer on the first constrained sequence) and cached by their text.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +15,9 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "common/grammar/matcher.h"
 #include "tessera/v1/worker.pb.h"
+#include "worker/engine/grammar_cache.h"
 #include "worker/executor/executor.h"
 #include "worker/sampling/sampling.h"
 
@@ -28,12 +36,25 @@ class StepEngine {
 
   executor::Executor& executor() { return *executor_; }
   int rank() const { return rank_; }
-  size_t live_samplers() const { return samplers_.size(); }
+  size_t live_samplers() const { return sequences_.size(); }
+  const GrammarCache& grammar_cache() const { return grammars_; }
 
  private:
+  // What rank 0 keeps per sequence until the controller releases it.
+  struct SequenceState {
+    sampling::Sampler sampler;
+    std::unique_ptr<grammar::Matcher> matcher;  // structured output, else null
+    std::vector<uint64_t> mask;                 // the matcher's token mask, reused
+  };
+  // Samples sequence state `st` from `logits` (one row), masked by its grammar when it has
+  // one; fills grammar_end.
+  sampling::SampleResult SampleOne(SequenceState& st, absl::Span<const float> logits,
+                                   bool* grammar_end);
+
   std::unique_ptr<executor::Executor> executor_;
   int rank_;
-  std::map<uint64_t, sampling::Sampler> samplers_;
+  std::map<uint64_t, SequenceState> sequences_;
+  GrammarCache grammars_;
 };
 
 // The protocol's sampling parameters as the sampler takes them.

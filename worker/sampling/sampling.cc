@@ -266,7 +266,7 @@ void Sampler::ProcessedLogprobs(float max_logit, float temperature, double total
 void Sampler::RawLogprobs(absl::Span<const float> raw, int32_t token, SampleResult& result) {
   // logits_ is free again: unless it still holds them, it takes the sanitized raw logits.
   const size_t n = raw.size();
-  if (PenaltiesActive()) SanitizeInto(raw.data(), n, logits_.data());
+  if (modified_) SanitizeInto(raw.data(), n, logits_.data());
   const float max = MaxOf(logits_.data(), n);
   const double log_total = std::log(SumExpShifted(logits_.data(), n, max));
   auto logprob = [&](float logit) {
@@ -278,7 +278,20 @@ void Sampler::RawLogprobs(absl::Span<const float> raw, int32_t token, SampleResu
   for (const Candidate& c : scratch_) result.top_logprobs.push_back({c.id, logprob(c.logit)});
 }
 
-SampleResult Sampler::Sample(absl::Span<const float> logits) {
+void Sampler::ApplyMask(absl::Span<const uint64_t> allowed) {
+  const size_t n = logits_.size();
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (size_t w = 0; w * 64 < n; ++w) {
+    const uint64_t bits = w < allowed.size() ? allowed[w] : 0;
+    if (bits == ~uint64_t{0}) continue;
+    const size_t end = std::min(n, (w + 1) * 64);
+    for (size_t id = w * 64; id < end; ++id) {
+      if (((bits >> (id & 63)) & 1) == 0) logits_[id] = kNegInf;
+    }
+  }
+}
+
+SampleResult Sampler::Sample(absl::Span<const float> logits, absl::Span<const uint64_t> allowed) {
   SampleResult result;
   if (logits.empty()) {
     result.logprob = std::numeric_limits<float>::quiet_NaN();
@@ -287,7 +300,9 @@ SampleResult Sampler::Sample(absl::Span<const float> logits) {
   const size_t n = logits.size();
   logits_.resize(n);
   SanitizeInto(logits.data(), n, logits_.data());
+  modified_ = PenaltiesActive() || !allowed.empty();
   if (PenaltiesActive()) ApplyPenalties(logits_);
+  if (!allowed.empty()) ApplyMask(allowed);
   dense_ = true;
   sorted_ = false;
 

@@ -123,7 +123,13 @@ class Sampler {
   // Chooses the next token from `logits` (one value per vocabulary entry) and records it
   // as generated. NaN logits count as -inf, +inf as the largest float. History tokens at
   // or beyond logits.size() are ignored. Empty `logits` gives token -1 and a NaN logprob.
-  SampleResult Sample(absl::Span<const float> logits);
+  //
+  // `allowed`, when not empty, is a token mask (bit id of allowed[id / 64]; ids past its
+  // end are not allowed): the other tokens get -inf after the penalties, so that neither
+  // greedy nor a draw can pick them (structured output). The caller allows at least one
+  // token with a finite logit. Raw log-probabilities still describe the model's own,
+  // unmasked distribution; processed ones the masked one.
+  SampleResult Sample(absl::Span<const float> logits, absl::Span<const uint64_t> allowed = {});
 
   const SamplingParams& params() const { return params_; }
   // The seed in use (params().seed, or the one drawn when it was absent).
@@ -149,6 +155,8 @@ class Sampler {
   void ProcessedLogprobs(float max_logit, float temperature, double total, int32_t token,
                          SampleResult& result);
   void RawLogprobs(absl::Span<const float> raw, int32_t token, SampleResult& result);
+  // Sets the logits of the tokens `allowed` does not allow to -inf.
+  void ApplyMask(absl::Span<const uint64_t> allowed);
 
   SamplingParams params_;
   uint64_t seed_;
@@ -165,6 +173,8 @@ class Sampler {
   std::vector<float> weights_;
   std::vector<double> block_sums_;  // Sums of weights_ per kDrawBlock survivors.
   bool dense_ = true;
+  // logits_ differs from the sanitized model logits (penalties or a mask applied).
+  bool modified_ = false;
   // candidates_ is in best-first order (highest logit, then lowest id).
   bool sorted_ = false;
 };
