@@ -1,5 +1,6 @@
 #include "common/grammar/gbnf_writer.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -84,7 +85,15 @@ std::string GbnfRules::Reserve(std::string_view hint) {
   }
   if (base.empty()) base = "rule";
   std::string name = base;
-  for (size_t n = 2; index_.contains(name); ++n) name = absl::StrCat(base, "-", n);
+  if (index_.contains(name)) {
+    // Suffixes go on from the last one given to this base, so that many rules with one hint
+    // cost linear time.
+    size_t& next = next_suffix_[base];
+    next = std::max<size_t>(next, 2);
+    do {
+      name = absl::StrCat(base, "-", next++);
+    } while (index_.contains(name));
+  }
   index_[name] = rules_.size();
   rules_.push_back({name, ""});
   AddCost(1);

@@ -58,6 +58,7 @@ class GbnfRules {
   std::vector<Rule> rules_;
   absl::flat_hash_map<std::string, size_t> index_;
   absl::flat_hash_map<std::string, std::string> helper_by_body_;
+  absl::flat_hash_map<std::string, size_t> next_suffix_;
   size_t cost_ = 0;
 };
 

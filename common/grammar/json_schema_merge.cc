@@ -145,8 +145,9 @@ absl::StatusOr<Json> SchemaCompiler::MergeSchemas(const std::vector<Part>& parts
       }
       Json& have = merged[key];
       if (have == value) continue;
+      const std::string& keyword = key;  // (clang 14 cannot capture a structured binding)
       auto refuse = [&]() {
-        return Error(p.pointer, absl::StrCat("allOf: branches give '", key,
+        return Error(p.pointer, absl::StrCat("allOf: branches give '", keyword,
                                              "' different values, which cannot be merged"));
       };
       if (key == "type") {
