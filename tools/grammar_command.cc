@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "common/grammar/choices.h"
 #include "common/grammar/gbnf_parser.h"
 #include "common/grammar/json_grammar.h"
@@ -157,6 +158,9 @@ int RunGrammar(const Args& args) {
   std::mt19937_64 rng(seed);
   for (size_t n = 0; n < samples; ++n) {
     absl::StatusOr<std::string> doc = sampler.Sample(rng, options);
+    if (absl::IsFailedPrecondition(doc.status())) {
+      return Fail(absl::StrCat(doc.status().message(), "; raise --max-bytes"));
+    }
     if (!doc.ok()) return Fail(std::string(doc.status().message()));
     const std::string line =
         nlohmann::json(*doc).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
