@@ -17,8 +17,9 @@
 //   `^` at the start and `$` at the end of the pattern, or of a top-level alternative, are
 //   accepted: a pattern always matches the whole output, so they change nothing there.
 // Refused, with an error: backreferences (\1, \k<name>), lookarounds ((?=, (?!, (?<=, (?<!),
-// word boundaries \b \B, inline flags (?i), Unicode property escapes \p{..}, anchors
-// anywhere else, and quantifiers with nothing to repeat.
+// word boundaries \b \B, inline flags (?i), Unicode property escapes \p{..}, octal escapes,
+// anchors anywhere else, quantifiers with nothing to repeat, and a '{' that starts no
+// quantifier (write \{; Python would read x{,2} as a quantifier, ECMAScript as text).
 //
 // Errors are InvalidArgument and name the 0-based offset in Unicode characters (code points)
 // of the pattern: "regex at offset 7: unbalanced ')'". Bounds keep any input cheap: groups
