@@ -614,5 +614,62 @@ TEST(Sampler, TopLogprobsCountAndTies) {
   EXPECT_EQ(small.Sample(std::vector<float>{1, 2}).top_logprobs.size(), 2u);
 }
 
+// A token mask (structured output): masked tokens are never drawn, greedy takes the best
+// allowed one, raw log-probabilities stay the model's, processed ones renormalize over the
+// allowed set. Truth: LogSoftmax in double over the allowed ids, and counting draws.
+TEST(Sampler, MaskedTokensAreNeverChosen) {
+  const size_t n = 200;  // four mask words, the last one partial
+  const std::vector<double> logits = NoiseLogits(n, 41, 2.0);
+  std::vector<uint64_t> mask((n + 63) / 64, 0);
+  std::vector<int> allowed;
+  for (int id = 0; id < static_cast<int>(n); ++id) {
+    // Whole words of ones and zeros, and a mixed one.
+    const bool on = (id >= 64 && id < 128) || (id >= 128 && id % 7 == 3);
+    if (!on) continue;
+    mask[id / 64] |= uint64_t{1} << (id % 64);
+    allowed.push_back(id);
+  }
+  const std::vector<int> ranked = Ranked(logits);
+  const int best_allowed = *std::find_if(ranked.begin(), ranked.end(), [&](int id) {
+    return std::find(allowed.begin(), allowed.end(), id) != allowed.end();
+  });
+
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  Sampler g = MakeSampler(greedy);
+  EXPECT_EQ(g.Sample(ToFloat(logits), mask).token, best_allowed);
+  EXPECT_EQ(g.Sample(ToFloat(logits)).token, ranked[0]);  // without a mask: the argmax
+
+  SamplingParams p = Seeded(5);
+  p.temperature = 1.0f;
+  p.top_logprobs = 3;
+  Sampler raw = MakeSampler(p);
+  p.logprobs_mode = LogprobsMode::kProcessed;
+  Sampler processed = MakeSampler(p);
+  const std::vector<double> model = LogSoftmax(logits);
+  const std::vector<double> renormalized = LogSoftmax(logits, 1.0, allowed);
+  std::vector<int> counts(n, 0);
+  const int draws = 20000;
+  for (int i = 0; i < draws; ++i) {
+    SampleResult r = raw.Sample(ToFloat(logits), mask);
+    ASSERT_TRUE((mask[r.token / 64] >> (r.token % 64)) & 1) << "drew masked token " << r.token;
+    EXPECT_NEAR(r.logprob, model[r.token], 1e-6);
+    ASSERT_EQ(r.top_logprobs.size(), 3u);
+    EXPECT_EQ(r.top_logprobs[0].token, ranked[0]);  // the model's own best, masked or not
+    ++counts[r.token];
+    SampleResult q = processed.Sample(ToFloat(logits), mask);
+    EXPECT_NEAR(q.logprob, renormalized[q.token], 1e-5);
+    for (const TokenLogprob& t : q.top_logprobs) {
+      EXPECT_TRUE(std::find(allowed.begin(), allowed.end(), t.token) != allowed.end());
+    }
+  }
+  // Draw frequencies follow the renormalized distribution (5 standard deviations).
+  for (int id : allowed) {
+    const double pr = std::exp(renormalized[id]);
+    const double sd = std::sqrt(draws * pr * (1 - pr));
+    EXPECT_NEAR(counts[id], draws * pr, 5 * sd + 1) << "token " << id;
+  }
+}
+
 }  // namespace
 }  // namespace tessera::sampling

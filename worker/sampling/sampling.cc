@@ -281,12 +281,20 @@ void Sampler::RawLogprobs(absl::Span<const float> raw, int32_t token, SampleResu
 void Sampler::ApplyMask(absl::Span<const uint64_t> allowed) {
   const size_t n = logits_.size();
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  // Masks are mostly whole words of zeros (structure) or of ones (inside strings): those
+  // cost a fill or nothing; mixed words take a branch-free select per id.
+  float* logits = logits_.data();
   for (size_t w = 0; w * 64 < n; ++w) {
     const uint64_t bits = w < allowed.size() ? allowed[w] : 0;
+    const size_t begin = w * 64;
+    const size_t count = std::min<size_t>(64, n - begin);
     if (bits == ~uint64_t{0}) continue;
-    const size_t end = std::min(n, (w + 1) * 64);
-    for (size_t id = w * 64; id < end; ++id) {
-      if (((bits >> (id & 63)) & 1) == 0) logits_[id] = kNegInf;
+    if (bits == 0) {
+      std::fill_n(logits + begin, count, kNegInf);
+      continue;
+    }
+    for (size_t j = 0; j < count; ++j) {
+      logits[begin + j] = ((bits >> j) & 1) != 0 ? logits[begin + j] : kNegInf;
     }
   }
 }
