@@ -1,6 +1,7 @@
 #include "worker/engine/step_engine.h"
 
 #include <algorithm>
+#include <future>
 #include <utility>
 #include <vector>
 
@@ -31,7 +32,17 @@ sampling::SamplingParams FromProto(const v1::StepSampling& p) {
 StepEngine::StepEngine(std::unique_ptr<executor::Executor> executor, int rank)
     : executor_(std::move(executor)),
       rank_(rank),
-      grammars_([this] { return VocabularyTrie(executor_->file().metadata()); }) {}
+      grammars_([this]() -> absl::StatusOr<std::shared_ptr<const grammar::TokenTrie>> {
+        if (!vocab_trie_.valid()) return VocabularyTrie(executor_->file().metadata());
+        return vocab_trie_.get();
+      }) {}
+
+void StepEngine::PrepareStructuredOutput() {
+  if (rank_ != 0 || vocab_trie_.valid()) return;
+  vocab_trie_ = std::async(std::launch::async, [this] {
+                  return VocabularyTrie(executor_->file().metadata());
+                }).share();
+}
 
 sampling::SampleResult StepEngine::SampleOne(SequenceState& st, absl::Span<const float> logits,
                                              bool* grammar_end) {

@@ -322,6 +322,7 @@ int Run(const Flags& flags) {
   const int threads = (*ex)->threads();
   const std::string device = (*ex)->device_name();
   StepEngine engine(*std::move(ex), rank);
+  engine.PrepareStructuredOutput();
 
   v1::WorkerMessage loaded;
   loaded.mutable_loaded()->set_n_blocks(engine.executor().n_blocks());
