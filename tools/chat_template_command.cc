@@ -12,6 +12,7 @@
 #include "common/gguf/split.h"
 #include "nlohmann/json.hpp"
 #include "tools/commands.h"
+#include "tools/format.h"
 
 namespace tessera::cli {
 namespace {
@@ -47,19 +48,6 @@ int Usage(const std::string& problem) {
 int Fail(const std::string& problem) {
   std::fprintf(stderr, "tessera chat-template: %s\n", problem.c_str());
   return 1;
-}
-
-bool ReadAll(const std::string& path, std::string* out) {
-  if (path == "-") {
-    out->assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    return true;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::stringstream s;
-  s << in.rdbuf();
-  *out = s.str();
-  return true;
 }
 
 // The text of special token `which` ("bos"/"eos") from the model's vocabulary, if any.
@@ -111,9 +99,9 @@ int RunChatTemplate(const Args& args) {
     localtime_r(&t, &now);
   }
 
-  std::string context_text;
-  if (!ReadAll(context_path, &context_text)) return Fail("cannot read context " + context_path);
-  Json context = Json::parse(context_text, nullptr, /*allow_exceptions=*/false);
+  absl::StatusOr<std::string> context_text = ReadWholeFile(context_path);
+  if (!context_text.ok()) return Fail(std::string(context_text.status().message()));
+  Json context = Json::parse(*context_text, nullptr, /*allow_exceptions=*/false);
   if (context.is_discarded() || !context.is_object()) {
     return Fail("context " + context_path + ": expected a JSON object");
   }
@@ -132,7 +120,9 @@ int RunChatTemplate(const Args& args) {
       if (auto tok = SpecialToken(model->metadata(), which)) context[key] = *tok;
     }
   } else if (!template_path.empty()) {
-    if (!ReadAll(template_path, &source)) return Fail("cannot read template " + template_path);
+    absl::StatusOr<std::string> read = ReadWholeFile(template_path);
+    if (!read.ok()) return Fail(std::string(read.status().message()));
+    source = *std::move(read);
   } else {
     auto resolved = chat::ResolveChatTemplate(chat_template, gguf::Metadata());
     if (!resolved.ok()) return Fail(std::string(resolved.status().message()));

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <string>
 
@@ -28,8 +29,12 @@ inline std::string HumanBytes(uint64_t n) {
   return u == 0 ? absl::StrFormat("%d B", n) : absl::StrFormat("%.2f %s", v, units[u]);
 }
 
-// The whole file at `path` (a schema, a grammar); NotFound naming the path and the reason.
+// The whole file at `path` (a schema, a grammar, a template), or standard input for "-";
+// NotFound naming the path and the reason.
 inline absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  if (path == "-") {
+    return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));

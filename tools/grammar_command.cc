@@ -20,6 +20,7 @@
 #include "common/grammar/sampler.h"
 #include "nlohmann/json.hpp"
 #include "tools/commands.h"
+#include "tools/format.h"
 
 namespace tessera::cli {
 namespace {
@@ -56,19 +57,6 @@ int Usage(const std::string& message) {
 int Fail(std::string_view message) {
   std::fprintf(stderr, "tessera grammar: %.*s\n", static_cast<int>(message.size()), message.data());
   return 1;
-}
-
-bool ReadFile(const std::string& path, std::string& out) {
-  if (path == "-") {
-    out.assign(std::istreambuf_iterator<char>(std::cin), {});
-    return true;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  out = buffer.str();
-  return true;
 }
 
 }  // namespace
@@ -124,7 +112,9 @@ int RunGrammar(const Args& args) {
   absl::StatusOr<std::string> gbnf;
   if (!schema_file.empty()) {
     std::string text;
-    if (!ReadFile(schema_file, text)) return Fail("cannot read " + schema_file);
+    absl::StatusOr<std::string> read = ReadWholeFile(schema_file);
+    if (!read.ok()) return Fail(std::string(read.status().message()));
+    text = *std::move(read);
     nlohmann::ordered_json schema;
     try {
       schema = nlohmann::ordered_json::parse(text);
@@ -138,7 +128,9 @@ int RunGrammar(const Args& args) {
     gbnf = grammar::ChoicesToGbnf(choices);
   } else if (!gbnf_file.empty()) {
     std::string text;
-    if (!ReadFile(gbnf_file, text)) return Fail("cannot read " + gbnf_file);
+    absl::StatusOr<std::string> read = ReadWholeFile(gbnf_file);
+    if (!read.ok()) return Fail(std::string(read.status().message()));
+    text = *std::move(read);
     gbnf = text;
   } else {
     gbnf = std::string(grammar::kJsonObjectGbnf);
