@@ -13,7 +13,8 @@
 
 namespace tessera::grammar {
 
-enum class TokenOutcome : uint8_t { kRejected, kAccepted, kUncertain };
+// kDeferred: the token is longer than the walk's horizon and still alive there (below).
+enum class TokenOutcome : uint8_t { kRejected, kAccepted, kUncertain, kDeferred };
 
 class TokenWalk {
  public:
@@ -21,11 +22,13 @@ class TokenWalk {
   // ids[i-1]) from the stack set `start`, calling on_outcome(id, TokenOutcome) for every
   // token. `follow`, when given, is the set of bytes that may follow the rule the walk starts
   // in: a path that pops into kContextNode and meets one of them makes the token kUncertain
-  // if no path accepts it. Scratch nodes stay in `arena` (the caller truncates).
+  // if no path accepts it. A token longer than `horizon` bytes whose first `horizon` bytes
+  // are alive is kDeferred, unwalked past them. Scratch nodes stay in `arena` (the caller
+  // truncates).
   template <typename OnOutcome>
   void Run(StackArena& arena, const TokenTrie& vocab, absl::Span<const uint32_t> ids,
            absl::Span<const uint32_t> shared_prefix, const std::vector<uint32_t>& start,
-           const ByteSet* follow, OnOutcome&& on_outcome) {
+           const ByteSet* follow, OnOutcome&& on_outcome, size_t horizon = SIZE_MAX) {
     if (levels_.empty()) levels_.resize(1);
     levels_[0] = start;
     escaped_.assign(1, false);
@@ -35,7 +38,12 @@ class TokenWalk {
       std::string_view bytes = vocab.token(ids[i]);
       size_t depth = std::min<size_t>(i == 0 ? 0 : shared_prefix[i], valid);
       bool dead = false;
+      bool deferred = false;
       while (depth < bytes.size()) {
+        if (depth == horizon) {
+          deferred = true;
+          break;
+        }
         if (levels_.size() <= depth + 1) levels_.resize(depth + 2);
         if (escaped_.size() <= depth + 1) escaped_.resize(depth + 2);
         const uint8_t byte = static_cast<uint8_t>(bytes[depth]);
@@ -52,6 +60,14 @@ class TokenWalk {
         }
       }
       valid = depth;
+      if (deferred) {
+        // Every following token that starts with this live prefix is longer than it too.
+        on_outcome(ids[i++], TokenOutcome::kDeferred);
+        while (i < ids.size() && shared_prefix[i] >= depth) {
+          on_outcome(ids[i++], TokenOutcome::kDeferred);
+        }
+        continue;
+      }
       if (!dead) {
         on_outcome(ids[i++], TokenOutcome::kAccepted);
         continue;

@@ -440,5 +440,114 @@ void WalkJson(const std::string& vocab_file) {
 TEST(JsonGrammarRealVocabTest, ByteLevelBpeGpt2) { WalkJson("ggml-vocab-gpt-2.gguf"); }
 TEST(JsonGrammarRealVocabTest, SentencePieceLlama) { WalkJson("ggml-vocab-llama-spm.gguf"); }
 
+// --- Bounded repetitions: copies share one classification (repetition_levels.h) -----------
+
+// Grammars whose repetitions run past the repetition horizon + 1 copies (16 by default), of
+// several shapes: a byte class, a UTF-8 class inside a string, groups, nested repetitions,
+// minimums above zero (runs of mandatory copies), a nullable item, and a repetition that ends
+// the grammar.
+const char* const kLongRepetitionGrammars[] = {
+    "root ::= \"\\\"\" [a-c]{0,40} \"\\\"\"",
+    "root ::= \"\\\"\" char{0,40} \"\\\"\" [.]\nchar ::= [^\"\\\\] | \"\\\\\" [\"\\\\n]",
+    "root ::= (\"ab\" | [x-z]){2,30} \".\"",
+    "root ::= (\"[\" [ab]{0,20} \"]\"){1,25} \"!\"",
+    "root ::= \"a\" [ab]{3,45}",
+    "root ::= [ab]{30} \"!\"?",
+    "root ::= (\"a\"?){0,30} \"b\"",
+    "root ::= ([a-c]{1,19} \".\"){0,3} [a-c]{25,60} \"@\"",
+};
+
+// Short and long tokens over the grammars' bytes, long ones well past the horizon.
+std::vector<std::string> RepetitionVocab() {
+  std::vector<std::string> tokens = {"<|end|>", "\"", "\\", "\\n", "é", "\xC3", "\xA9", "é\""};
+  const std::string alphabet = "abcxyz[].!@\"";
+  for (char c : alphabet) tokens.emplace_back(1, c);
+  for (size_t n = 2; n <= 50; ++n) {
+    tokens.push_back(std::string(n, 'a'));
+    tokens.push_back(std::string(n, 'b') + "\"");
+    tokens.push_back(std::string(n - 1, 'c') + ".");
+  }
+  std::mt19937 rng(77);
+  for (int i = 0; i < 400; ++i) {
+    std::string t;
+    const size_t length = 1 + rng() % 40;
+    for (size_t k = 0; k < length; ++k) t += alphabet[rng() % (i % 3 == 0 ? 3 : alphabet.size())];
+    tokens.push_back(t);
+  }
+  return tokens;
+}
+
+TEST(RepetitionMaskTest, MatchesBruteForceOnSyntheticVocabulary) {
+  const std::vector<std::string> vocab = RepetitionVocab();
+  std::vector<bool> special(vocab.size(), false);
+  special[0] = true;
+  auto trie = TokenTrie::Build(vocab, special);
+  // The default horizon, and short ones that map and defer far more.
+  for (uint32_t horizon : {16u, 4u, 1u}) {
+    for (const char* gbnf : kLongRepetitionGrammars) {
+      SCOPED_TRACE(::testing::Message() << "horizon " << horizon << ": " << gbnf);
+      absl::StatusOr<Grammar> parsed = ParseGbnf(gbnf);
+      ASSERT_TRUE(parsed.ok()) << parsed.status();
+      auto g = CompiledGrammar::Create(std::move(*parsed), trie, {.repetition_horizon = horizon});
+      std::mt19937 rng(11);
+      for (int walk = 0; walk < 25; ++walk) {
+        Matcher m(g);
+        for (int step = 0; step < 80; ++step) {
+          std::vector<uint32_t> mask = MaskIds(m);
+          ASSERT_EQ(mask, BruteForceIds(m)) << gbnf << " walk " << walk << " step " << step;
+          if (mask.empty() || (m.CanEnd() && rng() % 12 == 0)) break;
+          // Mostly short tokens, so that walks reach every copy.
+          uint32_t next = mask[rng() % mask.size()];
+          for (int tries = 0; tries < 4 && g->vocab().token(next).size() > 2; ++tries) {
+            next = mask[rng() % mask.size()];
+          }
+          ASSERT_TRUE(m.AcceptToken(next));
+        }
+      }
+      // The copies past the horizon were classified through shared walks.
+      EXPECT_LT(g->vocabulary_walks(), g->cached_contexts());
+    }
+  }
+}
+
+TEST(RepetitionMaskTest, StringsOfJsonSchemaShapeMatchBruteForceOnRealVocabulary) {
+  auto path = testing::ConformancePath("tokenizer/ggml-vocab-gpt-2.gguf");
+  if (!path) GTEST_SKIP() << "shared conformance data not found: set TESSERA_SHARED_DIR";
+  absl::StatusOr<tokenizer::Tokenizer> tok = tokenizer::Tokenizer::Open(path->string());
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  LoadedVocab v = Pieces(*tok);
+  // JsonSchemaToGbnf's shapes: maxLength 40, an email's bounded labels, bounded digits.
+  auto g = CompileOrDie(
+      "root ::= \"{\\\"name\\\": \\\"\" char{0,40} \"\\\", \\\"email\\\": \\\"\" "
+      "[A-Za-z0-9.+\\-]{1,32} \"@\" [a-z] ([a-z0-9\\-]{0,30} [a-z])? \"\\\", \\\"n\\\": \" "
+      "[1-9] [0-9]{0,24} \"}\"\n"
+      "char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})",
+      v.pieces, v.special);
+  ASSERT_NE(g, nullptr);
+  std::mt19937 rng(3);
+  int checks = 0;
+  for (int walk = 0; walk < 6; ++walk) {
+    Matcher m(g);
+    std::string doc;
+    for (int step = 0; step < 120 && !m.MustEnd(); ++step) {
+      std::vector<uint32_t> mask = MaskIds(m);
+      if (step % 4 == walk % 4 && checks < 40) {
+        ++checks;
+        ASSERT_EQ(mask, BruteForceIds(m)) << "walk " << walk << " at: " << doc;
+      }
+      ASSERT_FALSE(mask.empty()) << "dead end at: " << doc;
+      // Short tokens make many steps inside the repetitions; sometimes a long one.
+      uint32_t next = mask[rng() % mask.size()];
+      for (int tries = 0; tries < 6 && v.pieces[next].size() > 3 && rng() % 4 != 0; ++tries) {
+        next = mask[rng() % mask.size()];
+      }
+      ASSERT_TRUE(m.AcceptToken(next));
+      doc += v.pieces[next];
+    }
+  }
+  EXPECT_GT(checks, 20);
+  EXPECT_LT(g->vocabulary_walks(), g->cached_contexts());
+}
+
 }  // namespace
 }  // namespace tessera::grammar
