@@ -23,3 +23,11 @@ add_test(NAME grammar_frontends_validate
           --tessera $<TARGET_FILE:tessera>)
 set_tests_properties(grammar_frontends_validate PROPERTIES
   LABELS "unit;grammar" TIMEOUT 180 SKIP_RETURN_CODE 77)
+
+# The worker's grammar cache (LRU by text, memory bound, errors) and the vocabulary trie
+# built from a real tokenizer (bytes as decoded, special tokens never eligible).
+tessera_test(grammar_cache_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/grammar_cache_test.cc
+  DEPS tessera_step_engine tessera_grammar tessera_tokenizer tessera_gguf
+  LABELS unit grammar
+  TIMEOUT 60)

@@ -56,7 +56,9 @@ size_t GrammarCache::EstimatedBytes() const {
   size_t total = 0;
   const size_t per_context = vocab_ != nullptr ? vocab_->mask_words() * sizeof(uint64_t) : 0;
   for (const Entry& e : entries_) {
-    total += 2 * e.text.size() + e.compiled->cached_contexts() * per_context;
+    // Each classified context and each shared vocabulary walk holds up to a mask's bits.
+    total += 2 * e.text.size() +
+             (e.compiled->cached_contexts() + e.compiled->vocabulary_walks()) * per_context;
   }
   return total;
 }

@@ -6,9 +6,9 @@
 //   absl::StatusOr<std::shared_ptr<const grammar::CompiledGrammar>> g = cache.Get(gbnf);
 //
 // Least recently used entries are dropped when there are more than `max_entries` or their
-// estimated memory (text plus cached classifications, which grow as requests meet new
-// parser states) passes `max_bytes`; grammars still in use by a generation live on with it.
-// Not thread-safe (the step engine calls it from its own thread).
+// estimated memory (text plus cached classifications and shared walks, which grow as requests meet
+// new parser states) passes `max_bytes`; grammars still in use by a generation live on with it. Not
+// thread-safe (the step engine calls it from its own thread).
 #pragma once
 
 #include <cstddef>
