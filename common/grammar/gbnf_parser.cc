@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/grammar/token_trie.h"
 #include "common/grammar/utf8_ranges.h"
 #include "common/util/status_macros.h"
 
@@ -202,6 +203,7 @@ class GbnfParser {
     char c = Peek();
     if (c == '"') return ParseLiteral();
     if (c == '[') return ParseClass();
+    if (c == '<') return ParseTokenReference();
     if (c == '.') {
       ++pos_;
       return ClassSymbol({{0, kMaxCodePoint}});
@@ -283,6 +285,35 @@ class GbnfParser {
     }
   }
 
+  // `<[123]>`: special token 123 of the vocabulary, as SpecialTokenBytes spells it.
+  absl::StatusOr<Sequence> ParseTokenReference() {
+    const size_t open = pos_++;
+    if (Peek() != '[') {
+      return ErrorAt(open, "a token reference is written <[id]> (a token id in decimal)");
+    }
+    ++pos_;
+    uint64_t id = 0;
+    size_t digits = 0;
+    while (Peek() >= '0' && Peek() <= '9' && digits < 10) {
+      id = id * 10 + static_cast<uint64_t>(Peek() - '0');
+      ++pos_;
+      ++digits;
+    }
+    if (digits == 0 || Peek() != ']' || id > 0xFFFFFFFFull) {
+      return ErrorAt(open, "a token reference is written <[id]> (a token id in decimal)");
+    }
+    ++pos_;
+    if (Peek() != '>') {
+      return ErrorAt(open, "a token reference is written <[id]> (a token id in decimal)");
+    }
+    ++pos_;
+    Sequence seq;
+    for (char b : SpecialTokenBytes(static_cast<uint32_t>(id))) {
+      seq.push_back(Symbol::Bytes(ByteSet::Single(static_cast<uint8_t>(b))));
+    }
+    return seq;
+  }
+
   absl::StatusOr<Sequence> ParseLiteral() {
     size_t open = pos_++;
     Sequence seq;
@@ -296,6 +327,10 @@ class GbnfParser {
         if (!cp.ok()) return cp.status();
         AppendUtf8(*cp, bytes);
       } else {
+        // 0xFE and 0xFF are never UTF-8; they spell special tokens (<[id]>) only.
+        if (c == '\xFE' || c == '\xFF') {
+          return ErrorAt(pos_ - 1, "invalid UTF-8 in string literal (byte 0xFE or 0xFF)");
+        }
         bytes.push_back(static_cast<uint8_t>(c));
       }
     }

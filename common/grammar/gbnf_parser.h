@@ -7,13 +7,15 @@
 // Supported: rules `name ::= alternatives` (names of letters, digits, '-' and '_'; a rule's
 // body runs until the next `name ::=` or the end of the text, so bodies may span lines);
 // alternatives with `|` (an empty alternative matches nothing); groups `( ... )`;
-// literals "..." (raw UTF-8 bytes are taken as they are); character classes [a-z_é],
+// literals "..." (raw UTF-8 bytes are taken as they are; 0xFE and 0xFF are refused);
+// token references `<[id]>` (special token `id` of the vocabulary, e.g. a tool-call marker:
+// special tokens are allowed nowhere else, see SpecialTokenBytes); character classes [a-z_é],
 // negated [^"\\]; `.` (any Unicode character, newline included); repetition `*`, `+`, `?`,
 // `{m}`, `{m,}`, `{m,n}`, `{,n}`; escapes in literals and classes: \n \r \t \\ \" \' \[ \]
 // \- \/ \xHH \uHHHH \UHHHHHHHH (code points, encoded as UTF-8 as in llama.cpp, so "\xE9"
 // is the two bytes of "é"). Classes are matched as whole UTF-8 characters.
-// Not supported: left recursion (refused with an error naming the cycle), token references
-// (`<[id]>`), and raw byte classes outside UTF-8.
+// Not supported: left recursion (refused with an error naming the cycle), tokens named by
+// their text (`<think>`: name them by id), and raw byte classes outside UTF-8.
 //
 // Errors are InvalidArgument and name the place: "grammar line 3, column 12: undefined rule
 // 'valeu'". Any input — including random bytes — returns a Grammar or an error; parsing is

@@ -4,6 +4,17 @@
 
 namespace tessera::grammar {
 
+std::string SpecialTokenBytes(uint32_t id) {
+  std::string bytes = "\xFF";
+  bytes += std::to_string(id);
+  bytes += '\xFE';
+  return bytes;
+}
+
+bool HasSpecialTokenMarker(std::string_view bytes) {
+  return bytes.find_first_of("\xFE\xFF") != std::string_view::npos;
+}
+
 uint32_t SharedPrefixLength(std::string_view a, std::string_view b) {
   size_t n = std::min(a.size(), b.size());
   size_t i = 0;

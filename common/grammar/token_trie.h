@@ -51,4 +51,13 @@ class TokenTrie {
 // Length of the common prefix of two byte strings.
 uint32_t SharedPrefixLength(std::string_view a, std::string_view b);
 
+// The bytes that stand for special token `id` in a vocabulary and in a grammar that names it
+// (GBNF `<[id]>`): 0xFF, the id in decimal, 0xFE. No UTF-8 text contains 0xFE or 0xFF, and
+// every other grammar element matches UTF-8 only, so a special token is allowed exactly where
+// a grammar names it. A vocabulary gives its special tokens these bytes and leaves out the
+// ordinary tokens that contain 0xFE or 0xFF (no grammar could allow them anyway).
+std::string SpecialTokenBytes(uint32_t id);
+// Whether `bytes` holds 0xFE or 0xFF.
+bool HasSpecialTokenMarker(std::string_view bytes);
+
 }  // namespace tessera::grammar

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -82,8 +83,8 @@ TEST(GrammarCache, ErrorsNameTheProblem) {
   EXPECT_EQ(attempts, 2);  // asked again until it succeeds
 }
 
-// The trie of a real vocabulary: each token's bytes as the tokenizer decodes them, and no
-// control token eligible (a grammar can never let one through).
+// The trie of a real vocabulary: each token's bytes as the tokenizer decodes them, special
+// tokens spelled by SpecialTokenBytes, so that a grammar allows one only where it names it.
 TEST(VocabularyTrie, RealVocabularyBytesAndSpecialTokens) {
   TESSERA_REQUIRE_CONFORMANCE(path, "tokenizer/ggml-vocab-deepseek-llm.gguf");
   auto file = gguf::GgufModel::Open(path.string());
@@ -93,19 +94,30 @@ TEST(VocabularyTrie, RealVocabularyBytesAndSpecialTokens) {
   auto tok = tokenizer::Tokenizer::FromMetadata(file->metadata());
   ASSERT_TRUE(tok.ok());
   ASSERT_EQ((*trie)->vocab_size(), static_cast<uint32_t>(tok->vocab().size()));
-  int specials = 0;
+  std::vector<uint32_t> specials;
   for (tokenizer::TokenId id = 0; id < tok->vocab().size(); ++id) {
     const tokenizer::TokenType type = tok->vocab().type(id);
     if (type == tokenizer::TokenType::kNormal || type == tokenizer::TokenType::kByte) {
       EXPECT_EQ((*trie)->token(id), tok->Piece(id)) << "token " << id;
     } else {
-      ++specials;
-      EXPECT_FALSE((*trie)->eligible(id)) << "special token " << id << " is eligible";
+      specials.push_back(static_cast<uint32_t>(id));
+      EXPECT_EQ((*trie)->token(id), grammar::SpecialTokenBytes(id)) << "special token " << id;
     }
   }
-  EXPECT_GT(specials, 0);
-  // "Hello" through the matcher of a literal grammar, token by token as the tokenizer splits it.
+  ASSERT_GE(specials.size(), 2u);
+  const uint32_t named = specials[0], other = specials[1];
+
   GrammarCache cache([&] { return trie; });
+  auto allowed = [&](grammar::Matcher m) {
+    std::vector<uint64_t> words((*trie)->mask_words());
+    m.FillMask(absl::MakeSpan(words));
+    std::vector<uint32_t> ids;
+    for (uint32_t id = 0; id < (*trie)->vocab_size(); ++id) {
+      if ((words[id / 64] >> (id % 64)) & 1) ids.push_back(id);
+    }
+    return ids;
+  };
+  // A literal, token by token as the tokenizer splits it.
   auto g = cache.Get("root ::= \"Hello, world\"");
   ASSERT_TRUE(g.ok());
   grammar::Matcher m(*g);
@@ -113,6 +125,51 @@ TEST(VocabularyTrie, RealVocabularyBytesAndSpecialTokens) {
     EXPECT_TRUE(m.AcceptToken(static_cast<uint32_t>(id))) << "token " << id;
   }
   EXPECT_TRUE(m.MustEnd());
+
+  // A special token named by the grammar: allowed there and only there.
+  auto marked = cache.Get(absl::StrCat("root ::= \"x\" <[", named, "]> [a-z]+"));
+  ASSERT_TRUE(marked.ok()) << marked.status();
+  grammar::Matcher s(*marked);
+  std::vector<uint32_t> first = allowed(s);
+  EXPECT_TRUE(std::find(first.begin(), first.end(), named) == first.end());
+  EXPECT_FALSE(s.AcceptToken(named));
+  ASSERT_TRUE(s.AcceptBytes("x"));
+  EXPECT_EQ(allowed(s), std::vector<uint32_t>{named});  // nothing else spells it
+  EXPECT_FALSE(s.AcceptToken(other));
+  ASSERT_TRUE(s.AcceptToken(named));
+  EXPECT_FALSE(s.CanEnd());
+  std::vector<uint32_t> after = allowed(s);
+  EXPECT_FALSE(after.empty());
+  for (uint32_t id : after)
+    EXPECT_FALSE(std::find(specials.begin(), specials.end(), id) != specials.end());
+
+  // JSON mode never allows a special token, anywhere on a walk.
+  auto json = cache.Get("root ::= \"{\" [^\\x00-\\x1F]* \"}\"");
+  ASSERT_TRUE(json.ok());
+  grammar::Matcher j(*json);
+  for (const char* step : {"{", "ab", "c\"d"}) {
+    ASSERT_TRUE(j.AcceptBytes(step));
+    for (uint32_t id : allowed(j)) {
+      EXPECT_FALSE(std::find(specials.begin(), specials.end(), id) != specials.end()) << id;
+    }
+  }
+}
+
+TEST(VocabularyTrie, GrammarsCannotSpellTheMarkerBytes) {
+  // Raw 0xFE/0xFF in a literal are refused, so only <[id]> reaches a special token.
+  GrammarCache cache(
+      [] { return absl::StatusOr<std::shared_ptr<const grammar::TokenTrie>>(SmallVocab()); });
+  auto raw = cache.Get(
+      "root ::= \"\xFF"
+      "7\xFE\"");
+  ASSERT_FALSE(raw.ok());
+  EXPECT_NE(raw.status().message().find("0xFE or 0xFF"), std::string::npos) << raw.status();
+  for (const char* bad :
+       {"root ::= <7>", "root ::= <[]>", "root ::= <[12", "root ::= <[99999999999]>"}) {
+    auto g = cache.Get(bad);
+    ASSERT_FALSE(g.ok()) << bad;
+    EXPECT_NE(g.status().message().find("<[id]>"), std::string::npos) << g.status();
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // worker's sampler fed its logits (same seed -> same tokens).
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -795,6 +796,46 @@ TEST(ServingEngine, UnconstrainedRequestsAreUnchangedByConstrainedBatchMates) {
     } else {
       EXPECT_TRUE(IsRecord(got[i].text)) << got[i].text;
     }
+  }
+}
+
+TEST(ServingEngine, AGrammarLetsASpecialTokenThroughOnlyWhereItNamesIt) {
+  auto file = gguf::GgufModel::Open(TinyModel());
+  auto text = LoadModelText(file->metadata(), "");
+  ASSERT_TRUE(text.ok());
+  const tokenizer::Vocabulary& v = text->tokenizer.vocab();
+  // A control token that does not end generation (the tiny model's BOS or another).
+  int32_t marker = -1;
+  for (int32_t id = 0; id < v.size() && marker < 0; ++id) {
+    if (v.type(id) == tokenizer::TokenType::kControl && !v.IsEndOfGeneration(id)) marker = id;
+  }
+  ASSERT_GE(marker, 0) << "the tiny model has no control token besides end-of-generation";
+  auto runner = MakeRunner();
+  auto engine = MakeEngine(runner.get());
+  std::vector<GenerateRequest> requests;
+  for (int i = 0; i < 6; ++i) {
+    requests.push_back(
+        Constrained(i, absl::StrCat("root ::= [a-z]{1,3} <[", marker, "]> [0-9]{2}")));
+  }
+  for (const Outcome& o : RunAll(*engine, requests)) {
+    ASSERT_TRUE(o.status.ok()) << o.status;
+    EXPECT_EQ(o.finish_reason, "stop");
+    const auto at = std::find(o.tokens.begin(), o.tokens.end(), marker);
+    ASSERT_NE(at, o.tokens.end()) << "the named special token never came";
+    EXPECT_EQ(std::count(o.tokens.begin(), o.tokens.end(), marker), 1);
+    // Before it: 1-3 letters; after it: two digits (the control token has no text).
+    std::string before, after;
+    for (auto it = o.tokens.begin(); it != o.tokens.end(); ++it) {
+      if (it == at) continue;
+      (it < at ? before : after) += text->tokenizer.Piece(*it);
+    }
+    EXPECT_TRUE(
+        before.size() >= 1 && before.size() <= 3 &&
+        std::all_of(before.begin(), before.end(), [](char c) { return c >= 'a' && c <= 'z'; }))
+        << before;
+    EXPECT_TRUE(after.size() == 2 && std::isdigit(static_cast<unsigned char>(after[0])) &&
+                std::isdigit(static_cast<unsigned char>(after[1])))
+        << after;
   }
 }
 

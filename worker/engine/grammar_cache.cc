@@ -19,8 +19,12 @@ absl::StatusOr<std::shared_ptr<const grammar::TokenTrie>> VocabularyTrie(const g
     const tokenizer::TokenType type = v.type(id);
     if (type == tokenizer::TokenType::kNormal || type == tokenizer::TokenType::kByte) {
       pieces[id] = std::string(tok->Piece(id, /*render_special=*/false));
+      // Bytes no UTF-8 text has: no grammar allows such a token, and they spell special
+      // tokens below.
+      special[id] = grammar::HasSpecialTokenMarker(pieces[id]);
     } else {
-      special[id] = true;
+      // Allowed only where a grammar names the token (<[id]>).
+      pieces[id] = grammar::SpecialTokenBytes(static_cast<uint32_t>(id));
     }
   }
   return grammar::TokenTrie::Build(pieces, special);

@@ -27,9 +27,10 @@
 namespace tessera::worker {
 
 // The vocabulary of a model's tokenizer as the grammar engine sees it: each token's bytes
-// (byte-level BPE and SentencePiece pieces decoded, byte tokens as their byte), with
-// control, unknown, user-defined and unused tokens marked special (never allowed by a
-// grammar).
+// (byte-level BPE and SentencePiece pieces decoded, byte tokens as their byte); control,
+// unknown, user-defined and unused tokens are spelled grammar::SpecialTokenBytes(id), so a
+// grammar allows one only where it names it (GBNF `<[id]>`), and ordinary tokens holding
+// bytes 0xFE/0xFF (never UTF-8) are left out.
 absl::StatusOr<std::shared_ptr<const grammar::TokenTrie>> VocabularyTrie(const gguf::Metadata& md);
 
 class GrammarCache {
