@@ -68,6 +68,9 @@ ServingEngine::ServingEngine(StepRunner* runner, tokenizer::Tokenizer tokenizer,
       eog_[id] = tokenizer_.vocab().IsEndOfGeneration(id);
     }
   }
+  for (size_t id = 0; id < eog_.size(); ++id) {
+    if (eog_[id]) eog_ids_.push_back(static_cast<int32_t>(id));
+  }
   link_->engine = this;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -509,9 +512,7 @@ void ServingEngine::AddToStep(const ScheduledChunk& c, v1::StepRequest& step) {
   if (!r.grammar.empty()) {
     // The worker's matcher allows the stop tokens only where the grammar can end.
     p->set_grammar(r.grammar);
-    for (size_t id = 0; id < eog_.size() && !r.ignore_eos; ++id) {
-      if (eog_[id]) p->add_stop_token_ids(static_cast<int32_t>(id));
-    }
+    if (!r.ignore_eos) p->mutable_stop_token_ids()->Add(eog_ids_.begin(), eog_ids_.end());
     for (int32_t id : r.stop_token_ids) p->add_stop_token_ids(id);
   }
   // Only the repetition penalty looks at the prompt.

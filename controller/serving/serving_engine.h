@@ -203,7 +203,8 @@ class ServingEngine : public Engine {
   const ModelInfo info_;
   const EngineOptions options_;
   EngineObserver* const observer_;
-  std::vector<bool> eog_;  // by token id
+  std::vector<bool> eog_;         // by token id
+  std::vector<int32_t> eog_ids_;  // the same, as a list (a constrained request's stop ids)
 
   mutable std::mutex mu_;
   std::condition_variable wake_;

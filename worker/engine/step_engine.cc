@@ -32,16 +32,21 @@ sampling::SamplingParams FromProto(const v1::StepSampling& p) {
 StepEngine::StepEngine(std::unique_ptr<executor::Executor> executor, int rank)
     : executor_(std::move(executor)),
       rank_(rank),
-      grammars_([this]() -> absl::StatusOr<std::shared_ptr<const grammar::TokenTrie>> {
-        if (!vocab_trie_.valid()) return VocabularyTrie(executor_->file().metadata());
+      // Only rank 0 compiles grammars: the trie is started there, or now when nothing did.
+      grammars_([this] {
+        StartVocabularyTrie();
         return vocab_trie_.get();
       }) {}
 
-void StepEngine::PrepareStructuredOutput() {
-  if (rank_ != 0 || vocab_trie_.valid()) return;
+void StepEngine::StartVocabularyTrie() {
+  if (vocab_trie_.valid()) return;
   vocab_trie_ = std::async(std::launch::async, [this] {
                   return VocabularyTrie(executor_->file().metadata());
                 }).share();
+}
+
+void StepEngine::PrepareStructuredOutput() {
+  if (rank_ == 0) StartVocabularyTrie();
 }
 
 sampling::SampleResult StepEngine::SampleOne(SequenceState& st, absl::Span<const float> logits,

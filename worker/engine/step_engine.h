@@ -53,6 +53,8 @@ class StepEngine {
     std::unique_ptr<grammar::Matcher> matcher;  // structured output, else null
     std::vector<uint64_t> mask;                 // the matcher's token mask, reused
   };
+  // Starts building vocab_trie_ on a background thread unless it was started already.
+  void StartVocabularyTrie();
   // Samples sequence state `st` from `logits` (one row), masked by its grammar when it has
   // one; fills grammar_end.
   sampling::SampleResult SampleOne(SequenceState& st, absl::Span<const float> logits,
