@@ -9,3 +9,9 @@ if(TARGET tessera_executor)
     DEPS tessera_executor tessera_model_reference tessera_model
     TIMEOUT 600)
 endif()
+# The compute dtype's rounding points: the shared forward pass over checked CPU operations.
+if(TARGET tessera_executor)
+  tessera_test(forward_rounding_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/forward_rounding_test.cc
+    DEPS tessera_executor tessera_model)
+endif()

@@ -1,5 +1,5 @@
-// The GPU forward pass. The same steps as the CPU's (executor.cc, attention.cc, moe.cc) on
-// the kernels of kernels/cuda/, one stream per executor:
+// The GPU forward pass: the pass of forward.h, shared with the CPU, over CudaOps (below),
+// whose operations queue the kernels of kernels/cuda/ on one stream per executor:
 //   - weights: every matrix and vector LoadWeights chose for this rank, uploaded once into
 //     one allocation through pinned staging buffers (staging_upload.h), reads overlapping
 //     copies; quantized matrices stay quantized and are decoded in the kernels;
@@ -25,6 +25,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <set>
@@ -44,6 +46,8 @@
 #include "kernels/cuda/rope_factors.h"
 #include "kernels/cuda/selection_kernels.h"
 #include "kernels/cuda/staging_upload.h"
+#include "worker/executor/forward.h"
+#include "worker/executor/ops.h"
 
 namespace tessera::executor {
 namespace {
@@ -248,16 +252,6 @@ struct CudaForward::State {
   absl::Status MatMul(const DeviceMatrix& w, const void* x, int64_t tokens, void* y, DType dt,
                       const std::vector<int>* row_seq = nullptr);
   absl::Status AllReduce(void* data, int64_t n, DType dt);
-  // h = RMSNorm(x) · w rounded to the activations' dtype (x is float32).
-  absl::Status NormInto(const float* w, int64_t T);
-  // x += y (y in the activations' dtype, x float32).
-  absl::Status AddResidual(int64_t T);
-  absl::Status Attention(int layer, const StepLayout& lay, int64_t T);
-  absl::Status Mla(int layer, const StepLayout& lay, int64_t T);
-  absl::Status Indexer(int layer, const StepLayout& lay, int64_t T);
-  absl::Status Ffn(int layer, int64_t T);
-  absl::Status Moe(int layer, int64_t T);
-  absl::Status Head(const StepLayout& lay);
   void DropGraphs() {
     for (auto& [key, graph] : graphs) cudaGraphExecDestroy(graph.exec);
     graphs.clear();
@@ -607,414 +601,605 @@ absl::Status CudaForward::State::AllReduce(void* data, int64_t n, DType dt) {
       "cudaMemcpyAsync (all-reduce)");
 }
 
-absl::Status CudaForward::State::NormInto(const float* w, int64_t T) {
-  const int64_t d = hp.n_embd;
-  if (act == DType::kF32) return cuda::RmsNorm(x.ptr, w, T, d, hp.rms_eps, act, h.ptr, stream);
-  TESSERA_RETURN_IF_ERROR(cuda::RmsNorm(x.ptr, w, T, d, hp.rms_eps, DType::kF32, h32.ptr, stream));
-  return cuda::Convert(h32.ptr, DType::kF32, h.ptr, act, T * d, stream);
+// --- the device operations of the shared forward pass -------------------------------------
+
+namespace {
+
+// Each step-buffer role's allocation and what it holds (for errors), in Buf's order.
+struct Role {
+  DeviceBuffer CudaForward::State::*buffer;
+  const char* what;
+};
+constexpr Role kRoles[] = {
+    {&CudaForward::State::x, "the residual stream"},
+    {&CudaForward::State::h, "normalized activations"},
+    {&CudaForward::State::y, "sublayer outputs"},
+    {&CudaForward::State::q, "queries"},
+    {&CudaForward::State::k, "keys"},
+    {&CudaForward::State::v, "values"},
+    {&CudaForward::State::attn, "attention outputs"},
+    {&CudaForward::State::qa, "absorbed queries"},
+    {&CudaForward::State::o, "per-head values"},
+    {&CudaForward::State::cq, "query latents"},
+    {&CudaForward::State::gate, "ffn gates"},
+    {&CudaForward::State::up, "ffn up projections"},
+    {&CudaForward::State::down, "expert outputs"},
+    {&CudaForward::State::router_logits, "router logits"},
+    {&CudaForward::State::h32, "float32 activations"},
+    {&CudaForward::State::cq32, "float32 query latents"},
+    {&CudaForward::State::qi, "indexer queries"},
+    {&CudaForward::State::ki, "indexer keys"},
+    {&CudaForward::State::wi, "indexer weights"},
+    {&CudaForward::State::hr, "head inputs"},
+    {&CudaForward::State::logits32, "logits"},
+};
+static_assert(std::size(kRoles) == static_cast<size_t>(Buf::kCount),
+              "every Buf role needs a step buffer");
+
+// The Ops of forward.h on the GPU (the contract is in ops.h): each operation queues, on the
+// step's stream and over State's step buffers, the kernels this pass has always run, with
+// the same arguments. kAct tensors are stored in the compute dtype (esz bytes), kF32 ones
+// in float32. One CudaOps serves one State::Forward (eager, or captured into a graph).
+class CudaOps {
+ public:
+  using Vec = const float*;
+  using Mat = DeviceMatrix;
+  using Layer = DeviceLayer;
+  using Product = MatProduct<Mat>;
+  using Expert = ExpertProduct<Mat>;
+
+  CudaOps(CudaForward::State& s, const StepLayout& lay) : s_(s), lay_(lay) {
+    // The head's rows as Step laid them out (padded in graphs, where head_row_seq is empty
+    // and the rows go to GEMV as one batch).
+    head_rows_.count = static_cast<size_t>(lay.rows);
+    head_rows_.seq = s.head_row_seq.empty() ? nullptr : &s.head_row_seq;
+  }
+
+  // The model.
+  const model::HyperParams& hparams() const { return s_.hp; }
+  const ArchConfig& config() const { return s_.impl.config; }
+  const Layer& layer(int l) const { return s_.layers[l]; }
+  const Mat& output() const { return s_.output; }
+  Vec output_norm() const { return s_.output_norm; }
+  Vec output_bias() const { return s_.output_bias; }
+  int tp_rank() const { return s_.impl.options.tp_rank; }
+  const HeadRows& head_rows() const { return head_rows_; }
+
+  // The step's buffers.
+  Act Tensor(Buf role, int64_t rows, int64_t cols, Prec prec);
+  Act AsF32(Act a, Buf scratch);
+
+  // Nothing is timed on the GPU: the operations only queue kernels (and may be captured
+  // into a graph), so host time says nothing about the phases. The destructor keeps the
+  // pass's unused scope variables from warning.
+  struct NoPhase {
+    ~NoPhase() {}
+  };
+  NoPhase Phase(const char*) { return NoPhase(); }
+
+  absl::Status Embed(Act x);
+  absl::Status Products(std::initializer_list<Product> products);
+  absl::Status HeadProducts(const Mat& stack, int64_t heads, Act x, Act y);
+  absl::Status ExpertProducts(std::initializer_list<Expert> products, Act x, bool per_choice);
+  absl::Status Route(int layer, Act logits, Vec bias);
+  absl::Status Combine(Act down, Act y);
+  absl::Status RmsNorm(Act in, Vec w, float eps, Act out);
+  absl::Status LayerNorm(Act x, Vec w, Vec b, float eps);
+  absl::Status Rope(Act v, int64_t heads, int64_t head_stride);
+  absl::Status AddBias(Act y, Vec bias);
+  absl::Status Add(Act x, Act y);
+  absl::Status SiluMul(Act gate, Act up);
+  absl::Status Scale(Act x, float s);
+  absl::Status Copy(Act src, Act dst);
+  absl::Status RoundToAct(Act x);
+  absl::Status WriteKv(int layer, const AttentionShape& shape, Act k, Act v);
+  absl::Status Attend(int layer, const AttentionShape& shape, Act q, Act out);
+  absl::Status WriteIndexKeys(int layer, Act k);
+  absl::Status SelectKeys(int layer, Act q, Act w);
+  absl::Status TraceSelection(int layer);
+  absl::Status GatherHeadRows(Act x, Act hr);
+  absl::Status GatherVocab(Act logits);
+  absl::Status AllReduce(Act x);
+
+ private:
+  // The dtype an Act is stored in.
+  DType Dt(const Act& a) const { return a.prec == Prec::kF32 ? DType::kF32 : s_.act; }
+  // An error for a call the pass should never make (a shape or layout these kernels do not
+  // take), naming the operation.
+  static absl::Status Unsupported(const char* op, const std::string& why) {
+    return absl::InternalError(absl::StrCat("cuda executor: ", op, ": ", why));
+  }
+  // Contiguous rows (the element-wise kernels take one flat count).
+  static absl::Status Flat(const char* op, const Act& a) {
+    if (a.contiguous()) return absl::OkStatus();
+    return Unsupported(op, absl::StrCat("expected contiguous rows, got ", a.cols,
+                                        " values at a stride of ", a.ld));
+  }
+  void* IndexKeys(int layer) const {
+    return At(s_.index_keys.ptr, layer * s_.n_blocks * s_.block_size * s_.index_dim, 4);
+  }
+  absl::Status TraceRouting(int layer, int64_t tokens);
+
+  CudaForward::State& s_;
+  const StepLayout& lay_;
+  HeadRows head_rows_;
+  // The first failure of an operation that returns no status (Tensor, AsF32): every
+  // operation after it returns it before queueing anything.
+  absl::Status error_;
+  // The (tokens, heads) whose per-head member ids head_ids holds, so that HeadProducts
+  // fills them once per step rather than once per product.
+  std::pair<int64_t, int64_t> head_ids_for_{-1, -1};
+};
+
+Act CudaOps::Tensor(Buf role, int64_t rows, int64_t cols, Prec prec) {
+  const Role& r = kRoles[static_cast<size_t>(role)];
+  const DeviceBuffer& buf = s_.*r.buffer;
+  Act a;
+  a.data = buf.ptr;
+  a.rows = rows;
+  a.cols = cols;
+  a.ld = cols;
+  a.prec = prec;
+  a.elem = prec == Prec::kF32 ? 4 : static_cast<int>(s_.esz);
+  const size_t want = static_cast<size_t>(rows * cols) * a.elem;
+  if (want > buf.bytes) {
+    // EnsureBuffers sized the buffers from the same shapes; a miss is a bug, not the step's.
+    if (error_.ok()) {
+      error_ = Unsupported("step buffer",
+                           absl::StrCat(r.what, " need ", rows, " × ", cols, " values of ", a.elem,
+                                        " bytes, the buffer holds ", buf.bytes, " bytes"));
+    }
+    a.data = nullptr;
+  }
+  return a;
 }
 
-absl::Status CudaForward::State::AddResidual(int64_t T) {
-  const int64_t d = hp.n_embd;
-  if (act == DType::kF32) return cuda::AddInPlace(x.ptr, y.ptr, T * d, act, stream);
-  TESSERA_RETURN_IF_ERROR(cuda::Convert(y.ptr, act, h32.ptr, DType::kF32, T * d, stream));
-  return cuda::AddInPlace(x.ptr, h32.ptr, T * d, DType::kF32, stream);
+Act CudaOps::AsF32(Act a, Buf scratch) {
+  if (Dt(a) == DType::kF32) return a;
+  Act f = Tensor(scratch, a.rows, a.cols, Prec::kF32);
+  if (!error_.ok()) return f;
+  absl::Status st = Flat("AsF32", a);
+  if (st.ok()) st = cuda::Convert(a.data, s_.act, f.data, DType::kF32, a.rows * a.cols, s_.stream);
+  if (!st.ok()) error_ = st;
+  return f;
 }
 
-// --- the layers --------------------------------------------------------------------------
-
-absl::Status CudaForward::State::Attention(int layer, const StepLayout& lay, int64_t T) {
-  const DeviceLayer& L = layers[layer];
-  const int64_t dk = hp.head_dim_k, dv = hp.head_dim_v;
-  const int H = static_cast<int>(L.wq.rows / dk), Hkv = static_cast<int>(L.wk.rows / dk);
-  const float eps = hp.rms_eps;
-  TESSERA_RETURN_IF_ERROR(MatMul(L.wq, h.ptr, T, q.ptr, act));
-  TESSERA_RETURN_IF_ERROR(MatMul(L.wk, h.ptr, T, k.ptr, act));
-  TESSERA_RETURN_IF_ERROR(MatMul(L.wv, h.ptr, T, v.ptr, act));
-  if (L.q_bias) TESSERA_RETURN_IF_ERROR(cuda::AddBias(q.ptr, L.q_bias, T, L.wq.rows, act, stream));
-  if (L.k_bias) TESSERA_RETURN_IF_ERROR(cuda::AddBias(k.ptr, L.k_bias, T, L.wk.rows, act, stream));
-  if (L.v_bias) TESSERA_RETURN_IF_ERROR(cuda::AddBias(v.ptr, L.v_bias, T, L.wv.rows, act, stream));
-  if (L.q_norm) {
-    TESSERA_RETURN_IF_ERROR(cuda::RmsNorm(q.ptr, L.q_norm, T * H, dk, eps, act, q.ptr, stream));
-  }
-  if (L.k_norm) {
-    TESSERA_RETURN_IF_ERROR(cuda::RmsNorm(k.ptr, L.k_norm, T * Hkv, dk, eps, act, k.ptr, stream));
-  }
-  const int32_t* positions = I32(lay.positions);
-  cuda::RopeArgs rope{.tokens = T,
-                      .heads = H,
-                      .head_dim = static_cast<int>(dk),
-                      .token_stride = H * dk,
-                      .n_rot = impl.rope.n_rot,
-                      .neox = impl.config.rope == cpu::RopeLayout::kNeox,
-                      .magnitude = impl.rope.magnitude,
-                      .positions = positions,
-                      .theta_scales = theta.as<double>()};
-  TESSERA_RETURN_IF_ERROR(cuda::Rope(rope, act, q.ptr, stream));
-  rope.heads = Hkv;
-  rope.token_stride = Hkv * dk;
-  TESSERA_RETURN_IF_ERROR(cuda::Rope(rope, act, k.ptr, stream));
-
-  cuda::KvWriteArgs w{.tokens = T,
-                      .kv_heads = Hkv,
-                      .width = static_cast<int>(dk),
-                      .block_size = block_size,
-                      .src = k.ptr,
-                      .src_token_stride = Hkv * dk,
-                      .cache = KBase(layer),
-                      .block_stride = block_size * k_width,
-                      .token_stride = k_width,
-                      .head_stride = dk,
-                      .slot_mapping = Slots(lay)};
-  TESSERA_RETURN_IF_ERROR(cuda::WriteKvCache(w, act, stream));
-  w.width = static_cast<int>(dv);
-  w.src = v.ptr;
-  w.src_token_stride = Hkv * dv;
-  w.cache = VBase(layer);
-  w.block_stride = block_size * v_width;
-  w.token_stride = v_width;
-  w.head_stride = dv;
-  TESSERA_RETURN_IF_ERROR(cuda::WriteKvCache(w, act, stream));
-
-  cuda::PagedAttentionArgs a;
-  a.queries = T;
-  a.heads = H;
-  a.kv_heads = Hkv;
-  a.d_k = static_cast<int>(dk);
-  a.d_v = static_cast<int>(dv);
-  a.block_size = block_size;
-  a.scale = impl.attn_scale;
-  a.q = q.ptr;
-  a.q_token_stride = H * dk;
-  a.out = attn.ptr;
-  a.out_token_stride = H * dv;
-  a.k = {KBase(layer), block_size * k_width, k_width, dk};
-  a.v = {VBase(layer), block_size * v_width, v_width, dv};
-  a.block_table = I32(lay.table);
-  a.max_blocks = lay.max_blocks;
-  a.query_seq = I32(lay.query_seq);
-  a.query_kv_len = I32(lay.kv_len);
-  TESSERA_RETURN_IF_ERROR(cuda::PagedAttention(a, act, stream));
-  TESSERA_RETURN_IF_ERROR(MatMul(L.wo, attn.ptr, T, y.ptr, act));
-  if (L.o_bias && impl.options.tp_rank == 0) {  // once, before the sum over ranks
-    TESSERA_RETURN_IF_ERROR(cuda::AddBias(y.ptr, L.o_bias, T, hp.n_embd, act, stream));
-  }
-  return AllReduce(y.ptr, T * hp.n_embd, act);
+// Vocab-parallel embedding: ids outside this rank's range were sent as -1 and come out zero.
+absl::Status CudaOps::Embed(Act x) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  return cuda::GatherRows(s_.embd, s_.I32(lay_.ids), x.rows, Dt(x), x.data, s_.stream);
 }
 
-absl::Status CudaForward::State::Indexer(int layer, const StepLayout& lay, int64_t T) {
-  const DeviceLayer& L = layers[layer];
-  const int HI = static_cast<int>(hp.indexer_heads), DI = static_cast<int>(hp.indexer_head_dim);
-  const int64_t ql = hp.q_lora_rank, d = hp.n_embd;
-  // Float32 throughout (spec 12.4): the inputs converted once.
-  const void* cq_f = cq.ptr;
-  const void* h_f = h.ptr;
-  if (act != DType::kF32) {
-    TESSERA_RETURN_IF_ERROR(cuda::Convert(cq.ptr, act, cq32.ptr, DType::kF32, T * ql, stream));
-    TESSERA_RETURN_IF_ERROR(cuda::Convert(h.ptr, act, h32.ptr, DType::kF32, T * d, stream));
-    cq_f = cq32.ptr;
-    h_f = h32.ptr;
-  }
-  TESSERA_RETURN_IF_ERROR(MatMul(L.idx_q_b, cq_f, T, qi.ptr, DType::kF32));
-  TESSERA_RETURN_IF_ERROR(MatMul(L.idx_k, h_f, T, ki.ptr, DType::kF32));
-  TESSERA_RETURN_IF_ERROR(MatMul(L.idx_proj, h_f, T, wi.ptr, DType::kF32));
-  // LayerNorm eps 1e-6 (spec 12.4 / 17.2); RoPE on the first n_rot dims.
-  TESSERA_RETURN_IF_ERROR(cuda::LayerNormF32(ki.as<float>(), L.idx_k_norm_w, L.idx_k_norm_b, T, DI,
-                                             1e-6f, ki.as<float>(), stream));
-  cuda::RopeArgs rope{.tokens = T,
-                      .heads = 1,
-                      .head_dim = DI,
-                      .token_stride = DI,
-                      .n_rot = impl.rope.n_rot,
-                      .neox = impl.config.rope == cpu::RopeLayout::kNeox,
-                      .magnitude = impl.rope.magnitude,
-                      .positions = I32(lay.positions),
-                      .theta_scales = theta.as<double>()};
-  TESSERA_RETURN_IF_ERROR(cuda::Rope(rope, DType::kF32, ki.ptr, stream));
-  rope.heads = HI;
-  rope.token_stride = static_cast<int64_t>(HI) * DI;
-  TESSERA_RETURN_IF_ERROR(cuda::Rope(rope, DType::kF32, qi.ptr, stream));
-  TESSERA_RETURN_IF_ERROR(
-      cuda::Scale(wi.as<float>(), T * HI, 1.0f / std::sqrt(static_cast<float>(DI * HI)), stream));
-  void* keys = At(index_keys.ptr, layer * n_blocks * block_size * index_dim, 4);
-  cuda::KvWriteArgs w{.tokens = T,
-                      .kv_heads = 1,
-                      .width = DI,
-                      .block_size = block_size,
-                      .src = ki.ptr,
-                      .src_token_stride = DI,
-                      .cache = keys,
-                      .block_stride = block_size * index_dim,
-                      .token_stride = index_dim,
-                      .head_stride = index_dim,
-                      .slot_mapping = Slots(lay)};
-  TESSERA_RETURN_IF_ERROR(cuda::WriteKvCache(w, DType::kF32, stream));
-  const int64_t n_keys = static_cast<int64_t>(lay.max_blocks) * block_size;
-  // Scores of at most kIndexerScoreBytes at a time: long contexts take query rows in pieces.
-  const int64_t rows = IndexerRowsPerPass(T, n_keys, indexer_score_bytes);
-  cuda::IndexerScoreArgs s;
-  s.heads = HI;
-  s.dim = DI;
-  s.n_keys = n_keys;
-  s.block_size = block_size;
-  s.keys = {keys, block_size * index_dim, index_dim, index_dim};
-  s.block_table = I32(lay.table);
-  s.max_blocks = lay.max_blocks;
-  s.scores = scores.as<float>();
-  for (int64_t q0 = 0; q0 < T; q0 += rows) {
-    s.queries = std::min(rows, T - q0);
-    s.q = qi.as<float>() + q0 * HI * DI;
-    s.weights = wi.as<float>() + q0 * HI;
-    s.query_seq = I32(lay.query_seq) + q0;
-    s.query_kv_len = I32(lay.kv_len) + q0;
-    TESSERA_RETURN_IF_ERROR(cuda::IndexerScores(s, stream));
-    TESSERA_RETURN_IF_ERROR(cuda::TopK(scores.as<float>(), s.queries, n_keys, selected_k,
-                                       s.query_kv_len, selected.as<int32_t>() + q0 * selected_k,
-                                       stream));
+// GEMV up to kGemvRows rows, dequantize + cuBLAS above, per sequence with batch_invariant
+// (State::MatMul). per_vector is not honoured: the GPU has always multiplied the router's and
+// the indexer's weights like any product, GEMV or GEMM by the row count, and keeping that
+// keeps its numerics.
+absl::Status CudaOps::Products(std::initializer_list<Product> products) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  for (const Product& p : products) {
+    TESSERA_RETURN_IF_ERROR(Flat("Products", p.x));
+    TESSERA_RETURN_IF_ERROR(Flat("Products", p.y));
+    if (p.w->data == nullptr) return Unsupported("Products", "a weight was not uploaded");
+    if (p.x.rows != p.y.rows || p.x.cols != p.w->cols || p.y.cols != p.w->rows ||
+        Dt(p.x) != Dt(p.y)) {
+      return Unsupported(
+          "Products",
+          absl::StrCat("x ", p.x.rows, " × ", p.x.cols, " ", cuda::DTypeName(Dt(p.x)), " and y ",
+                       p.y.rows, " × ", p.y.cols, " ", cuda::DTypeName(Dt(p.y)), " do not fit a ",
+                       p.w->rows, " × ", p.w->cols, " weight"));
+    }
+    TESSERA_RETURN_IF_ERROR(s_.MatMul(*p.w, p.x.data, p.x.rows, p.y.data, Dt(p.y), p.row_seq));
   }
   return absl::OkStatus();
 }
 
-absl::Status CudaForward::State::Mla(int layer, const StepLayout& lay, int64_t T) {
-  const DeviceLayer& L = layers[layer];
-  const int64_t c = hp.kv_lora_rank, r = hp.n_rot, dq = hp.key_length_mla, n = dq - r;
-  const int64_t vv = hp.value_length_mla, ql = hp.q_lora_rank;
-  const int H = static_cast<int>((ql > 0 ? L.wq_b.rows : L.wq.rows) / dq);
-  const float eps = hp.rms_eps;
-  // 1. Query.
-  if (ql > 0) {
-    TESSERA_RETURN_IF_ERROR(MatMul(L.wq_a, h.ptr, T, cq.ptr, act));
-    TESSERA_RETURN_IF_ERROR(cuda::RmsNorm(cq.ptr, L.q_a_norm, T, ql, eps, act, cq.ptr, stream));
-    TESSERA_RETURN_IF_ERROR(MatMul(L.wq_b, cq.ptr, T, q.ptr, act));
-  } else {
-    TESSERA_RETURN_IF_ERROR(MatMul(L.wq, h.ptr, T, q.ptr, act));
+// One grouped GEMV over the heads: member h of the stack for every row t·H + h of x, which
+// are strided views into the heads' layout.
+absl::Status CudaOps::HeadProducts(const Mat& stack, int64_t heads, Act x, Act y) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  if (heads <= 0 || x.rows % heads != 0 || x.rows != y.rows || Dt(x) != Dt(y)) {
+    return Unsupported("HeadProducts", absl::StrCat(x.rows, " rows of x and ", y.rows,
+                                                    " of y over ", heads, " heads"));
   }
-  // 2-4. Latent and shared rope key, normed and roped, cached as [c_KV | k_rope].
-  TESSERA_RETURN_IF_ERROR(MatMul(L.wkv_a, h.ptr, T, k.ptr, act));
-  TESSERA_RETURN_IF_ERROR(
-      cuda::RmsNormStrided(k.ptr, c + r, L.kv_a_norm, T, c, eps, act, k.ptr, c + r, stream));
-  cuda::RopeArgs rope{.tokens = T,
-                      .heads = 1,
-                      .head_dim = static_cast<int>(r),
-                      .token_stride = c + r,
-                      .n_rot = static_cast<int>(r),
-                      .neox = impl.config.rope == cpu::RopeLayout::kNeox,
-                      .magnitude = impl.rope.magnitude,
-                      .positions = I32(lay.positions),
-                      .theta_scales = theta.as<double>()};
-  TESSERA_RETURN_IF_ERROR(cuda::Rope(rope, act, At(k.ptr, c, esz), stream));
-  rope.heads = H;
-  rope.head_dim = static_cast<int>(dq);
-  rope.token_stride = H * dq;
-  TESSERA_RETURN_IF_ERROR(cuda::Rope(rope, act, At(q.ptr, n, esz), stream));
-  cuda::KvWriteArgs w{.tokens = T,
-                      .kv_heads = 1,
-                      .width = static_cast<int>(c + r),
-                      .block_size = block_size,
-                      .src = k.ptr,
-                      .src_token_stride = c + r,
-                      .cache = KBase(layer),
-                      .block_stride = block_size * k_width,
-                      .token_stride = k_width,
-                      .head_stride = k_width,
-                      .slot_mapping = Slots(lay)};
-  TESSERA_RETURN_IF_ERROR(cuda::WriteKvCache(w, act, stream));
-  // 5-6. Absorb W_UK per head: Q_h = [K_b[h] q_h^nope (c) | q_h^rope (r)].
-  TESSERA_RETURN_IF_ERROR(cuda::FillHeadIds(head_ids.as<int32_t>(), T, H, stream));
-  const int32_t* heads = head_ids.as<int32_t>();
-  TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(
-      Grouped(L.wk_b, c, H, heads, T, H, q.ptr, true, dq, qa.ptr, c + r), act, stream));
-  TESSERA_RETURN_IF_ERROR(
-      cuda::CopyRows(At(q.ptr, n, esz), dq, At(qa.ptr, c, esz), c + r, T * H, r, act, stream));
+  const int64_t tokens = x.rows / heads;
+  const int H = static_cast<int>(heads);
+  int32_t* ids = s_.head_ids.as<int32_t>();
+  if (head_ids_for_ != std::make_pair(tokens, heads)) {
+    TESSERA_RETURN_IF_ERROR(cuda::FillHeadIds(ids, tokens, H, s_.stream));
+    head_ids_for_ = {tokens, heads};
+  }
+  return cuda::GroupedGemv(
+      Grouped(stack, y.cols, H, ids, tokens, H, x.data, true, x.ld, y.data, y.ld), Dt(y),
+      s_.stream);
+}
 
-  // DSA: the indexer's selection (full layers compute it, shared ones reuse the last).
-  const bool dsa = impl.config.dsa;
-  if (dsa && layer < static_cast<int>(hp.indexer_full.size()) && hp.indexer_full[layer]) {
-    TESSERA_RETURN_IF_ERROR(Indexer(layer, lay, T));
-  }
-  if (dsa && trace != nullptr) {
-    std::vector<int32_t> host(static_cast<size_t>(T) * selected_k);
-    TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
-        cudaMemcpyAsync(host.data(), selected.ptr, host.size() * 4, cudaMemcpyDeviceToHost, stream),
-        "cudaMemcpyAsync (trace)"));
-    TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(stream), "trace sync"));
-    auto& keys = trace->dsa_keys[layer];
-    keys.assign(trace_tokens, {});
-    for (int64_t t = 0; t < trace_tokens; ++t) {
-      for (int j = 0; j < selected_k; ++j) {
-        if (host[t * selected_k + j] >= 0) keys[t].push_back(host[t * selected_k + j]);
-      }
+// One grouped GEMV per stack over the current routing: gate and up read the token's row of
+// x, down one row per (token, choice).
+absl::Status CudaOps::ExpertProducts(std::initializer_list<Expert> products, Act x,
+                                     bool per_choice) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  const int E = static_cast<int>(s_.hp.n_expert), K = static_cast<int>(s_.hp.n_expert_used);
+  const int32_t* ids = s_.route_ids.as<int32_t>();
+  for (const Expert& e : products) {
+    const int64_t T = e.y.rows / K;
+    if (e.y.rows != T * K || x.rows != (per_choice ? T * K : T) || Dt(x) != Dt(e.y)) {
+      return Unsupported("ExpertProducts", absl::StrCat(x.rows, " rows of x and ", e.y.rows,
+                                                        " of y with ", K, " experts per token"));
     }
+    TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(
+        Grouped(*e.stack, e.rows, E, ids, T, K, x.data, per_choice, x.ld, e.y.data, e.y.ld),
+        Dt(e.y), s_.stream));
   }
-  // 7. Every head against the single latent K = [c_KV | k_rope], V = c_KV.
-  cuda::PagedAttentionArgs a;
-  a.queries = T;
-  a.heads = H;
-  a.kv_heads = 1;
-  a.d_k = static_cast<int>(c + r);
-  a.d_v = static_cast<int>(c);
-  a.block_size = block_size;
-  a.scale = impl.attn_scale;
-  a.q = qa.ptr;
-  a.q_token_stride = H * (c + r);
-  a.out = attn.ptr;
-  a.out_token_stride = H * c;
-  a.k = {KBase(layer), block_size * k_width, k_width, 0};
-  a.v = a.k;
-  a.block_table = I32(lay.table);
-  a.max_blocks = lay.max_blocks;
-  a.query_seq = I32(lay.query_seq);
-  a.query_kv_len = I32(lay.kv_len);
-  if (dsa) {
-    a.selected = selected.as<int32_t>();
-    a.selected_per_query = selected_k;
-  }
-  TESSERA_RETURN_IF_ERROR(cuda::PagedAttention(a, act, stream));
-  // 8. Decompress per head with W_UV, 9. output projection.
-  TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(
-      Grouped(L.wv_b, vv, H, heads, T, H, attn.ptr, true, c, o.ptr, vv), act, stream));
-  TESSERA_RETURN_IF_ERROR(MatMul(L.wo, o.ptr, T, y.ptr, act));
-  return AllReduce(y.ptr, T * hp.n_embd, act);
+  return absl::OkStatus();
 }
 
-absl::Status CudaForward::State::Ffn(int layer, int64_t T) {
-  const DeviceLayer& L = layers[layer];
-  const int64_t ff = L.w_gate.rows;
-  TESSERA_RETURN_IF_ERROR(MatMul(L.w_gate, h.ptr, T, gate.ptr, act));
-  TESSERA_RETURN_IF_ERROR(MatMul(L.w_up, h.ptr, T, up.ptr, act));
-  TESSERA_RETURN_IF_ERROR(cuda::SiluMul(gate.ptr, up.ptr, T * ff, act, gate.ptr, stream));
-  TESSERA_RETURN_IF_ERROR(MatMul(L.w_down, gate.ptr, T, y.ptr, act));
-  return AllReduce(y.ptr, T * hp.n_embd, act);
-}
-
-absl::Status CudaForward::State::Moe(int layer, int64_t T) {
-  const DeviceLayer& L = layers[layer];
-  const int64_t d = hp.n_embd;
-  const int E = static_cast<int>(hp.n_expert), K = static_cast<int>(hp.n_expert_used);
-  const int64_t F = L.gate_exps.rows / E;
-  // Router in float32 (its weights were dequantized at load, spec 13.2).
-  const void* h_f = h.ptr;
-  if (act != DType::kF32) {
-    TESSERA_RETURN_IF_ERROR(cuda::Convert(h.ptr, act, h32.ptr, DType::kF32, T * d, stream));
-    h_f = h32.ptr;
-  }
-  TESSERA_RETURN_IF_ERROR(MatMul(L.router, h_f, T, router_logits.ptr, DType::kF32));
+// Spec 5.6 on the device; the choice stays in route_ids / route_weights for ExpertProducts
+// and Combine.
+absl::Status CudaOps::Route(int layer, Act logits, Vec bias) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  if (Dt(logits) != DType::kF32) return Unsupported("Route", "router logits must be float32");
+  const model::HyperParams& hp = s_.hp;
   cuda::MoeRoutingArgs r;
-  r.tokens = T;
-  r.experts = E;
-  r.used = K;
+  r.tokens = logits.rows;
+  r.experts = static_cast<int>(hp.n_expert);
+  r.used = static_cast<int>(hp.n_expert_used);
   r.groups = std::max<int>(1, static_cast<int>(hp.n_expert_groups));
   r.topk_groups = std::max<int>(1, static_cast<int>(hp.n_group_used));
   r.gating = hp.gating == model::GatingFunc::kSigmoid ? cuda::MoeGating::kSigmoid
                                                       : cuda::MoeGating::kSoftmax;
-  r.norm_weights = impl.config.moe_always_norm || hp.expert_weights_norm;
+  r.norm_weights = s_.impl.config.moe_always_norm || hp.expert_weights_norm;
   r.weights_scale = hp.expert_weights_scale;
-  r.logits = router_logits.as<float>();
-  r.bias = L.exp_probs_b;
-  r.ids = route_ids.as<int32_t>();
-  r.weights = route_weights.as<float>();
-  TESSERA_RETURN_IF_ERROR(cuda::MoeRoute(r, stream));
-  if (trace != nullptr) {
-    std::vector<int32_t> ids(static_cast<size_t>(T) * K);
-    std::vector<float> wts(ids.size());
-    TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
-        cudaMemcpyAsync(ids.data(), route_ids.ptr, ids.size() * 4, cudaMemcpyDeviceToHost, stream),
-        "cudaMemcpyAsync (trace)"));
+  r.logits = static_cast<const float*>(logits.data);
+  r.bias = bias;
+  r.ids = s_.route_ids.as<int32_t>();
+  r.weights = s_.route_weights.as<float>();
+  TESSERA_RETURN_IF_ERROR(cuda::MoeRoute(r, s_.stream));
+  if (s_.trace == nullptr) return absl::OkStatus();
+  return TraceRouting(layer, logits.rows);
+}
+
+// The step trace's copy of the routing (never in graphs: traced steps run eagerly).
+absl::Status CudaOps::TraceRouting(int layer, int64_t tokens) {
+  const int K = static_cast<int>(s_.hp.n_expert_used);
+  std::vector<int32_t> ids(static_cast<size_t>(tokens) * K);
+  std::vector<float> wts(ids.size());
+  TESSERA_RETURN_IF_ERROR(
+      cuda::CudaStatus(cudaMemcpyAsync(ids.data(), s_.route_ids.ptr, ids.size() * 4,
+                                       cudaMemcpyDeviceToHost, s_.stream),
+                       "cudaMemcpyAsync (trace)"));
+  TESSERA_RETURN_IF_ERROR(
+      cuda::CudaStatus(cudaMemcpyAsync(wts.data(), s_.route_weights.ptr, wts.size() * 4,
+                                       cudaMemcpyDeviceToHost, s_.stream),
+                       "cudaMemcpyAsync (trace)"));
+  TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(s_.stream), "trace sync"));
+  auto& ex = s_.trace->experts[layer];
+  auto& wt = s_.trace->expert_weights[layer];
+  ex.assign(s_.trace_tokens, {});
+  wt.assign(s_.trace_tokens, {});
+  for (int64_t t = 0; t < s_.trace_tokens; ++t) {
+    ex[t].assign(ids.begin() + t * K, ids.begin() + (t + 1) * K);
+    wt[t].assign(wts.begin() + t * K, wts.begin() + (t + 1) * K);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaOps::Combine(Act down, Act y) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  const int K = static_cast<int>(s_.hp.n_expert_used);
+  TESSERA_RETURN_IF_ERROR(Flat("Combine", down));
+  TESSERA_RETURN_IF_ERROR(Flat("Combine", y));
+  if (down.rows != y.rows * K || down.cols != y.cols || Dt(down) != Dt(y)) {
+    return Unsupported("Combine", absl::StrCat(down.rows, " expert rows for ", y.rows,
+                                               " tokens with ", K, " experts per token"));
+  }
+  return cuda::MoeCombine(down.data, s_.route_weights.as<float>(), y.rows, K, y.cols, Dt(y), y.data,
+                          s_.stream);
+}
+
+// A float32 input into a 16-bit output (the residual stream into a sublayer's input) is
+// normalized in float32 through h32 and rounded once; otherwise in place or row to row in
+// the tensors' dtype, strided where the rows are column ranges (MLA's latent).
+absl::Status CudaOps::RmsNorm(Act in, Vec w, float eps, Act out) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  if (in.rows != out.rows || in.cols != out.cols) {
+    return Unsupported("RmsNorm",
+                       absl::StrCat(in.rows, " × ", in.cols, " into ", out.rows, " × ", out.cols));
+  }
+  const int64_t rows = in.rows, n = in.cols;
+  if (Dt(in) != Dt(out)) {
+    if (Dt(in) != DType::kF32) {
+      return Unsupported("RmsNorm", "a 16-bit input into a float32 output");
+    }
+    TESSERA_RETURN_IF_ERROR(Flat("RmsNorm", in));
+    TESSERA_RETURN_IF_ERROR(Flat("RmsNorm", out));
+    Act f = Tensor(Buf::kH32, rows, n, Prec::kF32);
+    TESSERA_RETURN_IF_ERROR(error_);
     TESSERA_RETURN_IF_ERROR(
-        cuda::CudaStatus(cudaMemcpyAsync(wts.data(), route_weights.ptr, wts.size() * 4,
-                                         cudaMemcpyDeviceToHost, stream),
-                         "cudaMemcpyAsync (trace)"));
-    TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(stream), "trace sync"));
-    auto& ex = trace->experts[layer];
-    auto& wt = trace->expert_weights[layer];
-    ex.assign(trace_tokens, {});
-    wt.assign(trace_tokens, {});
-    for (int64_t t = 0; t < trace_tokens; ++t) {
-      ex[t].assign(ids.begin() + t * K, ids.begin() + (t + 1) * K);
-      wt[t].assign(wts.begin() + t * K, wts.begin() + (t + 1) * K);
+        cuda::RmsNorm(in.data, w, rows, n, eps, DType::kF32, f.data, s_.stream));
+    return cuda::Convert(f.data, DType::kF32, out.data, Dt(out), rows * n, s_.stream);
+  }
+  if (in.contiguous() && out.contiguous()) {
+    return cuda::RmsNorm(in.data, w, rows, n, eps, Dt(in), out.data, s_.stream);
+  }
+  return cuda::RmsNormStrided(in.data, in.ld, w, rows, n, eps, Dt(in), out.data, out.ld, s_.stream);
+}
+
+absl::Status CudaOps::LayerNorm(Act x, Vec w, Vec b, float eps) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  TESSERA_RETURN_IF_ERROR(Flat("LayerNorm", x));
+  if (Dt(x) != DType::kF32) return Unsupported("LayerNorm", "the kernel is float32 only");
+  float* v = static_cast<float*>(x.data);
+  return cuda::LayerNormF32(v, w, b, x.rows, x.cols, eps, v, s_.stream);
+}
+
+absl::Status CudaOps::Rope(Act v, int64_t heads, int64_t head_stride) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  const Executor::Impl& impl = s_.impl;
+  const cuda::RopeArgs rope{.tokens = v.rows,
+                            .heads = static_cast<int>(heads),
+                            .head_dim = static_cast<int>(head_stride),
+                            .token_stride = v.ld,
+                            .n_rot = impl.rope.n_rot,
+                            .neox = impl.config.rope == cpu::RopeLayout::kNeox,
+                            .magnitude = impl.rope.magnitude,
+                            .positions = s_.I32(lay_.positions),
+                            .theta_scales = s_.theta.as<double>()};
+  return cuda::Rope(rope, Dt(v), v.data, s_.stream);
+}
+
+absl::Status CudaOps::AddBias(Act y, Vec bias) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  if (bias == nullptr) return absl::OkStatus();
+  TESSERA_RETURN_IF_ERROR(Flat("AddBias", y));
+  return cuda::AddBias(y.data, bias, y.rows, y.cols, Dt(y), s_.stream);
+}
+
+// x += y in x's dtype; a 16-bit y into the float32 residual stream goes through h32.
+absl::Status CudaOps::Add(Act x, Act y) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  TESSERA_RETURN_IF_ERROR(Flat("Add", x));
+  TESSERA_RETURN_IF_ERROR(Flat("Add", y));
+  const int64_t n = x.rows * x.cols;
+  if (y.rows * y.cols != n) {
+    return Unsupported("Add", absl::StrCat(y.rows * y.cols, " values onto ", n));
+  }
+  if (Dt(x) == Dt(y)) return cuda::AddInPlace(x.data, y.data, n, Dt(x), s_.stream);
+  if (Dt(x) != DType::kF32) return Unsupported("Add", "float32 values onto 16-bit ones");
+  Act f = Tensor(Buf::kH32, y.rows, y.cols, Prec::kF32);
+  TESSERA_RETURN_IF_ERROR(error_);
+  TESSERA_RETURN_IF_ERROR(cuda::Convert(y.data, Dt(y), f.data, DType::kF32, n, s_.stream));
+  return cuda::AddInPlace(x.data, f.data, n, DType::kF32, s_.stream);
+}
+
+absl::Status CudaOps::SiluMul(Act gate, Act up) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  TESSERA_RETURN_IF_ERROR(Flat("SiluMul", gate));
+  TESSERA_RETURN_IF_ERROR(Flat("SiluMul", up));
+  return cuda::SiluMul(gate.data, up.data, gate.rows * gate.cols, Dt(gate), gate.data, s_.stream);
+}
+
+absl::Status CudaOps::Scale(Act x, float s) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  TESSERA_RETURN_IF_ERROR(Flat("Scale", x));
+  if (Dt(x) != DType::kF32) return Unsupported("Scale", "the kernel is float32 only");
+  return cuda::Scale(static_cast<float*>(x.data), x.rows * x.cols, s, s_.stream);
+}
+
+absl::Status CudaOps::Copy(Act src, Act dst) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  if (src.rows != dst.rows || src.cols != dst.cols || Dt(src) != Dt(dst)) {
+    return Unsupported(
+        "Copy", absl::StrCat(src.rows, " × ", src.cols, " into ", dst.rows, " × ", dst.cols));
+  }
+  return cuda::CopyRows(src.data, src.ld, dst.data, dst.ld, src.rows, src.cols, Dt(src), s_.stream);
+}
+
+// Through the compute dtype and back, in the tail of the head-input buffer (EnsureBuffers
+// gives hr R·d·(4 + esz) bytes for this): only the head's rows are rounded this way.
+absl::Status CudaOps::RoundToAct(Act x) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  if (s_.act == DType::kF32) return absl::OkStatus();
+  TESSERA_RETURN_IF_ERROR(Flat("RoundToAct", x));
+  const int64_t n = x.rows * x.cols;
+  if (x.data != s_.hr.ptr || Dt(x) != DType::kF32 ||
+      static_cast<size_t>(n) * (4 + s_.esz) > s_.hr.bytes) {
+    return Unsupported("RoundToAct", "only the head's float32 inputs (kHeadIn) are rounded");
+  }
+  void* rounded = At(s_.hr.ptr, n, 4);
+  TESSERA_RETURN_IF_ERROR(cuda::Convert(x.data, DType::kF32, rounded, s_.act, n, s_.stream));
+  return cuda::Convert(rounded, s_.act, x.data, DType::kF32, n, s_.stream);
+}
+
+// GQA: K then V of each KV head, each into its own cache; MLA: the latent row [c_KV |
+// k_rope], one per token, into the K cache.
+absl::Status CudaOps::WriteKv(int layer, const AttentionShape& shape, Act k, Act v) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  const int block_size = s_.block_size;
+  cuda::KvWriteArgs w{.tokens = k.rows,
+                      .kv_heads = static_cast<int>(shape.kv_heads),
+                      .width = static_cast<int>(shape.d_k),
+                      .block_size = block_size,
+                      .src = k.data,
+                      .src_token_stride = k.ld,
+                      .cache = s_.KBase(layer),
+                      .block_stride = block_size * s_.k_width,
+                      .token_stride = s_.k_width,
+                      .head_stride = shape.latent ? s_.k_width : shape.d_k,
+                      .slot_mapping = s_.Slots(lay_)};
+  TESSERA_RETURN_IF_ERROR(cuda::WriteKvCache(w, Dt(k), s_.stream));
+  if (shape.latent) return absl::OkStatus();
+  w.width = static_cast<int>(shape.d_v);
+  w.src = v.data;
+  w.src_token_stride = v.ld;
+  w.cache = s_.VBase(layer);
+  w.block_stride = block_size * s_.v_width;
+  w.token_stride = s_.v_width;
+  w.head_stride = shape.d_v;
+  return cuda::WriteKvCache(w, Dt(v), s_.stream);
+}
+
+// Paged attention over the cache; MLA reads the latent as key and (its first d_v values)
+// value, and with DSA only the keys SelectKeys left in `selected`.
+absl::Status CudaOps::Attend(int layer, const AttentionShape& shape, Act q, Act out) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  const int block_size = s_.block_size;
+  cuda::PagedAttentionArgs a;
+  a.queries = q.rows;
+  a.heads = static_cast<int>(shape.heads);
+  a.kv_heads = static_cast<int>(shape.kv_heads);
+  a.d_k = static_cast<int>(shape.d_k);
+  a.d_v = static_cast<int>(shape.d_v);
+  a.block_size = block_size;
+  a.scale = s_.impl.attn_scale;
+  a.q = q.data;
+  a.q_token_stride = q.ld;
+  a.out = out.data;
+  a.out_token_stride = out.ld;
+  if (shape.latent) {
+    a.k = {s_.KBase(layer), block_size * s_.k_width, s_.k_width, 0};
+    a.v = a.k;
+  } else {
+    a.k = {s_.KBase(layer), block_size * s_.k_width, s_.k_width, shape.d_k};
+    a.v = {s_.VBase(layer), block_size * s_.v_width, s_.v_width, shape.d_v};
+  }
+  a.block_table = s_.I32(lay_.table);
+  a.max_blocks = lay_.max_blocks;
+  a.query_seq = s_.I32(lay_.query_seq);
+  a.query_kv_len = s_.I32(lay_.kv_len);
+  if (shape.latent && s_.impl.config.dsa) {
+    a.selected = s_.selected.as<int32_t>();
+    a.selected_per_query = s_.selected_k;
+  }
+  return cuda::PagedAttention(a, Dt(q), s_.stream);
+}
+
+// The DSA index keys (float32, one head of index_dim per token) into their own cache.
+absl::Status CudaOps::WriteIndexKeys(int layer, Act k) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  const int block_size = s_.block_size;
+  const int64_t index_dim = s_.index_dim;
+  const cuda::KvWriteArgs w{.tokens = k.rows,
+                            .kv_heads = 1,
+                            .width = static_cast<int>(k.cols),
+                            .block_size = block_size,
+                            .src = k.data,
+                            .src_token_stride = k.ld,
+                            .cache = IndexKeys(layer),
+                            .block_stride = block_size * index_dim,
+                            .token_stride = index_dim,
+                            .head_stride = index_dim,
+                            .slot_mapping = s_.Slots(lay_)};
+  return cuda::WriteKvCache(w, Dt(k), s_.stream);
+}
+
+// The indexer's scores against every visible index key and each query's top-k, into
+// `selected`. The scores (query rows × keys, float32) are computed at most
+// indexer_score_bytes at a time: long contexts take query rows in pieces.
+absl::Status CudaOps::SelectKeys(int layer, Act q, Act w) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  if (Dt(q) != DType::kF32 || Dt(w) != DType::kF32) {
+    return Unsupported("SelectKeys", "index queries and weights must be float32");
+  }
+  const int block_size = s_.block_size, k = s_.selected_k;
+  const int64_t T = q.rows, index_dim = s_.index_dim;
+  const int64_t n_keys = static_cast<int64_t>(lay_.max_blocks) * block_size;
+  const int64_t rows = IndexerRowsPerPass(T, n_keys, s_.indexer_score_bytes);
+  cuda::IndexerScoreArgs a;
+  a.heads = static_cast<int>(hparams().indexer_heads);
+  a.dim = static_cast<int>(hparams().indexer_head_dim);
+  a.n_keys = n_keys;
+  a.block_size = block_size;
+  a.keys = {IndexKeys(layer), block_size * index_dim, index_dim, index_dim};
+  a.block_table = s_.I32(lay_.table);
+  a.max_blocks = lay_.max_blocks;
+  a.scores = s_.scores.as<float>();
+  for (int64_t q0 = 0; q0 < T; q0 += rows) {
+    a.queries = std::min(rows, T - q0);
+    a.q = static_cast<const float*>(q.data) + q0 * q.ld;
+    a.weights = static_cast<const float*>(w.data) + q0 * w.ld;
+    a.query_seq = s_.I32(lay_.query_seq) + q0;
+    a.query_kv_len = s_.I32(lay_.kv_len) + q0;
+    TESSERA_RETURN_IF_ERROR(cuda::IndexerScores(a, s_.stream));
+    TESSERA_RETURN_IF_ERROR(cuda::TopK(a.scores, a.queries, n_keys, k, a.query_kv_len,
+                                       s_.selected.as<int32_t>() + q0 * k, s_.stream));
+  }
+  return absl::OkStatus();
+}
+
+// The step trace's copy of each real token's selected keys (never in graphs: traced steps
+// run eagerly).
+absl::Status CudaOps::TraceSelection(int layer) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  if (s_.trace == nullptr) return absl::OkStatus();
+  const int k = s_.selected_k;
+  std::vector<int32_t> host(static_cast<size_t>(lay_.tokens) * k);
+  TESSERA_RETURN_IF_ERROR(
+      cuda::CudaStatus(cudaMemcpyAsync(host.data(), s_.selected.ptr, host.size() * 4,
+                                       cudaMemcpyDeviceToHost, s_.stream),
+                       "cudaMemcpyAsync (trace)"));
+  TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(s_.stream), "trace sync"));
+  auto& keys = s_.trace->dsa_keys[layer];
+  keys.assign(s_.trace_tokens, {});
+  for (int64_t t = 0; t < s_.trace_tokens; ++t) {
+    for (int j = 0; j < k; ++j) {
+      if (host[t * k + j] >= 0) keys[t].push_back(host[t * k + j]);
     }
   }
-  // Routed experts: one product per (token, choice) against its expert's matrices.
-  const int32_t* ids = route_ids.as<int32_t>();
-  TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(
-      Grouped(L.gate_exps, F, E, ids, T, K, h.ptr, false, d, gate.ptr, F), act, stream));
-  TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(
-      Grouped(L.up_exps, F, E, ids, T, K, h.ptr, false, d, up.ptr, F), act, stream));
-  TESSERA_RETURN_IF_ERROR(cuda::SiluMul(gate.ptr, up.ptr, T * K * F, act, gate.ptr, stream));
-  TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(
-      Grouped(L.down_exps, d, E, ids, T, K, gate.ptr, true, F, down.ptr, d), act, stream));
-  TESSERA_RETURN_IF_ERROR(
-      cuda::MoeCombine(down.ptr, route_weights.as<float>(), T, K, d, act, y.ptr, stream));
-  if (L.gate_sh.data != nullptr) {
-    const int64_t S = L.gate_sh.rows;
-    TESSERA_RETURN_IF_ERROR(MatMul(L.gate_sh, h.ptr, T, gate.ptr, act));
-    TESSERA_RETURN_IF_ERROR(MatMul(L.up_sh, h.ptr, T, up.ptr, act));
-    TESSERA_RETURN_IF_ERROR(cuda::SiluMul(gate.ptr, up.ptr, T * S, act, gate.ptr, stream));
-    TESSERA_RETURN_IF_ERROR(MatMul(L.down_sh, gate.ptr, T, down.ptr, act));
-    TESSERA_RETURN_IF_ERROR(cuda::AddInPlace(y.ptr, down.ptr, T * d, act, stream));
-  }
-  return AllReduce(y.ptr, T * d, act);
+  return absl::OkStatus();
 }
 
-absl::Status CudaForward::State::Head(const StepLayout& lay) {
-  const int64_t d = hp.n_embd, R = lay.rows, Vl = vocab_local;
-  // Final norm in float32, rounded to the activations' dtype as the CPU does, then the head
-  // product in float32 so that the logits carry no 16-bit rounding.
-  float* hr32 = hr.as<float>();
-  TESSERA_RETURN_IF_ERROR(
-      cuda::GatherRowsByIndex(x.ptr, I32(lay.row_index), R, d, DType::kF32, hr32, stream));
-  TESSERA_RETURN_IF_ERROR(
-      cuda::RmsNorm(hr32, output_norm, R, d, hp.rms_eps, DType::kF32, hr32, stream));
-  if (act != DType::kF32) {
-    void* rounded = At(hr.ptr, R * d, 4);
-    TESSERA_RETURN_IF_ERROR(cuda::Convert(hr32, DType::kF32, rounded, act, R * d, stream));
-    TESSERA_RETURN_IF_ERROR(cuda::Convert(rounded, act, hr32, DType::kF32, R * d, stream));
+absl::Status CudaOps::GatherHeadRows(Act x, Act hr) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  TESSERA_RETURN_IF_ERROR(Flat("GatherHeadRows", x));
+  TESSERA_RETURN_IF_ERROR(Flat("GatherHeadRows", hr));
+  if (x.cols != hr.cols || Dt(x) != Dt(hr)) {
+    return Unsupported("GatherHeadRows", "the head's rows must match the stream's");
   }
-  // The rows' sequences, for the batch-invariant product (empty in graphs: GEMV only).
-  const std::vector<int>* rs = head_row_seq.empty() ? nullptr : &head_row_seq;
-  TESSERA_RETURN_IF_ERROR(MatMul(output, hr32, R, logits32.ptr, DType::kF32, rs));
-  if (output_bias != nullptr) {
-    TESSERA_RETURN_IF_ERROR(cuda::AddBias(logits32.ptr, output_bias, R, Vl, DType::kF32, stream));
-  }
-  const ExecutorOptions& opt = impl.options;
+  return cuda::GatherRowsByIndex(x.data, s_.I32(lay_.row_index), hr.rows, hr.cols, Dt(x), hr.data,
+                                 s_.stream);
+}
+
+// The vocab-parallel head gathered on the device (NCCL): every rank's columns padded to the
+// widest rank's, into `gathered` for Step. Without tensor parallelism there is nothing to
+// gather, and a host communicator gathers in Step after the copy back.
+absl::Status CudaOps::GatherVocab(Act logits) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  const ExecutorOptions& opt = s_.impl.options;
   if (opt.tp_size == 1 || !opt.comm->on_device()) return absl::OkStatus();
-  // Vocab-parallel head on the device: every rank's columns padded to the widest rank's.
+  TESSERA_RETURN_IF_ERROR(Flat("GatherVocab", logits));
+  if (Dt(logits) != DType::kF32) return Unsupported("GatherVocab", "logits must be float32");
   const int tp = opt.tp_size;
-  const int64_t width = (hp.n_vocab + tp - 1) / tp;
-  float* mine = gathered.as<float>() + static_cast<int64_t>(tp) * R * width;
+  const int64_t R = logits.rows, Vl = logits.cols;
+  const int64_t width = (s_.hp.n_vocab + tp - 1) / tp;
+  float* mine = s_.gathered.as<float>() + static_cast<int64_t>(tp) * R * width;
   TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
-      cudaMemsetAsync(mine, 0, R * width * sizeof(float), stream), "cudaMemsetAsync"));
+      cudaMemsetAsync(mine, 0, R * width * sizeof(float), s_.stream), "cudaMemsetAsync"));
   TESSERA_RETURN_IF_ERROR(
-      cuda::CopyRows(logits32.ptr, Vl, mine, width, R, Vl, DType::kF32, stream));
-  return opt.comm->AllGatherOnStream(mine, static_cast<size_t>(R * width), gathered.as<float>(),
-                                     stream);
+      cuda::CopyRows(logits.data, Vl, mine, width, R, Vl, DType::kF32, s_.stream));
+  return opt.comm->AllGatherOnStream(mine, static_cast<size_t>(R * width), s_.gathered.as<float>(),
+                                     s_.stream);
 }
 
+absl::Status CudaOps::AllReduce(Act x) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  TESSERA_RETURN_IF_ERROR(Flat("AllReduce", x));
+  return s_.AllReduce(x.data, x.rows * x.cols, Dt(x));
+}
+
+}  // namespace
+
+// The step: forward.h's pass over CudaOps, on the stream (or into a graph being captured).
 absl::Status CudaForward::State::Forward(const StepLayout& lay, int64_t real_tokens) {
-  const int64_t T = lay.tokens, d = hp.n_embd;
   trace_tokens = real_tokens;
-  // Vocab-parallel embedding: rows outside this rank's range come out zero; the sum over
-  // ranks completes them.
-  // The residual stream stays float32 (as on the CPU); sublayers read it rounded.
-  TESSERA_RETURN_IF_ERROR(cuda::GatherRows(embd, I32(lay.ids), T, DType::kF32, x.ptr, stream));
-  TESSERA_RETURN_IF_ERROR(AllReduce(x.ptr, T * d, DType::kF32));
   if (impl.config.dsa) {
     // No selection yet: nothing attended until a full indexer layer chose (as on the CPU).
-    TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
-        cudaMemsetAsync(selected.ptr, 0xff, static_cast<size_t>(T) * selected_k * 4, stream),
-        "cudaMemsetAsync"));
+    TESSERA_RETURN_IF_ERROR(
+        cuda::CudaStatus(cudaMemsetAsync(selected.ptr, 0xff,
+                                         static_cast<size_t>(lay.tokens) * selected_k * 4, stream),
+                         "cudaMemsetAsync"));
   }
-  for (uint32_t l = 0; l < hp.n_layer; ++l) {
-    const DeviceLayer& L = layers[l];
-    const int layer = static_cast<int>(l);
-    TESSERA_RETURN_IF_ERROR(NormInto(L.attn_norm, T));
-    TESSERA_RETURN_IF_ERROR(impl.config.mla ? Mla(layer, lay, T) : Attention(layer, lay, T));
-    TESSERA_RETURN_IF_ERROR(AddResidual(T));
-    TESSERA_RETURN_IF_ERROR(NormInto(L.ffn_norm, T));
-    TESSERA_RETURN_IF_ERROR(hp.is_moe_block(l) ? Moe(layer, T) : Ffn(layer, T));
-    TESSERA_RETURN_IF_ERROR(AddResidual(T));
-  }
-  return Head(lay);
+  CudaOps ops(*this, lay);
+  return ForwardPass<CudaOps>(ops).Run(lay.tokens);
 }
 
 // --- the public side ---------------------------------------------------------------------

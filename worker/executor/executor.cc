@@ -23,9 +23,12 @@
 #include "common/model/tensor_map.h"
 #include "common/quant/dequantize.h"
 #include "common/util/half.h"
+#include "common/util/status_macros.h"
 #include "common/util/strings.h"
+#include "worker/executor/cpu_ops.h"
 #include "worker/executor/cuda_forward.h"
 #include "worker/executor/executor_impl.h"
+#include "worker/executor/forward.h"
 
 namespace tessera::executor {
 namespace {
@@ -298,146 +301,6 @@ absl::Status Executor::Impl::LoadWeights(const model::TensorMap& map) {
   return absl::OkStatus();
 }
 
-absl::Status Executor::Impl::MatMulRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
-                                        const float* x, int64_t batch, float* y, int64_t ldy,
-                                        const std::vector<int>* row_seq) {
-  if (row_seq == nullptr && step_seq_of != nullptr &&
-      static_cast<int64_t>(step_seq_of->size()) == batch) {
-    row_seq = step_seq_of;
-  }
-  if (options.exact || !options.batch_invariant || row_seq == nullptr) {
-    return cpu::Matmul(w, row_begin, row_end, x, batch, y, ldy, pool.get(), matmul);
-  }
-  if (cpu::DotsMatchAnyBatch(w.type, matmul)) {
-    // Every row gets the bits of its own sequence's product from one product of all: the
-    // weight panels are unpacked once per step, not once per sequence.
-    cpu::MatmulOptions o = matmul;
-    o.path = cpu::MatmulPath::kDots;
-    return cpu::Matmul(w, row_begin, row_end, x, batch, y, ldy, pool.get(), o);
-  }
-  // Below the prefill batch every row takes per-vector kernels anyway.
-  if (batch < cpu::kPrefillBatch && row_seq == step_seq_of) {
-    return cpu::Matmul(w, row_begin, row_end, x, batch, y, ldy, pool.get(), matmul);
-  }
-  auto decode = [&](int64_t i) { return step_seq_len[(*row_seq)[i]] == 1; };
-  for (int64_t i = 0; i < batch;) {
-    int64_t j = i + 1;
-    cpu::MatmulOptions o = matmul;
-    if (decode(i)) {
-      while (j < batch && decode(j)) ++j;
-      o.path = cpu::MatmulPath::kDots;
-    } else {
-      while (j < batch && (*row_seq)[j] == (*row_seq)[i]) ++j;
-      // The kernel the sequence's whole chunk picks, also for a part of its rows (an
-      // expert's tokens): a row's bits then depend on its chunk, never on its neighbours'
-      // routing.
-      o.kernel_batch = step_seq_len[(*row_seq)[i]];
-    }
-    if (auto s = cpu::Matmul(w, row_begin, row_end, x + i * w.cols, j - i, y + i * ldy, ldy,
-                             pool.get(), o);
-        !s.ok()) {
-      return s;
-    }
-    i = j;
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Executor::Impl::MatMulPerVector(const QuantMatrix& w, const float* x, int64_t batch,
-                                             float* y) {
-  cpu::MatmulOptions o = matmul;
-  // kDots: float32 weights take the per-vector float kernel (never the panel GEMM); quantized
-  // ones the integer dots, except on the exact path, whose float kernel is per-vector anyway.
-  if (w.type == gguf::GgmlType::kF32 || !options.exact) o.path = cpu::MatmulPath::kDots;
-  return cpu::Matmul(w, 0, w.rows, x, batch, y, w.rows, pool.get(), o);
-}
-
-absl::Status Executor::Impl::MatMulMany(absl::Span<const Product> products, int64_t batch) {
-  auto batch_of = [batch](const Product& p) { return p.batch >= 0 ? p.batch : batch; };
-  int64_t largest = 0;
-  for (const Product& p : products) largest = std::max(largest, batch_of(p));
-  if (largest >= cpu::kPrefillBatch || pool->size() == 1) {
-    for (const Product& p : products) {
-      if (batch_of(p) == 0) continue;
-      if (auto s = MatMul(*p.w, p.x, batch_of(p), p.y); !s.ok()) return s;
-    }
-    return absl::OkStatus();
-  }
-  struct Chunk {
-    const Product* p;
-    int64_t r0, r1;
-    const cpu::QuantizedActivations* xq;  // x quantized once for the product's integer dots
-  };
-  // Each input is quantized once per activation format, not once per chunk (the chunks of
-  // a product, and products over the same x such as Q/K/V, gate/up or the experts of a
-  // decode token, share it).
-  struct Quantized {
-    const float* x;
-    int64_t batch;
-    gguf::GgmlType format;
-  };
-  std::vector<Quantized> quantized;
-  std::vector<int> xq_of;  // index into act_scratch, -1: Matmul quantizes (or not) itself
-  for (const Product& p : products) {
-    const int64_t n = batch_of(p);
-    int xq = -1;
-    if (n > 0 && cpu::UsesIntegerDots(*p.w, n, matmul)) {
-      const gguf::GgmlType format = cpu::ActivationFormat(p.w->type);
-      size_t i = 0;
-      while (i < quantized.size() &&
-             (quantized[i].x != p.x || quantized[i].batch != n || quantized[i].format != format)) {
-        ++i;
-      }
-      if (i == quantized.size()) {
-        if (act_scratch.size() <= i) act_scratch.resize(i + 1);
-        cpu::QuantizeActivations(format, p.x, n, p.w->cols, &act_scratch[i]);
-        quantized.push_back({p.x, n, format});
-      }
-      xq = static_cast<int>(i);
-    }
-    xq_of.push_back(xq);
-  }
-  std::vector<Chunk> chunks;
-  size_t product_index = 0;
-  for (const Product& p : products) {
-    const int i = xq_of[product_index++];
-    if (batch_of(p) == 0) continue;
-    const cpu::QuantizedActivations* xq = i < 0 ? nullptr : &act_scratch[i];
-    // About four chunks per thread per product keeps the threads busy to the end; chunks
-    // start on panel boundaries (16 rows), where the int8 GEMM can read packed panels (a
-    // packed product of a few vectors takes it, quantizing its few rows per chunk: cheaper
-    // than a hand-off of its own).
-    const int64_t rows = p.w->rows;
-    const int64_t per_thread = (rows + 4 * pool->size() - 1) / (4 * pool->size());
-    const int64_t step = std::max<int64_t>(16, (per_thread + 15) / 16 * 16);
-    for (int64_t r = 0; r < rows; r += step) {
-      chunks.push_back({&p, r, std::min(rows, r + step), xq});
-    }
-  }
-  std::vector<absl::Status> status(pool->size());
-  pool->ParallelFor(static_cast<int64_t>(chunks.size()), [&](int64_t t, int thread) {
-    const Chunk& c = chunks[t];
-    absl::Status s = c.xq != nullptr
-                         ? cpu::MatmulQuantized(*c.p->w, c.r0, c.r1, *c.xq, c.p->y + c.r0,
-                                                c.p->w->rows, nullptr, matmul)
-                         : cpu::Matmul(*c.p->w, c.r0, c.r1, c.p->x, batch_of(*c.p), c.p->y + c.r0,
-                                       c.p->w->rows, nullptr, matmul);
-    if (!s.ok()) status[thread] = s;
-  });
-  for (const absl::Status& s : status) {
-    if (!s.ok()) return s;
-  }
-  return absl::OkStatus();
-}
-
-void Executor::Impl::Round(float* x, int64_t n) const {
-  if (act_dtype == ComputeDtype::kBFloat16) {
-    for (int64_t i = 0; i < n; ++i) x[i] = Bf16ToFloat(FloatToBf16(x[i]));
-  } else if (act_dtype == ComputeDtype::kFloat16) {
-    for (int64_t i = 0; i < n; ++i) x[i] = Fp16ToFloat(FloatToFp16(x[i]));
-  }
-}
-
 std::vector<QuantMatrix*> Executor::Impl::WeightMatrices() {
   std::vector<QuantMatrix*> out;
   for (LayerWeights& L : layers) {
@@ -542,22 +405,6 @@ void Executor::Impl::CalibrateKernels() {
   }
 }
 
-absl::Status Executor::Impl::DenseFfn(int layer, const Batch& b, const std::vector<float>& h,
-                                      std::vector<float>& out) {
-  const LayerWeights& L = layers[layer];
-  const int64_t T = b.size(), ff = L.w_gate.rows;
-  std::vector<float> gate(T * ff), up(T * ff);
-  if (auto s = MatMulMany({{&L.w_gate, h.data(), gate.data()}, {&L.w_up, h.data(), up.data()}}, T);
-      !s.ok()) {
-    return s;
-  }
-  cpu::SiluMul(gate.data(), up.data(), T * ff, gate.data());
-  Round(gate.data(), T * ff);
-  out.resize(T * hp.n_embd);
-  if (auto s = MatMulMany({{&L.w_down, gate.data(), out.data()}}, T); !s.ok()) return s;
-  return AllReduce(out);
-}
-
 absl::Status Executor::Impl::Flatten(absl::Span<const SequenceInput> seqs, StepTrace* trace,
                                      Batch& b) const {
   const int64_t V = hp.n_vocab;
@@ -593,122 +440,12 @@ absl::Status Executor::Impl::Flatten(absl::Span<const SequenceInput> seqs, StepT
 
 absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
     absl::Span<const SequenceInput> seqs, StepTrace* trace) {
-  const int64_t d = hp.n_embd, V = hp.n_vocab;
   Batch b;
   if (absl::Status s = Flatten(seqs, trace, b); !s.ok()) return s;
   if (gpu != nullptr) return gpu->Step(b);
-  const int64_t T = b.size();
-  step_seq_of = &b.seq_of;
-  step_seq_len.assign(seqs.size(), 0);
-  for (size_t s = 0; s < seqs.size(); ++s) {
-    step_seq_len[s] = static_cast<int64_t>(seqs[s].tokens.size());
-  }
-  auto clear_step = absl::MakeCleanup([this] { step_seq_of = nullptr; });
-  std::vector<float> x(T * d), h(T * d), y;
-  std::optional<PhaseTimer> embed_timer(profile["embed"]);
-  // Vocab-parallel embedding: each rank fills the rows of the tokens in its vocabulary
-  // range and the sum over ranks completes them.
-  const gguf::GgmlTypeInfo* et = gguf::LookupGgmlType(embd_type);
-  const uint64_t embd_row = static_cast<uint64_t>(d) / et->block_elems * et->block_bytes;
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t id = b.tok[t];
-    if (id < vocab_begin || id >= vocab_end) continue;
-    if (auto s = quant::DequantizeToFloat(
-            embd_type, embd_data.subspan((id - vocab_begin) * embd_row, embd_row), d, &x[t * d]);
-        !s.ok()) {
-      return s;
-    }
-  }
-  if (auto s = AllReduce(x); !s.ok()) return s;
-  const int half = rope.n_rot / 2;
-  b.cos.resize(T * half);
-  b.sin.resize(T * half);
-  for (int64_t t = 0; t < T; ++t)
-    cpu::RopeAngles(rope, b.pos[t], &b.cos[t * half], &b.sin[t * half]);
-  b.dsa_keep.resize(T);
-  embed_timer.reset();
-
-  const float eps = hp.rms_eps;
-  for (uint32_t l = 0; l < hp.n_layer; ++l) {
-    const LayerWeights& L = layers[l];
-    const int layer = static_cast<int>(l);
-    for (int64_t t = 0; t < T; ++t) cpu::RmsNorm(&x[t * d], L.attn_norm.data(), d, eps, &h[t * d]);
-    Round(h.data(), T * d);
-    absl::Status s;
-    {
-      PhaseTimer timer(profile["attention"]);
-      s = config.mla ? MlaAttention(layer, b, h, y) : GqaAttention(layer, b, h, y);
-    }
-    if (!s.ok()) return s;
-    for (int64_t i = 0; i < T * d; ++i) x[i] += y[i];
-    for (int64_t t = 0; t < T; ++t) cpu::RmsNorm(&x[t * d], L.ffn_norm.data(), d, eps, &h[t * d]);
-    Round(h.data(), T * d);
-    if (hp.is_moe_block(l)) {
-      s = MoeFfn(layer, b, h, y);
-    } else {
-      PhaseTimer timer(profile["dense_ffn"]);
-      s = DenseFfn(layer, b, h, y);
-    }
-    if (!s.ok()) return s;
-    for (int64_t i = 0; i < T * d; ++i) x[i] += y[i];
-  }
-
-  // Final norm and head, only for the rows whose logits are wanted.
-  PhaseTimer head_timer(profile["head"]);
-  std::vector<int64_t> rows;
-  for (size_t s = 0; s < seqs.size(); ++s) {
-    const int64_t n = static_cast<int64_t>(seqs[s].tokens.size());
-    for (int64_t i = seqs[s].all_logits ? 0 : n - 1; i < n; ++i) rows.push_back(b.seq_begin[s] + i);
-  }
-  const int64_t R = static_cast<int64_t>(rows.size());
-  const int64_t Vl = vocab_end - vocab_begin;  // this rank's vocabulary rows
-  std::vector<float> hr(R * d), logits(R * Vl);
-  for (int64_t r = 0; r < R; ++r)
-    cpu::RmsNorm(&x[rows[r] * d], output_norm.data(), d, eps, &hr[r * d]);
-  Round(hr.data(), R * d);
-  std::vector<int> row_seq(R);
-  for (int64_t r = 0; r < R; ++r) row_seq[r] = b.seq_of[rows[r]];
-  if (R >= cpu::kPrefillBatch) {
-    if (auto s =
-            MatMulRows(output, 0, output.rows, hr.data(), R, logits.data(), output.rows, &row_seq);
-        !s.ok()) {
-      return s;
-    }
-  } else if (auto s = MatMulMany({{&output, hr.data(), logits.data()}}, R); !s.ok()) {
-    return s;
-  }
-  if (!output_bias.empty()) {
-    for (int64_t r = 0; r < R; ++r) {
-      for (int64_t i = 0; i < Vl; ++i) logits[r * Vl + i] += output_bias[i];
-    }
-  }
-  if (options.tp_size > 1) {
-    // Vocab-parallel head: gather every rank's columns (padded to the widest rank's, as the
-    // vocabulary need not divide evenly; rank p holds [V p / tp, V (p + 1) / tp), the
-    // plan's split), then lay rows out whole.
-    const int tp = options.tp_size;
-    const int64_t width = (V + tp - 1) / tp;
-    std::vector<float> mine(R * width, 0.0f), parts(R * width * tp);
-    for (int64_t r = 0; r < R; ++r) std::copy_n(&logits[r * Vl], Vl, &mine[r * width]);
-    if (auto s = options.comm->AllGather(mine.data(), mine.size(), parts.data()); !s.ok()) {
-      return s;
-    }
-    logits.assign(R * V, 0.0f);
-    for (int p = 0; p < tp; ++p) {
-      const int64_t begin = V * p / tp, n = V * (p + 1) / tp - begin;
-      for (int64_t r = 0; r < R; ++r) {
-        std::copy_n(&parts[(p * R + r) * width], n, &logits[r * V + begin]);
-      }
-    }
-  }
-  std::vector<std::vector<float>> result(seqs.size());
-  int64_t r = 0;
-  for (size_t s = 0; s < seqs.size(); ++s) {
-    const int64_t n = seqs[s].all_logits ? static_cast<int64_t>(seqs[s].tokens.size()) : 1;
-    result[s].assign(logits.begin() + r * V, logits.begin() + (r + n) * V);
-    r += n;
-  }
-  return result;
+  CpuOps ops(*this, b);
+  TESSERA_RETURN_IF_ERROR(ForwardPass<CpuOps>(ops).Run(b.size()));
+  return ops.TakeLogits();
 }
 
 Executor::Executor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -153,6 +153,7 @@ class Executor {
   struct Impl;
 
  private:
+  friend struct ExecutorPeer;  // tests that run the forward pass over instrumented ops
   explicit Executor(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

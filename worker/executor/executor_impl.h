@@ -1,8 +1,9 @@
 // The executor's private state, shared by its implementation files (executor.cc: loading
-// and the step driver; attention.cc: GQA, MLA and the DSA indexer; moe.cc: routing and
-// experts). Not part of the public interface.
+// and the step driver; cpu_ops.h: the CPU's operations of the forward pass, forward.h;
+// cuda_forward.h: the GPU's). Not part of the public interface.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <deque>
 #include <initializer_list>
@@ -24,6 +25,7 @@
 #include "worker/executor/block_weights.h"
 #include "worker/executor/executor.h"
 #include "worker/executor/kv_cache.h"
+#include "worker/executor/ops.h"
 
 namespace tessera::executor {
 
@@ -52,19 +54,6 @@ inline QuantMatrix RowsOf(const QuantMatrix& w, int64_t r0, int64_t r1) {
 }
 
 using LayerWeights = BlockWeights<std::vector<float>, QuantMatrix>;
-
-// Adds the seconds between construction and destruction to a profile entry.
-class PhaseTimer {
- public:
-  explicit PhaseTimer(double& sink) : sink_(sink), start_(std::chrono::steady_clock::now()) {}
-  ~PhaseTimer() {
-    sink_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
-
- private:
-  double& sink_;
-  std::chrono::steady_clock::time_point start_;
-};
 
 // The tokens of one step, flattened across sequences.
 struct Batch {
@@ -129,75 +118,18 @@ struct Executor::Impl {
   absl::Status AllReduce(std::vector<float>& v);
   QuantMatrix OwnedMatrix(std::vector<float> data, int64_t rows, int64_t cols);
 
-  // y[b][r] = W[r] . x[b] for the rows [row_begin, row_end) of w.
-  absl::Status MatMul(const QuantMatrix& w, const float* x, int64_t batch, float* y) {
-    return MatMulRows(w, 0, w.rows, x, batch, y, w.rows);
-  }
-  // On the fast path a product of 8+ rows is run in segments so that each row's result does
-  // not depend on what else shares the step (batch-invariant serving): the rows of a
-  // sequence with several new tokens (a prefill chunk) as one product of their own (the
-  // kernel its size picks, as when it runs alone), rows of one-token sequences (decodes)
-  // with per-vector kernels (MatmulPath::kDots). `row_seq` gives each row's sequence;
-  // null means the rows are the step's tokens in order.
-  absl::Status MatMulRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
-                          int64_t batch, float* y, int64_t ldy,
-                          const std::vector<int>* row_seq = nullptr);
-  // y = W x for products whose results decide something discrete (MoE routing, the DSA
-  // indexer's weights): per-vector kernels at every batch size, so that a row's bits never
-  // depend on how many rows share its step or prefill chunk (a different chunking, e.g. after
-  // a prefix-cache hit, would otherwise flip an expert or a kept key on a near tie).
-  absl::Status MatMulPerVector(const QuantMatrix& w, const float* x, int64_t batch, float* y);
-  // The current step's token -> sequence map and new tokens per sequence (set by Step).
-  const std::vector<int>* step_seq_of = nullptr;
-  std::vector<int64_t> step_seq_len;
-  void Round(float* x, int64_t n) const;
-
-  // Several products y = W x over the same batch. For decode-sized batches they share one
-  // hand-off to the thread pool (row chunks of all of them are the tasks), instead of one
-  // per product; larger batches run each product with the pool inside the kernel.
-  struct Product {
-    const QuantMatrix* w;
-    const float* x;
-    float* y;            // [batch][w->rows]
-    int64_t batch = -1;  // this product's vectors; -1: the call's batch
-  };
-  absl::Status MatMulMany(absl::Span<const Product> products, int64_t batch);
-  std::vector<cpu::QuantizedActivations> act_scratch;  // MatMulMany's quantized inputs
+  // Planned buffers of the CPU's steps, kept from step to step: the activations by role
+  // (CpuOps::Tensor), quantized product inputs (CpuOps::MatMulMany) and attention scores
+  // per thread (CpuOps::RunPaged).
+  std::array<std::vector<float>, static_cast<size_t>(Buf::kCount)> step_buffers;
+  std::vector<cpu::QuantizedActivations> act_scratch;
+  std::vector<std::vector<float>> attn_scratch;
 
   absl::StatusOr<std::vector<std::vector<float>>> Step(absl::Span<const SequenceInput> seqs,
                                                        StepTrace* trace);
   // Checks the step's sequences (tokens in the vocabulary, a cache slot for every position)
   // and flattens them into `b` (tokens, positions, slots, sequence of each token).
   absl::Status Flatten(absl::Span<const SequenceInput> seqs, StepTrace* trace, Batch& b) const;
-  // Each appends its output (T x n_embd) to `out` (overwriting).
-  absl::Status GqaAttention(int layer, const Batch& b, const std::vector<float>& h,
-                            std::vector<float>& out);
-  absl::Status MlaAttention(int layer, Batch& b, const std::vector<float>& h,
-                            std::vector<float>& out);
-  absl::Status DenseFfn(int layer, const Batch& b, const std::vector<float>& h,
-                        std::vector<float>& out);
-  absl::Status MoeFfn(int layer, const Batch& b, const std::vector<float>& h,
-                      std::vector<float>& out);
-
-  // True when a sequence with `new_tokens` tokens in the step attends through
-  // cpu::PagedAttention, reading the cache in place (decode tokens on the fast path; the
-  // exact path and prefill chunks gather keys and values and multiply them as matrices).
-  bool AttendInPlace(int64_t new_tokens) const;
-  // PagedAttention's arguments for `seq`'s first `n_keys` keys of `layer` (K and V rows of
-  // the whole slot; the caller sets the head offsets, the queries and the output).
-  cpu::PagedAttentionArgs PagedArgs(int layer, const SequenceInput& seq, int64_t n_keys) const;
-  // Runs the calls (independent heads or sequences) as tasks of the pool.
-  void RunPaged(const std::vector<cpu::PagedAttentionArgs>& calls);
-  std::vector<std::vector<float>> attn_scratch;  // PagedAttention's scores, per thread
-
-  // Softmax attention of `nq` query rows against `n_keys` cached rows: scores = Q K^T *
-  // scale over the keys [0, last[row]] (causal), further limited to mask[row][key] != 0 when
-  // `mask` is given (DSA), then out = P V. K is [n_keys][dk], V^T is [dv][n_keys], both
-  // contiguous float32. The products run on `threads` (null: the calling thread).
-  absl::Status AttendRows(const float* q, int64_t nq, int64_t dk, const float* k, const float* v_t,
-                          int64_t dv, int64_t n_keys, float scale, const std::vector<int64_t>& last,
-                          const std::vector<const char*>* mask, float* out, int64_t ld_out,
-                          cpu::ThreadPool* threads);
 };
 
 }  // namespace tessera::executor

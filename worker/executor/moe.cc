@@ -1,25 +1,26 @@
-// Mixture of experts (spec 5.6): routing per token, then experts evaluated grouped by expert
-// across the batch (one matmul per expert over all tokens routed to it), plus the shared
-// experts as one dense SwiGLU.
+// Mixture of experts on the CPU (CpuOps; spec 5.6): routing per token, then the experts'
+// products grouped by expert across the batch (one product per expert over all the
+// (token, choice) rows routed to it), and their weighted combination.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 
+#include "absl/strings/str_cat.h"
 #include "common/model/constants.h"
-#include "worker/executor/executor_impl.h"
+#include "worker/executor/cpu_ops.h"
 
 namespace tessera::executor {
 namespace {
 
-struct Route {
+struct RouteChoice {
   std::vector<int32_t> experts;
   std::vector<float> weights;
 };
 
 // Steps 2-8 of spec 5.6 for one token's router logits z.
-Route RouteToken(const float* z, const model::HyperParams& hp, const std::vector<float>& bias,
-                 bool always_norm) {
+RouteChoice RouteToken(const float* z, const model::HyperParams& hp, const std::vector<float>& bias,
+                       bool always_norm) {
   const int64_t E = hp.n_expert, k = hp.n_expert_used;
   std::vector<float> p(z, z + E), q(E);
   if (hp.gating == model::GatingFunc::kSigmoid) {
@@ -51,7 +52,7 @@ Route RouteToken(const float* z, const model::HyperParams& hp, const std::vector
   std::iota(order.begin(), order.end(), 0);
   std::partial_sort(order.begin(), order.begin() + k, order.end(),
                     [&](int32_t a, int32_t b) { return q[a] != q[b] ? q[a] > q[b] : a < b; });
-  Route r;
+  RouteChoice r;
   r.experts.assign(order.begin(), order.begin() + k);
   double sum = 0;
   for (int32_t e : r.experts) {
@@ -70,128 +71,124 @@ Route RouteToken(const float* z, const model::HyperParams& hp, const std::vector
 
 }  // namespace
 
-absl::Status Executor::Impl::MoeFfn(int layer, const Batch& b, const std::vector<float>& h,
-                                    std::vector<float>& out) {
-  const LayerWeights& L = layers[layer];
-  // F: this rank's slice of every expert's hidden dim (all of it at tp 1).
-  const int64_t T = b.size(), d = hp.n_embd, E = hp.n_expert, F = L.gate_exps.rows / E;
-  std::vector<float> z(T * E);
-  std::vector<Route> routes(T);
-  std::vector<std::vector<int64_t>> tokens_of(E);
-  {
-    PhaseTimer timer(profile["router"]);
-    if (auto s = MatMulPerVector(L.router, h.data(), T, z.data()); !s.ok()) return s;
-    for (int64_t t = 0; t < T; ++t) {
-      routes[t] = RouteToken(&z[t * E], hp, L.exp_probs_b, config.moe_always_norm);
-      for (int32_t e : routes[t].experts) tokens_of[e].push_back(t);
+absl::Status CpuOps::Route(int layer, Act logits, const Vec& bias) {
+  const int64_t T = logits.rows;
+  route_experts_.resize(T);
+  route_weights_.resize(T);
+  for (int64_t t = 0; t < T; ++t) {
+    RouteChoice r = RouteToken(Row(logits, t), impl_.hp, bias, impl_.config.moe_always_norm);
+    route_experts_[t] = std::move(r.experts);
+    route_weights_[t] = std::move(r.weights);
+  }
+  if (b_.trace != nullptr) {
+    b_.trace->experts[layer] = route_experts_;
+    b_.trace->expert_weights[layer] = route_weights_;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuOps::ExpertProducts(std::initializer_list<Expert> products, Act x,
+                                    bool per_choice) {
+  const int64_t T = static_cast<int64_t>(route_experts_.size());
+  const int64_t K = impl_.hp.n_expert_used, E = impl_.hp.n_expert;
+  TESSERA_RETURN_IF_ERROR(NeedContiguous(x, "ExpertProducts"));
+  if (x.rows != (per_choice ? T * K : T)) {
+    return absl::InternalError(absl::StrCat("cpu ops: ExpertProducts over ", x.rows,
+                                            " input rows for ", T, " tokens of ", K, " choices"));
+  }
+  // The (token, choice) rows of each expert, in token order.
+  std::vector<std::vector<int64_t>> rows_of(E);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t k = 0; k < K; ++k) rows_of[route_experts_[t][k]].push_back(t * K + k);
+  }
+  std::vector<int64_t> used;
+  for (int64_t e = 0; e < E; ++e) {
+    if (!rows_of[e].empty()) used.push_back(e);
+  }
+  const size_t U = used.size(), P = products.size();
+  // Per used expert: its input rows (gathered unless it has one) and one output per product.
+  std::vector<std::vector<float>> xs(U), ys(U * P);
+  std::vector<const float*> x_of(U);
+  for (size_t u = 0; u < U; ++u) {
+    const std::vector<int64_t>& rs = rows_of[used[u]];
+    const int64_t n = static_cast<int64_t>(rs.size());
+    auto x_row = [&](int64_t i) { return Row(x, per_choice ? rs[i] : rs[i] / K); };
+    x_of[u] = x_row(0);
+    if (n > 1) {
+      xs[u].resize(n * x.cols);
+      for (int64_t i = 0; i < n; ++i) std::copy_n(x_row(i), x.cols, &xs[u][i * x.cols]);
+      x_of[u] = xs[u].data();
     }
   }
-  PhaseTimer timer(profile["experts"]);
-  if (b.trace != nullptr) {
-    auto& ex = b.trace->experts[layer];
-    auto& wt = b.trace->expert_weights[layer];
-    ex.clear();
-    wt.clear();
-    for (const Route& r : routes) {
-      ex.push_back(r.experts);
-      wt.push_back(r.weights);
-    }
-  }
-  out.assign(T * d, 0.0f);
-  // Adds expert e's output rows (down, n x d) for its tokens, weighted by their routes.
-  auto combine = [&](int64_t e, const float* down) {
-    const std::vector<int64_t>& ts = tokens_of[e];
-    for (size_t i = 0; i < ts.size(); ++i) {
-      const Route& r = routes[ts[i]];
-      const float w =
-          r.weights[std::find(r.experts.begin(), r.experts.end(), e) - r.experts.begin()];
-      for (int64_t j = 0; j < d; ++j) out[ts[i] * d + j] += w * down[i * d + j];
-    }
-  };
+  std::vector<QuantMatrix> views(U * P);
   if (T < cpu::kPrefillBatch) {
-    // Decode-sized steps: every chosen expert's gate and up products in one hand-off to the
-    // threads, then every down product in another (per-vector kernels, as MatMulRows
-    // takes below the prefill batch), instead of three hand-offs per expert. A token's row
-    // of h is read in place, so its quantized form is shared by all its experts.
-    std::vector<QuantMatrix> views;
-    std::vector<int64_t> used;
-    for (int64_t e = 0; e < E; ++e) {
-      if (!tokens_of[e].empty()) used.push_back(e);
-    }
-    const size_t U = used.size();
-    std::vector<std::vector<float>> xs(U), gates(U), ups(U), downs(U);
-    views.reserve(3 * U);
-    std::vector<Product> products;
+    // Decode-sized steps: every chosen expert's products in one hand-off to the threads
+    // (per-vector kernels, as MatMulRows takes below the prefill batch), instead of one per
+    // expert and product. A one-row input is read in place, so its quantized form is shared
+    // by all its experts.
+    std::vector<MatMulProduct> many;
     for (size_t u = 0; u < U; ++u) {
-      const int64_t e = used[u];
-      const std::vector<int64_t>& ts = tokens_of[e];
-      const int64_t n = static_cast<int64_t>(ts.size());
-      const float* x = &h[ts[0] * d];
-      if (n > 1) {
-        xs[u].resize(n * d);
-        for (int64_t i = 0; i < n; ++i) std::copy_n(&h[ts[i] * d], d, &xs[u][i * d]);
-        x = xs[u].data();
+      const int64_t e = used[u], n = static_cast<int64_t>(rows_of[e].size());
+      size_t p = 0;
+      for (const Expert& ex : products) {
+        views[u * P + p] = RowsOf(*ex.stack, e * ex.rows, (e + 1) * ex.rows);
+        ys[u * P + p].resize(n * ex.rows);
+        many.push_back({&views[u * P + p], x_of[u], ys[u * P + p].data(), n});
+        ++p;
       }
-      gates[u].resize(n * F);
-      ups[u].resize(n * F);
-      downs[u].resize(n * d);
-      views.push_back(RowsOf(L.gate_exps, e * F, (e + 1) * F));
-      views.push_back(RowsOf(L.up_exps, e * F, (e + 1) * F));
-      views.push_back(RowsOf(L.down_exps, e * d, (e + 1) * d));
-      products.push_back({&views[3 * u], x, gates[u].data(), n});
-      products.push_back({&views[3 * u + 1], x, ups[u].data(), n});
     }
-    if (auto s = MatMulMany(products, T); !s.ok()) return s;
-    products.clear();
+    TESSERA_RETURN_IF_ERROR(MatMulMany(many, T));
+  } else {
     for (size_t u = 0; u < U; ++u) {
-      const int64_t n = static_cast<int64_t>(tokens_of[used[u]].size());
-      cpu::SiluMul(gates[u].data(), ups[u].data(), n * F, gates[u].data());
-      Round(gates[u].data(), n * F);
-      products.push_back({&views[3 * u + 2], gates[u].data(), downs[u].data(), n});
+      const int64_t e = used[u], n = static_cast<int64_t>(rows_of[e].size());
+      // Each row's sequence: a row's bits depend on its sequence's chunk, never on its
+      // neighbours' routing.
+      std::vector<int> row_seq(n);
+      for (int64_t i = 0; i < n; ++i) row_seq[i] = b_.seq_of[rows_of[e][i] / K];
+      size_t p = 0;
+      for (const Expert& ex : products) {
+        std::vector<float>& y = ys[u * P + p++];
+        y.resize(n * ex.rows);
+        // Expert e's rows of the stacked 3-D tensor (spec 1: matrix e starts at row e · rows).
+        TESSERA_RETURN_IF_ERROR(MatMulRows(*ex.stack, e * ex.rows, (e + 1) * ex.rows, x_of[u], n,
+                                           y.data(), ex.rows, &row_seq));
+      }
     }
-    if (auto s = MatMulMany(products, T); !s.ok()) return s;
-    for (size_t u = 0; u < U; ++u) combine(used[u], downs[u].data());
   }
-  std::vector<float> xe, gate, up, down;
-  for (int64_t e = 0; e < E && T >= cpu::kPrefillBatch; ++e) {
-    const std::vector<int64_t>& ts = tokens_of[e];
-    if (ts.empty()) continue;
-    const int64_t n = static_cast<int64_t>(ts.size());
-    xe.resize(n * d);
-    for (int64_t i = 0; i < n; ++i) std::copy_n(&h[ts[i] * d], d, &xe[i * d]);
-    gate.resize(n * F);
-    up.resize(n * F);
-    down.resize(n * d);
-    // Expert e's rows of the stacked 3-D tensors (spec 1: matrix e starts at row e * rows).
-    std::vector<int> row_seq(n);
-    for (int64_t i = 0; i < n; ++i) row_seq[i] = b.seq_of[ts[i]];
-    if (auto s =
-            MatMulRows(L.gate_exps, e * F, (e + 1) * F, xe.data(), n, gate.data(), F, &row_seq);
-        !s.ok())
-      return s;
-    if (auto s = MatMulRows(L.up_exps, e * F, (e + 1) * F, xe.data(), n, up.data(), F, &row_seq);
-        !s.ok())
-      return s;
-    cpu::SiluMul(gate.data(), up.data(), n * F, gate.data());
-    Round(gate.data(), n * F);
-    if (auto s =
-            MatMulRows(L.down_exps, e * d, (e + 1) * d, gate.data(), n, down.data(), d, &row_seq);
-        !s.ok()) {
-      return s;
+  // Each expert's output rows back to their (token, choice) rows.
+  size_t p = 0;
+  for (const Expert& ex : products) {
+    for (size_t u = 0; u < U; ++u) {
+      const std::vector<int64_t>& rs = rows_of[used[u]];
+      const std::vector<float>& y = ys[u * P + p];
+      for (size_t i = 0; i < rs.size(); ++i) {
+        std::copy_n(&y[i * ex.rows], ex.rows, Row(ex.y, rs[i]));
+      }
     }
-    combine(e, down.data());
+    Round(ex.y);
+    ++p;
   }
-  if (L.gate_sh.data != nullptr) {
-    const int64_t S = L.gate_sh.rows;
-    std::vector<float> g(T * S), u(T * S), y(T * d);
-    if (auto s = MatMul(L.gate_sh, h.data(), T, g.data()); !s.ok()) return s;
-    if (auto s = MatMul(L.up_sh, h.data(), T, u.data()); !s.ok()) return s;
-    cpu::SiluMul(g.data(), u.data(), T * S, g.data());
-    Round(g.data(), T * S);
-    if (auto s = MatMul(L.down_sh, g.data(), T, y.data()); !s.ok()) return s;
-    for (int64_t i = 0; i < T * d; ++i) out[i] += y[i];
+  return absl::OkStatus();
+}
+
+absl::Status CpuOps::Combine(Act down, Act y) {
+  const int64_t T = y.rows, d = y.cols, K = impl_.hp.n_expert_used;
+  std::vector<int64_t> order(K);
+  for (int64_t t = 0; t < T; ++t) {
+    float* out = Row(y, t);
+    std::fill(out, out + d, 0.0f);
+    // Summed in expert order, whatever the order of choice.
+    const std::vector<int32_t>& ex = route_experts_[t];
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ex[a] < ex[b]; });
+    for (int64_t k : order) {
+      const float w = route_weights_[t][k];
+      const float* in = Row(down, t * K + k);
+      for (int64_t j = 0; j < d; ++j) out[j] += w * in[j];
+    }
   }
-  return AllReduce(out);
+  Round(y);
+  return absl::OkStatus();
 }
 
 }  // namespace tessera::executor

@@ -1,0 +1,250 @@
+// The forward pass, written once for every device: the layer sequence, GQA / MLA / DSA
+// attention, MoE routing and combination, the head, the tensor-parallel collectives and
+// the rounding points of the compute dtype. A device supplies the operations (`Ops`,
+// described in ops.h): CpuOps (cpu_ops.h) over kernels/cpu, CudaOps (cuda_forward.cc) over
+// kernels/cuda. Read it top to bottom: RunForward is the step.
+//
+// Rounding: every activation is an `Act` of precision kF32 or kAct (the step's compute
+// dtype: float32, bfloat16 or float16). Each operation leaves its output in the output's
+// precision, so a kAct tensor is rounded after every operation that writes it and a kF32
+// tensor (the residual stream, router logits, the indexer, the head's logits) never is.
+// The GPU stores kAct tensors in 16 bits; the CPU stores floats and rounds them. The
+// rounding points are therefore the precisions chosen below, the same on both devices.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/model/hparams.h"
+#include "common/util/status_macros.h"
+#include "worker/executor/arch_config.h"
+#include "worker/executor/ops.h"
+
+namespace tessera::executor {
+
+template <typename Ops>
+class ForwardPass {
+ public:
+  using Layer = typename Ops::Layer;
+
+  explicit ForwardPass(Ops& ops) : ops_(ops), hp_(ops.hparams()), config_(ops.config()) {}
+
+  // The step: embedding, the blocks, the head's logits for the rows the step wants.
+  // `tokens` counts the step's token rows (with a device's padding).
+  absl::Status Run(int64_t tokens) {
+    const int64_t T = tokens, d = hp_.n_embd;
+    Act x = ops_.Tensor(Buf::kX, T, d, Prec::kF32);
+    {
+      auto phase = ops_.Phase("embed");
+      // Vocab-parallel embedding: each rank fills the rows of the tokens in its vocabulary
+      // range (the others are zero) and the sum over ranks completes them.
+      TESSERA_RETURN_IF_ERROR(ops_.Embed(x));
+      TESSERA_RETURN_IF_ERROR(ops_.AllReduce(x));
+    }
+    Act h = ops_.Tensor(Buf::kH, T, d, Prec::kAct);
+    for (int layer = 0; layer < static_cast<int>(hp_.n_layer); ++layer) {
+      const Layer& L = ops_.layer(layer);
+      Act y;
+      TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(x, L.attn_norm, hp_.rms_eps, h));
+      {
+        auto phase = ops_.Phase("attention");
+        TESSERA_RETURN_IF_ERROR(config_.mla ? Mla(layer, h, y) : Gqa(layer, h, y));
+      }
+      TESSERA_RETURN_IF_ERROR(ops_.Add(x, y));
+      TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(x, L.ffn_norm, hp_.rms_eps, h));
+      if (hp_.is_moe_block(layer)) {
+        TESSERA_RETURN_IF_ERROR(Moe(layer, h, y));
+      } else {
+        auto phase = ops_.Phase("dense_ffn");
+        TESSERA_RETURN_IF_ERROR(DenseFfn(layer, h, y));
+      }
+      TESSERA_RETURN_IF_ERROR(ops_.Add(x, y));
+    }
+    auto phase = ops_.Phase("head");
+    return Head(x);
+  }
+
+ private:
+  // GQA (llama, qwen*, glm4moe): this rank's query and KV heads, attention over the paged
+  // cache, the row-parallel output product; the result in `y`.
+  absl::Status Gqa(int layer, Act h, Act& y) {
+    const Layer& L = ops_.layer(layer);
+    const int64_t T = h.rows, dk = hp_.head_dim_k, dv = hp_.head_dim_v;
+    const int64_t H = Rows(L.wq) / dk, Hkv = Rows(L.wk) / dk;
+    Act q = ops_.Tensor(Buf::kQ, T, H * dk, Prec::kAct);
+    Act k = ops_.Tensor(Buf::kK, T, Hkv * dk, Prec::kAct);
+    Act v = ops_.Tensor(Buf::kV, T, Hkv * dv, Prec::kAct);
+    TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.wq, h, q}, {&L.wk, h, k}, {&L.wv, h, v}}));
+    TESSERA_RETURN_IF_ERROR(ops_.AddBias(q, L.q_bias));
+    TESSERA_RETURN_IF_ERROR(ops_.AddBias(k, L.k_bias));
+    TESSERA_RETURN_IF_ERROR(ops_.AddBias(v, L.v_bias));
+    if (Present(L.q_norm)) {
+      TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(q.Reshape(T * H, dk), L.q_norm, hp_.rms_eps, q.Reshape(T * H, dk)));
+    }
+    if (Present(L.k_norm)) {
+      TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(k.Reshape(T * Hkv, dk), L.k_norm, hp_.rms_eps, k.Reshape(T * Hkv, dk)));
+    }
+    TESSERA_RETURN_IF_ERROR(ops_.Rope(q, H, dk));
+    TESSERA_RETURN_IF_ERROR(ops_.Rope(k, Hkv, dk));
+    const AttentionShape shape{.heads = H, .kv_heads = Hkv, .d_k = dk, .d_v = dv};
+    TESSERA_RETURN_IF_ERROR(ops_.WriteKv(layer, shape, k, v));
+    Act attn = ops_.Tensor(Buf::kAttn, T, H * dv, Prec::kAct);
+    TESSERA_RETURN_IF_ERROR(ops_.Attend(layer, shape, q, attn));
+    y = ops_.Tensor(Buf::kY, T, hp_.n_embd, Prec::kAct);
+    TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.wo, attn, y}}));
+    // The output bias once, before the sum over ranks.
+    if (ops_.tp_rank() == 0) TESSERA_RETURN_IF_ERROR(ops_.AddBias(y, L.o_bias));
+    return ops_.AllReduce(y);
+  }
+
+  // MLA in the absorbed form (deepseek2, glm-dsa; spec 10.3), with the DSA indexer's key
+  // selection where the architecture has one (spec 12.4); the result in `y`.
+  absl::Status Mla(int layer, Act h, Act& y) {
+    const Layer& L = ops_.layer(layer);
+    const int64_t T = h.rows, c = hp_.kv_lora_rank, r = hp_.n_rot, dq = hp_.key_length_mla;
+    const int64_t n = dq - r, vv = hp_.value_length_mla, ql = hp_.q_lora_rank;
+    const int64_t H = (ql > 0 ? Rows(L.wq_b) : Rows(L.wq)) / dq;
+    const float eps = hp_.rms_eps;
+    // 1. Query: q = W_UQ RMSNorm(W_DQ x) (or W_Q x); per head [nope n | rope r].
+    Act q = ops_.Tensor(Buf::kQ, T, H * dq, Prec::kAct);
+    Act cq;
+    if (ql > 0) {
+      cq = ops_.Tensor(Buf::kCq, T, ql, Prec::kAct);
+      TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.wq_a, h, cq}}));
+      TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(cq, L.q_a_norm, eps, cq));
+      TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.wq_b, cq, q}}));
+    } else {
+      TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.wq, h, q}}));
+    }
+    // 2-4. The latent and the shared rope key, normed and roped, cached as [c_KV | k_rope].
+    Act kv = ops_.Tensor(Buf::kK, T, c + r, Prec::kAct);
+    TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.wkv_a, h, kv}}));
+    TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(kv.Cols(0, c), L.kv_a_norm, eps, kv.Cols(0, c)));
+    TESSERA_RETURN_IF_ERROR(ops_.Rope(kv.Cols(c, r), 1, r));
+    TESSERA_RETURN_IF_ERROR(ops_.Rope(q.Cols(n, H * dq - n), H, dq));
+    const AttentionShape shape{.heads = H, .kv_heads = 1, .d_k = c + r, .d_v = c, .latent = true};
+    TESSERA_RETURN_IF_ERROR(ops_.WriteKv(layer, shape, kv, Act()));
+    // 5-6. W_UK absorbed into the query: Q_h = [K_b[h] q_h^nope (c) | q_h^rope (r)].
+    Act qa = ops_.Tensor(Buf::kQa, T * H, c + r, Prec::kAct);
+    Act heads = q.Reshape(T * H, dq);
+    TESSERA_RETURN_IF_ERROR(ops_.HeadProducts(L.wk_b, H, heads.Cols(0, n), qa.Cols(0, c)));
+    TESSERA_RETURN_IF_ERROR(ops_.Copy(heads.Cols(n, r), qa.Cols(c, r)));
+    // DSA: the keys each query may attend to; full indexer layers choose them, the others
+    // reuse the last choice (spec 12.4).
+    const bool dsa = config_.dsa;
+    if (dsa && layer < static_cast<int>(hp_.indexer_full.size()) && hp_.indexer_full[layer]) {
+      auto phase = ops_.Phase("indexer");
+      TESSERA_RETURN_IF_ERROR(Indexer(layer, h, cq));
+    }
+    if (dsa) TESSERA_RETURN_IF_ERROR(ops_.TraceSelection(layer));
+    // 7. Every head against the single latent K = [c_KV | k_rope], V = c_KV.
+    Act a = ops_.Tensor(Buf::kAttn, T, H * c, Prec::kAct);
+    TESSERA_RETURN_IF_ERROR(ops_.Attend(layer, shape, qa.Reshape(T, H * (c + r)), a));
+    // 8. Decompressed per head with W_UV, 9. the output projection.
+    Act o = ops_.Tensor(Buf::kO, T, H * vv, Prec::kAct);
+    TESSERA_RETURN_IF_ERROR(
+        ops_.HeadProducts(L.wv_b, H, a.Reshape(T * H, c), o.Reshape(T * H, vv)));
+    y = ops_.Tensor(Buf::kY, T, hp_.n_embd, Prec::kAct);
+    TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.wo, o, y}}));
+    return ops_.AllReduce(y);
+  }
+
+  // The DSA lightning indexer of a full layer (spec 12.4), in float32 throughout: index
+  // queries from the query latent, one index key per token, per-head weights; the device
+  // keeps each query's top-k keys for Attend.
+  absl::Status Indexer(int layer, Act h, Act cq) {
+    const Layer& L = ops_.layer(layer);
+    const int64_t T = h.rows, HI = hp_.indexer_heads, DI = hp_.indexer_head_dim;
+    Act cq32 = ops_.AsF32(cq, Buf::kCq32);
+    Act h32 = ops_.AsF32(h, Buf::kH32);
+    Act qi = ops_.Tensor(Buf::kQi, T, HI * DI, Prec::kF32);
+    Act ki = ops_.Tensor(Buf::kKi, T, DI, Prec::kF32);
+    Act wi = ops_.Tensor(Buf::kWi, T, HI, Prec::kF32);
+    TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.idx_q_b, cq32, qi}, {&L.idx_k, h32, ki}}));
+    // The weights decide which keys are kept: per-vector products, whatever the batch.
+    TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.idx_proj, h32, wi, nullptr, true}}));
+    // LayerNorm eps 1e-6 (spec 12.4 / 17.2); RoPE on the first n_rot dims.
+    TESSERA_RETURN_IF_ERROR(ops_.LayerNorm(ki, L.idx_k_norm_w, L.idx_k_norm_b, 1e-6f));
+    TESSERA_RETURN_IF_ERROR(ops_.Rope(ki, 1, DI));
+    TESSERA_RETURN_IF_ERROR(ops_.Rope(qi, HI, DI));
+    TESSERA_RETURN_IF_ERROR(ops_.Scale(wi, 1.0f / std::sqrt(static_cast<float>(DI * HI))));
+    TESSERA_RETURN_IF_ERROR(ops_.WriteIndexKeys(layer, ki));
+    return ops_.SelectKeys(layer, qi, wi);
+  }
+
+  // SwiGLU of a dense block; the result in `y`.
+  absl::Status DenseFfn(int layer, Act h, Act& y) {
+    const Layer& L = ops_.layer(layer);
+    const int64_t T = h.rows, ff = Rows(L.w_gate);
+    Act gate = ops_.Tensor(Buf::kGate, T, ff, Prec::kAct);
+    Act up = ops_.Tensor(Buf::kUp, T, ff, Prec::kAct);
+    TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.w_gate, h, gate}, {&L.w_up, h, up}}));
+    TESSERA_RETURN_IF_ERROR(ops_.SiluMul(gate, up));
+    y = ops_.Tensor(Buf::kY, T, hp_.n_embd, Prec::kAct);
+    TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.w_down, gate, y}}));
+    return ops_.AllReduce(y);
+  }
+
+  // Mixture of experts (spec 5.6): the router in float32, the k chosen experts' SwiGLU per
+  // (token, choice) weighted into one row per token, plus the shared experts; the result
+  // in `y`.
+  absl::Status Moe(int layer, Act h, Act& y) {
+    const Layer& L = ops_.layer(layer);
+    const int64_t T = h.rows, d = hp_.n_embd, E = hp_.n_expert, K = hp_.n_expert_used;
+    // F: this rank's slice of every expert's hidden dim (all of it at tp 1).
+    const int64_t F = Rows(L.gate_exps) / E;
+    {
+      auto phase = ops_.Phase("router");
+      // The router's weights were dequantized at load (spec 13.2); per-vector products, so
+      // that a token's choice never depends on what shares its step.
+      Act logits = ops_.Tensor(Buf::kRouterLogits, T, E, Prec::kF32);
+      TESSERA_RETURN_IF_ERROR(
+          ops_.Products({{&L.router, ops_.AsF32(h, Buf::kH32), logits, nullptr, true}}));
+      TESSERA_RETURN_IF_ERROR(ops_.Route(layer, logits, L.exp_probs_b));
+    }
+    auto phase = ops_.Phase("experts");
+    Act gate = ops_.Tensor(Buf::kGate, T * K, F, Prec::kAct);
+    Act up = ops_.Tensor(Buf::kUp, T * K, F, Prec::kAct);
+    Act down = ops_.Tensor(Buf::kDown, T * K, d, Prec::kAct);
+    TESSERA_RETURN_IF_ERROR(ops_.ExpertProducts({{&L.gate_exps, F, gate}, {&L.up_exps, F, up}}, h, false));
+    TESSERA_RETURN_IF_ERROR(ops_.SiluMul(gate, up));
+    TESSERA_RETURN_IF_ERROR(ops_.ExpertProducts({{&L.down_exps, d, down}}, gate, true));
+    y = ops_.Tensor(Buf::kY, T, d, Prec::kAct);
+    TESSERA_RETURN_IF_ERROR(ops_.Combine(down, y));
+    if (Present(L.gate_sh)) {
+      const int64_t S = Rows(L.gate_sh);
+      Act g = ops_.Tensor(Buf::kGate, T, S, Prec::kAct);
+      Act u = ops_.Tensor(Buf::kUp, T, S, Prec::kAct);
+      TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.gate_sh, h, g}, {&L.up_sh, h, u}}));
+      TESSERA_RETURN_IF_ERROR(ops_.SiluMul(g, u));
+      Act sh = ops_.Tensor(Buf::kDown, T, d, Prec::kAct);
+      TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.down_sh, g, sh}}));
+      TESSERA_RETURN_IF_ERROR(ops_.Add(y, sh));
+    }
+    return ops_.AllReduce(y);
+  }
+
+  // The final norm (rounded to the compute dtype, as every sublayer's input) and the
+  // vocab-parallel head in float32, for the rows whose logits the step wants; then every
+  // rank's vocabulary columns gathered.
+  absl::Status Head(Act x) {
+    const HeadRows& rows = ops_.head_rows();
+    const int64_t R = static_cast<int64_t>(rows.count);
+    Act hr = ops_.Tensor(Buf::kHeadIn, R, hp_.n_embd, Prec::kF32);
+    TESSERA_RETURN_IF_ERROR(ops_.GatherHeadRows(x, hr));
+    TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(hr, ops_.output_norm(), hp_.rms_eps, hr));
+    TESSERA_RETURN_IF_ERROR(ops_.RoundToAct(hr));
+    Act logits = ops_.Tensor(Buf::kLogits, R, Rows(ops_.output()), Prec::kF32);
+    TESSERA_RETURN_IF_ERROR(ops_.Products({{&ops_.output(), hr, logits, rows.seq}}));
+    TESSERA_RETURN_IF_ERROR(ops_.AddBias(logits, ops_.output_bias()));
+    return ops_.GatherVocab(logits);
+  }
+
+  Ops& ops_;
+  const model::HyperParams& hp_;
+  const ArchConfig& config_;
+};
+
+}  // namespace tessera::executor
