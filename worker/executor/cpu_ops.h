@@ -63,29 +63,7 @@ class CpuOps {
   };
   PhaseScope Phase(const char* name) { return PhaseScope(*this, name); }
 
-  absl::Status Embed(Act x);
-  absl::Status Products(std::initializer_list<Product> products);
-  absl::Status HeadProducts(const Mat& stack, int64_t heads, Act x, Act y);
-  absl::Status ExpertProducts(std::initializer_list<Expert> products, Act x, bool per_choice);
-  absl::Status Route(int layer, Act logits, const Vec& bias);
-  absl::Status Combine(Act down, Act y);
-  absl::Status RmsNorm(Act in, const Vec& w, float eps, Act out);
-  absl::Status LayerNorm(Act x, const Vec& w, const Vec& b, float eps);
-  absl::Status Rope(Act v, int64_t heads, int64_t head_stride);
-  absl::Status AddBias(Act y, const Vec& bias);
-  absl::Status Add(Act x, Act y);
-  absl::Status SiluMul(Act gate, Act up);
-  absl::Status Scale(Act x, float s);
-  absl::Status Copy(Act src, Act dst);
-  absl::Status RoundToAct(Act x);
-  absl::Status WriteKv(int layer, const AttentionShape& shape, Act k, Act v);
-  absl::Status Attend(int layer, const AttentionShape& shape, Act q, Act out);
-  absl::Status WriteIndexKeys(int layer, Act k);
-  absl::Status SelectKeys(int layer, Act q, Act w);
-  absl::Status TraceSelection(int layer);
-  absl::Status GatherHeadRows(Act x, Act hr);
-  absl::Status GatherVocab(Act logits);
-  absl::Status AllReduce(Act x);
+  TESSERA_DEVICE_OPS
 
   // After the pass: each sequence's logits, as Executor::Step returns them.
   std::vector<std::vector<float>> TakeLogits();
@@ -144,9 +122,7 @@ class CpuOps {
                           const std::vector<const char*>* mask, float* out, int64_t ld_out,
                           cpu::ThreadPool* threads);
   static absl::Status NeedContiguous(const Act& a, const char* what);
-  static float* Row(const Act& a, int64_t i) {
-    return static_cast<float*>(a.data) + i * a.ld;
-  }
+  static float* Row(const Act& a, int64_t i) { return static_cast<float*>(a.data) + i * a.ld; }
   absl::Status AttendGqa(int layer, const AttentionShape& shape, Act q, Act out);
   absl::Status AttendLatent(int layer, const AttentionShape& shape, Act q, Act out);
 

@@ -677,29 +677,7 @@ class CudaOps {
   };
   NoPhase Phase(const char*) { return NoPhase(); }
 
-  absl::Status Embed(Act x);
-  absl::Status Products(std::initializer_list<Product> products);
-  absl::Status HeadProducts(const Mat& stack, int64_t heads, Act x, Act y);
-  absl::Status ExpertProducts(std::initializer_list<Expert> products, Act x, bool per_choice);
-  absl::Status Route(int layer, Act logits, Vec bias);
-  absl::Status Combine(Act down, Act y);
-  absl::Status RmsNorm(Act in, Vec w, float eps, Act out);
-  absl::Status LayerNorm(Act x, Vec w, Vec b, float eps);
-  absl::Status Rope(Act v, int64_t heads, int64_t head_stride);
-  absl::Status AddBias(Act y, Vec bias);
-  absl::Status Add(Act x, Act y);
-  absl::Status SiluMul(Act gate, Act up);
-  absl::Status Scale(Act x, float s);
-  absl::Status Copy(Act src, Act dst);
-  absl::Status RoundToAct(Act x);
-  absl::Status WriteKv(int layer, const AttentionShape& shape, Act k, Act v);
-  absl::Status Attend(int layer, const AttentionShape& shape, Act q, Act out);
-  absl::Status WriteIndexKeys(int layer, Act k);
-  absl::Status SelectKeys(int layer, Act q, Act w);
-  absl::Status TraceSelection(int layer);
-  absl::Status GatherHeadRows(Act x, Act hr);
-  absl::Status GatherVocab(Act logits);
-  absl::Status AllReduce(Act x);
+  TESSERA_DEVICE_OPS
 
  private:
   // The dtype an Act is stored in.
@@ -719,6 +697,14 @@ class CudaOps {
     return At(s_.index_keys.ptr, layer * s_.n_blocks * s_.block_size * s_.index_dim, 4);
   }
   absl::Status TraceRouting(int layer, int64_t tokens);
+  // `bytes` of device memory at `src` copied to `dst` on the host, waiting for the stream
+  // (the step traces only: traced steps run eagerly, never in graphs).
+  absl::Status ReadBack(const void* src, size_t bytes, void* dst) {
+    TESSERA_RETURN_IF_ERROR(
+        cuda::CudaStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s_.stream),
+                         "cudaMemcpyAsync (trace)"));
+    return cuda::CudaStatus(cudaStreamSynchronize(s_.stream), "trace sync");
+  }
 
   CudaForward::State& s_;
   const StepLayout& lay_;
@@ -835,7 +821,7 @@ absl::Status CudaOps::ExpertProducts(std::initializer_list<Expert> products, Act
 
 // Spec 5.6 on the device; the choice stays in route_ids / route_weights for ExpertProducts
 // and Combine.
-absl::Status CudaOps::Route(int layer, Act logits, Vec bias) {
+absl::Status CudaOps::Route(int layer, Act logits, const Vec& bias) {
   TESSERA_RETURN_IF_ERROR(error_);
   if (Dt(logits) != DType::kF32) return Unsupported("Route", "router logits must be float32");
   const model::HyperParams& hp = s_.hp;
@@ -863,15 +849,8 @@ absl::Status CudaOps::TraceRouting(int layer, int64_t tokens) {
   const int K = static_cast<int>(s_.hp.n_expert_used);
   std::vector<int32_t> ids(static_cast<size_t>(tokens) * K);
   std::vector<float> wts(ids.size());
-  TESSERA_RETURN_IF_ERROR(
-      cuda::CudaStatus(cudaMemcpyAsync(ids.data(), s_.route_ids.ptr, ids.size() * 4,
-                                       cudaMemcpyDeviceToHost, s_.stream),
-                       "cudaMemcpyAsync (trace)"));
-  TESSERA_RETURN_IF_ERROR(
-      cuda::CudaStatus(cudaMemcpyAsync(wts.data(), s_.route_weights.ptr, wts.size() * 4,
-                                       cudaMemcpyDeviceToHost, s_.stream),
-                       "cudaMemcpyAsync (trace)"));
-  TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(s_.stream), "trace sync"));
+  TESSERA_RETURN_IF_ERROR(ReadBack(s_.route_ids.ptr, ids.size() * 4, ids.data()));
+  TESSERA_RETURN_IF_ERROR(ReadBack(s_.route_weights.ptr, wts.size() * 4, wts.data()));
   auto& ex = s_.trace->experts[layer];
   auto& wt = s_.trace->expert_weights[layer];
   ex.assign(s_.trace_tokens, {});
@@ -899,7 +878,7 @@ absl::Status CudaOps::Combine(Act down, Act y) {
 // A float32 input into a 16-bit output (the residual stream into a sublayer's input) is
 // normalized in float32 through h32 and rounded once; otherwise in place or row to row in
 // the tensors' dtype, strided where the rows are column ranges (MLA's latent).
-absl::Status CudaOps::RmsNorm(Act in, Vec w, float eps, Act out) {
+absl::Status CudaOps::RmsNorm(Act in, const Vec& w, float eps, Act out) {
   TESSERA_RETURN_IF_ERROR(error_);
   if (in.rows != out.rows || in.cols != out.cols) {
     return Unsupported("RmsNorm",
@@ -924,7 +903,7 @@ absl::Status CudaOps::RmsNorm(Act in, Vec w, float eps, Act out) {
   return cuda::RmsNormStrided(in.data, in.ld, w, rows, n, eps, Dt(in), out.data, out.ld, s_.stream);
 }
 
-absl::Status CudaOps::LayerNorm(Act x, Vec w, Vec b, float eps) {
+absl::Status CudaOps::LayerNorm(Act x, const Vec& w, const Vec& b, float eps) {
   TESSERA_RETURN_IF_ERROR(error_);
   TESSERA_RETURN_IF_ERROR(Flat("LayerNorm", x));
   if (Dt(x) != DType::kF32) return Unsupported("LayerNorm", "the kernel is float32 only");
@@ -947,7 +926,7 @@ absl::Status CudaOps::Rope(Act v, int64_t heads, int64_t head_stride) {
   return cuda::Rope(rope, Dt(v), v.data, s_.stream);
 }
 
-absl::Status CudaOps::AddBias(Act y, Vec bias) {
+absl::Status CudaOps::AddBias(Act y, const Vec& bias) {
   TESSERA_RETURN_IF_ERROR(error_);
   if (bias == nullptr) return absl::OkStatus();
   TESSERA_RETURN_IF_ERROR(Flat("AddBias", y));
@@ -1133,11 +1112,7 @@ absl::Status CudaOps::TraceSelection(int layer) {
   if (s_.trace == nullptr) return absl::OkStatus();
   const int k = s_.selected_k;
   std::vector<int32_t> host(static_cast<size_t>(lay_.tokens) * k);
-  TESSERA_RETURN_IF_ERROR(
-      cuda::CudaStatus(cudaMemcpyAsync(host.data(), s_.selected.ptr, host.size() * 4,
-                                       cudaMemcpyDeviceToHost, s_.stream),
-                       "cudaMemcpyAsync (trace)"));
-  TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(s_.stream), "trace sync"));
+  TESSERA_RETURN_IF_ERROR(ReadBack(s_.selected.ptr, host.size() * 4, host.data()));
   auto& keys = s_.trace->dsa_keys[layer];
   keys.assign(s_.trace_tokens, {});
   for (int64_t t = 0; t < s_.trace_tokens; ++t) {

@@ -64,7 +64,10 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
+
+#include "absl/status/status.h"
 
 #include "worker/executor/block_weights.h"
 
@@ -170,3 +173,30 @@ int64_t Rows(const Mat& m) {
 }
 
 }  // namespace tessera::executor
+
+// The operations' declarations, once for every device: expanded inside a device's class,
+// after its Vec, Mat, Product and Expert aliases (see the contract above).
+#define TESSERA_DEVICE_OPS                                                                     \
+  absl::Status Embed(Act x);                                                                   \
+  absl::Status Products(std::initializer_list<Product> products);                              \
+  absl::Status HeadProducts(const Mat& stack, int64_t heads, Act x, Act y);                    \
+  absl::Status ExpertProducts(std::initializer_list<Expert> products, Act x, bool per_choice); \
+  absl::Status Route(int layer, Act logits, const Vec& bias);                                  \
+  absl::Status Combine(Act down, Act y);                                                       \
+  absl::Status RmsNorm(Act in, const Vec& w, float eps, Act out);                              \
+  absl::Status LayerNorm(Act x, const Vec& w, const Vec& b, float eps);                        \
+  absl::Status Rope(Act v, int64_t heads, int64_t head_stride);                                \
+  absl::Status AddBias(Act y, const Vec& bias);                                                \
+  absl::Status Add(Act x, Act y);                                                              \
+  absl::Status SiluMul(Act gate, Act up);                                                      \
+  absl::Status Scale(Act x, float s);                                                          \
+  absl::Status Copy(Act src, Act dst);                                                         \
+  absl::Status RoundToAct(Act x);                                                              \
+  absl::Status WriteKv(int layer, const AttentionShape& shape, Act k, Act v);                  \
+  absl::Status Attend(int layer, const AttentionShape& shape, Act q, Act out);                 \
+  absl::Status WriteIndexKeys(int layer, Act k);                                               \
+  absl::Status SelectKeys(int layer, Act q, Act w);                                            \
+  absl::Status TraceSelection(int layer);                                                      \
+  absl::Status GatherHeadRows(Act x, Act hr);                                                  \
+  absl::Status GatherVocab(Act logits);                                                        \
+  absl::Status AllReduce(Act x);
