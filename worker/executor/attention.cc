@@ -34,11 +34,11 @@ cpu::PagedAttentionArgs CpuOps::PagedArgs(int layer, const SequenceInput& seq,
 
 void CpuOps::RunPaged(const std::vector<cpu::PagedAttentionArgs>& calls) {
   if (calls.empty()) return;
-  impl_.attn_scratch.resize(impl_.pool->size());
+  impl_.buffers.attn_scratch.resize(impl_.pool->size());
   int64_t work = 0;
   for (const cpu::PagedAttentionArgs& a : calls) work += a.n_keys * a.nq * (a.dk + a.dv);
   auto run = [&](int64_t t, int thread) {
-    cpu::PagedAttention(calls[t], &impl_.attn_scratch[thread]);
+    cpu::PagedAttention(calls[t], &impl_.buffers.attn_scratch[thread]);
   };
   // Short contexts are cheaper than a hand-off to the threads.
   if (calls.size() == 1 || work < impl_.matmul.min_parallel_macs / 4) {

@@ -60,7 +60,7 @@ CpuOps::PhaseScope::~PhaseScope() {
 }
 
 Act CpuOps::Tensor(Buf role, int64_t rows, int64_t cols, Prec prec) {
-  std::vector<float>& buf = impl_.step_buffers[static_cast<size_t>(role)];
+  std::vector<float>& buf = impl_.buffers.by_role[static_cast<size_t>(role)];
   const size_t n = static_cast<size_t>(rows * cols);
   if (buf.size() < n) buf.resize(n);
   Act a;
@@ -86,19 +86,20 @@ void CpuOps::Round(const Act& a) const {
 
 absl::Status CpuOps::Embed(Act x) {
   const int64_t d = x.cols;
-  const gguf::GgmlTypeInfo* et = gguf::LookupGgmlType(impl_.embd_type);
+  const gguf::GgmlTypeInfo* et = gguf::LookupGgmlType(impl_.weights.embd_type);
   if (et == nullptr) return absl::InvalidArgumentError("token_embd.weight: unknown type");
   const uint64_t embd_row = static_cast<uint64_t>(d) / et->block_elems * et->block_bytes;
   for (int64_t t = 0; t < x.rows; ++t) {
     float* row = Row(x, t);
     const int64_t id = b_.tok[t];
-    if (id < impl_.vocab_begin || id >= impl_.vocab_end) {
+    if (id < impl_.weights.vocab_begin || id >= impl_.weights.vocab_end) {
       std::fill(row, row + d, 0.0f);
       continue;
     }
     TESSERA_RETURN_IF_ERROR(quant::DequantizeToFloat(
-        impl_.embd_type, impl_.embd_data.subspan((id - impl_.vocab_begin) * embd_row, embd_row),
-        d, row));
+        impl_.weights.embd_type,
+        impl_.weights.embd_data.subspan((id - impl_.weights.vocab_begin) * embd_row, embd_row), d,
+        row));
   }
   Round(x);
   return absl::OkStatus();
@@ -134,8 +135,8 @@ absl::Status CpuOps::HeadProducts(const Mat& stack, int64_t heads, Act x, Act y)
   for (int64_t hh = 0; hh < heads; ++hh) {
     for (int64_t t = 0; t < T; ++t) std::copy_n(Row(x, t * heads + hh), x.cols, &xg[t * x.cols]);
     // Head hh's rows of y: row t · heads + hh.
-    TESSERA_RETURN_IF_ERROR(MatMulRows(stack, hh * m, (hh + 1) * m, xg.data(), T,
-                                             Row(y, hh), heads * y.ld));
+    TESSERA_RETURN_IF_ERROR(
+        MatMulRows(stack, hh * m, (hh + 1) * m, xg.data(), T, Row(y, hh), heads * y.ld));
   }
   Round(y);
   return absl::OkStatus();
@@ -262,10 +263,9 @@ absl::Status CpuOps::GatherVocab(Act logits) {
 }
 
 absl::Status CpuOps::MatMulRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
-                                        const float* x, int64_t batch, float* y, int64_t ldy,
-                                        const std::vector<int>* row_seq) {
-  if (row_seq == nullptr && seq_of_ != nullptr &&
-      static_cast<int64_t>(seq_of_->size()) == batch) {
+                                const float* x, int64_t batch, float* y, int64_t ldy,
+                                const std::vector<int>* row_seq) {
+  if (row_seq == nullptr && seq_of_ != nullptr && static_cast<int64_t>(seq_of_->size()) == batch) {
     row_seq = seq_of_;
   }
   if (impl_.options.exact || !impl_.options.batch_invariant || row_seq == nullptr) {
@@ -307,7 +307,7 @@ absl::Status CpuOps::MatMulRows(const QuantMatrix& w, int64_t row_begin, int64_t
 }
 
 absl::Status CpuOps::MatMulPerVector(const QuantMatrix& w, const float* x, int64_t batch,
-                                             float* y) {
+                                     float* y) {
   cpu::MatmulOptions o = impl_.matmul;
   // kDots: float32 weights take the per-vector float kernel (never the panel GEMM); quantized
   // ones the integer dots, except on the exact path, whose float kernel is per-vector anyway.
@@ -340,7 +340,8 @@ absl::Status CpuOps::MatMulMany(absl::Span<const MatMulProduct> products, int64_
     gguf::GgmlType format;
   };
   std::vector<Quantized> quantized;
-  std::vector<int> xq_of;  // index into impl_.act_scratch, -1: Matmul quantizes (or not) itself
+  std::vector<int>
+      xq_of;  // index into impl_.buffers.act_scratch, -1: Matmul quantizes (or not) itself
   for (const MatMulProduct& p : products) {
     const int64_t n = batch_of(p);
     int xq = -1;
@@ -352,8 +353,8 @@ absl::Status CpuOps::MatMulMany(absl::Span<const MatMulProduct> products, int64_
         ++i;
       }
       if (i == quantized.size()) {
-        if (impl_.act_scratch.size() <= i) impl_.act_scratch.resize(i + 1);
-        cpu::QuantizeActivations(format, p.x, n, p.w->cols, &impl_.act_scratch[i]);
+        if (impl_.buffers.act_scratch.size() <= i) impl_.buffers.act_scratch.resize(i + 1);
+        cpu::QuantizeActivations(format, p.x, n, p.w->cols, &impl_.buffers.act_scratch[i]);
         quantized.push_back({p.x, n, format});
       }
       xq = static_cast<int>(i);
@@ -365,7 +366,7 @@ absl::Status CpuOps::MatMulMany(absl::Span<const MatMulProduct> products, int64_
   for (const MatMulProduct& p : products) {
     const int i = xq_of[product_index++];
     if (batch_of(p) == 0) continue;
-    const cpu::QuantizedActivations* xq = i < 0 ? nullptr : &impl_.act_scratch[i];
+    const cpu::QuantizedActivations* xq = i < 0 ? nullptr : &impl_.buffers.act_scratch[i];
     // About four chunks per thread per product keeps the threads busy to the end; chunks
     // start on panel boundaries (16 rows), where the int8 GEMM can read packed panels (a
     // packed product of a few vectors takes it, quantizing its few rows per chunk: cheaper

@@ -38,10 +38,10 @@ class CpuOps {
   // The model.
   const model::HyperParams& hparams() const { return impl_.hp; }
   const ArchConfig& config() const { return impl_.config; }
-  const Layer& layer(int l) const { return impl_.layers[l]; }
-  const Mat& output() const { return impl_.output; }
-  const Vec& output_norm() const { return impl_.output_norm; }
-  const Vec& output_bias() const { return impl_.output_bias; }
+  const Layer& layer(int l) const { return impl_.weights.layers[l]; }
+  const Mat& output() const { return impl_.weights.output; }
+  const Vec& output_norm() const { return impl_.weights.output_norm; }
+  const Vec& output_bias() const { return impl_.weights.output_bias; }
   int tp_rank() const { return impl_.options.tp_rank; }
   const HeadRows& head_rows() const { return head_rows_; }
 

@@ -310,9 +310,9 @@ absl::Status CudaForward::State::Upload() {
     add(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float)),
         [&d](const uint8_t* p) { d = reinterpret_cast<const float*>(p); });
   };
-  layers.resize(impl.layers.size());
+  layers.resize(impl.weights.layers.size());
   for (size_t l = 0; l < layers.size(); ++l) {
-    const LayerWeights& L = impl.layers[l];
+    const LayerWeights& L = impl.weights.layers[l];
     DeviceLayer& D = layers[l];
     ForEachBlockWeight(
         [&](const char*, const std::vector<float>& host, const float*& dev) { vec(host, dev); },
@@ -321,22 +321,22 @@ absl::Status CudaForward::State::Upload() {
         },
         L, D);
   }
-  const gguf::GgmlTypeInfo* et = gguf::LookupGgmlType(impl.embd_type);
+  const gguf::GgmlTypeInfo* et = gguf::LookupGgmlType(impl.weights.embd_type);
   if (et == nullptr) return absl::InvalidArgumentError("token_embd.weight: unknown type");
-  embd.type = impl.embd_type;
-  embd.rows = impl.vocab_end - impl.vocab_begin;
+  embd.type = impl.weights.embd_type;
+  embd.rows = impl.weights.vocab_end - impl.weights.vocab_begin;
   embd.cols = hp.n_embd;
   embd.row_bytes = static_cast<size_t>(hp.n_embd) / et->block_elems * et->block_bytes;
-  add(impl.embd_data, [this](const uint8_t* p) { embd.data = p; });
-  matrix(impl.output, output, "output");
+  add(impl.weights.embd_data, [this](const uint8_t* p) { embd.data = p; });
+  matrix(impl.weights.output, output, "output");
   if (absl::Status st = cuda::CheckRowBytes(embd.type, embd.cols, embd.row_bytes, "token_embd");
       !st.ok() && unsupported.ok()) {
     unsupported = st;
   }
   if (!unsupported.ok()) return unsupported;
-  vec(impl.output_norm, output_norm);
-  vec(impl.output_bias, output_bias);
-  vocab_local = impl.output.rows;
+  vec(impl.weights.output_norm, output_norm);
+  vec(impl.weights.output_bias, output_bias);
+  vocab_local = impl.weights.output.rows;
 
   // One synthetic "file part" per span: the staging planner packs them, the reader copies
   // from the host views (page cache for in-place tensors).
@@ -1296,7 +1296,7 @@ absl::StatusOr<std::vector<std::vector<float>>> CudaForward::Step(const Batch& b
   auto* kvlen = reinterpret_cast<int32_t*>(hin + lay.kv_len);
   auto* rix = reinterpret_cast<int32_t*>(hin + lay.row_index);
   auto* table = reinterpret_cast<int32_t*>(hin + lay.table);
-  const int64_t vb = s.impl.vocab_begin, ve = s.impl.vocab_end;
+  const int64_t vb = s.impl.weights.vocab_begin, ve = s.impl.weights.vocab_end;
   for (int64_t t = 0; t < lay.tokens; ++t) {
     const bool real = t < T;
     slots[t] = real ? b.slot[t] : -1;

@@ -135,7 +135,7 @@ void KeepStepBuffersInTheHeap() {
 Executor::Impl::Impl(gguf::GgufModel f) : file(std::move(f)) {}
 Executor::Impl::~Impl() = default;
 
-QuantMatrix Executor::Impl::OwnedMatrix(std::vector<float> data, int64_t rows, int64_t cols) {
+QuantMatrix HostWeights::OwnedMatrix(std::vector<float> data, int64_t rows, int64_t cols) {
   owned.push_back(std::move(data));
   return FloatMatrix(owned.back().data(), rows, cols);
 }
@@ -146,7 +146,7 @@ absl::Status Executor::Impl::AllReduce(std::vector<float>& v) {
 }
 
 absl::Status Executor::Impl::LoadWeights(const model::TensorMap& map) {
-  layers.resize(hp.n_layer);
+  weights.layers.resize(hp.n_layer);
   const int tp = options.tp_size, rank = options.tp_rank;
   model::ShardPlan plan = model::BuildShardPlan(map, hp, tp);
   if (!plan.problems.empty()) {
@@ -154,7 +154,7 @@ absl::Status Executor::Impl::LoadWeights(const model::TensorMap& map) {
         "the model cannot be split ", tp, " ways: ", model::SummarizeProblems(plan.problems)));
   }
   const model::RankPlan& mine = plan.ranks[rank];
-  planned_read_bytes = mine.read_bytes;
+  weights.planned_read_bytes = mine.read_bytes;
   std::vector<const model::TensorShard*> shard_of(map.tensors.size(), nullptr);
   for (const model::TensorShard& sh : mine.shards) shard_of[sh.mapping] = &sh;
   std::vector<int> fds(file.part_count(), -1);
@@ -188,7 +188,7 @@ absl::Status Executor::Impl::LoadWeights(const model::TensorMap& map) {
       if (options.device == Device::kCpu) Prefault(v.bytes);  // a GPU reads it to upload
       return v;
     }
-    std::vector<uint8_t>& buf = owned_bytes.emplace_back(sh->read_bytes);
+    std::vector<uint8_t>& buf = weights.owned_bytes.emplace_back(sh->read_bytes);
     int& fd = fds[t.part];
     const std::string& path = file.part(t.part).path();
     if (fd < 0) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -227,26 +227,26 @@ absl::Status Executor::Impl::LoadWeights(const model::TensorMap& map) {
     };
     if (global) {
       if (local == "token_embd.weight") {
-        embd_type = t.type;
-        embd_data = v->bytes;
-        vocab_begin = v->begin;
-        vocab_end = v->end;
+        weights.embd_type = t.type;
+        weights.embd_data = v->bytes;
+        weights.vocab_begin = v->begin;
+        weights.vocab_end = v->end;
         continue;
       }
       if (local == "output.weight") {
         auto q = matrix();
         if (!q.ok()) return q.status();
-        output = *q;
+        weights.output = *q;
         continue;
       }
       auto f = floats(m, *v);
       if (!f.ok()) return f.status();
-      if (local == "output_norm.weight") output_norm = *std::move(f);
-      if (local == "output.bias") output_bias = *std::move(f);
-      if (local == "rope_freqs.weight") rope_freqs = *std::move(f);
+      if (local == "output_norm.weight") weights.output_norm = *std::move(f);
+      if (local == "output.bias") weights.output_bias = *std::move(f);
+      if (local == "rope_freqs.weight") weights.rope_freqs = *std::move(f);
       continue;
     }
-    LayerWeights& L = layers[m.layer];
+    LayerWeights& L = weights.layers[m.layer];
     std::vector<float>* vec_slot = nullptr;
     QuantMatrix* slot = nullptr;
     FindBlockWeight(L, local, &vec_slot, &slot);
@@ -267,8 +267,8 @@ absl::Status Executor::Impl::LoadWeights(const model::TensorMap& map) {
       if (auto st = model::SplitKvB(s, *kv, absl::MakeSpan(k_b), absl::MakeSpan(v_b)); !st.ok()) {
         return absl::InvalidArgumentError(absl::StrCat("tensor ", m.name, ": ", st.message()));
       }
-      L.wk_b = OwnedMatrix(std::move(k_b), s.heads * s.latent, s.nope);
-      L.wv_b = OwnedMatrix(std::move(v_b), s.heads * s.v, s.latent);
+      L.wk_b = weights.OwnedMatrix(std::move(k_b), s.heads * s.latent, s.nope);
+      L.wv_b = weights.OwnedMatrix(std::move(v_b), s.heads * s.v, s.latent);
       continue;
     }
     if (slot == nullptr) {
@@ -279,37 +279,37 @@ absl::Status Executor::Impl::LoadWeights(const model::TensorMap& map) {
       // The `dequantize` fixup: router and indexer.proj compute in float (spec 13.2).
       auto f = floats(m, *v);
       if (!f.ok()) return f.status();
-      *slot = OwnedMatrix(*std::move(f), v->rows(), v->dims[0]);
+      *slot = weights.OwnedMatrix(*std::move(f), v->rows(), v->dims[0]);
       continue;
     }
     auto q = matrix();
     if (!q.ok()) return q.status();
     *slot = *q;
   }
-  if (embd_data.empty()) return absl::InvalidArgumentError("token_embd.weight is missing");
-  if (output.data == nullptr) {  // tied embeddings (spec 5.7): the same vocab rows
-    auto q = QuantMatrix::Make(embd_type, vocab_end - vocab_begin, hp.n_embd, embd_data,
-                               "token_embd.weight");
+  if (weights.embd_data.empty()) return absl::InvalidArgumentError("token_embd.weight is missing");
+  if (weights.output.data == nullptr) {  // tied embeddings (spec 5.7): the same vocab rows
+    auto q = QuantMatrix::Make(weights.embd_type, weights.vocab_end - weights.vocab_begin,
+                               hp.n_embd, weights.embd_data, "token_embd.weight");
     if (!q.ok()) return q.status();
-    output = *q;
+    weights.output = *q;
   }
-  if (output.rows != vocab_end - vocab_begin) {
+  if (weights.output.rows != weights.vocab_end - weights.vocab_begin) {
     return absl::InvalidArgumentError(
-        absl::StrCat("output.weight holds ", output.rows, " vocabulary rows on rank ", rank,
-                     ", token_embd.weight ", vocab_end - vocab_begin, ": their splits disagree"));
+        absl::StrCat("output.weight holds ", weights.output.rows, " vocabulary rows on rank ", rank,
+                     ", token_embd.weight ", weights.vocab_end - weights.vocab_begin,
+                     ": their splits disagree"));
   }
   return absl::OkStatus();
 }
 
-std::vector<QuantMatrix*> Executor::Impl::WeightMatrices() {
+std::vector<QuantMatrix*> HostWeights::WeightMatrices() {
   std::vector<QuantMatrix*> out;
   for (LayerWeights& L : layers) {
-    for (QuantMatrix* m :
-         {&L.wq,        &L.wk,      &L.wv,        &L.wo,      &L.wq_a,   &L.wq_b,   &L.wkv_a,
-          &L.wk_b,      &L.wv_b,    &L.idx_q_b,   &L.idx_k,   &L.w_gate, &L.w_up,   &L.w_down,
-          &L.gate_exps, &L.up_exps, &L.down_exps, &L.gate_sh, &L.up_sh,  &L.down_sh}) {
-      if (m->data != nullptr) out.push_back(m);
-    }
+    ForEachBlockWeight([](std::string_view, std::vector<float>&) {},
+                       [&](std::string_view, QuantMatrix& m) {
+                         if (m.data != nullptr) out.push_back(&m);
+                       },
+                       L);
   }
   if (output.data != nullptr) out.push_back(&output);
   return out;
@@ -352,7 +352,7 @@ std::vector<bool> Executor::Impl::PackingPlan(const std::vector<QuantMatrix*>& m
 }
 
 void Executor::Impl::PackWeights() {
-  const std::vector<QuantMatrix*> ms = WeightMatrices();
+  const std::vector<QuantMatrix*> ms = weights.WeightMatrices();
   std::string why;
   const std::vector<bool> plan = PackingPlan(ms, &why);
   int n = 0, candidates = 0;
@@ -360,12 +360,12 @@ void Executor::Impl::PackWeights() {
     QuantMatrix& m = *ms[i];
     if (cpu::GemmPacksType(m.type, matmul)) ++candidates;
     if (!plan[i]) continue;
-    packed.push_back(cpu::PackedInt8Matrix::Pack(*cpu::FindInt8GemmLayout(m.type), m.data,
-                                                 m.row_bytes, m.rows, m.cols, cpu::Isa::kAvx512,
-                                                 pool.get()));
-    m.packed = packed.back().get();
+    weights.packed.push_back(cpu::PackedInt8Matrix::Pack(*cpu::FindInt8GemmLayout(m.type), m.data,
+                                                         m.row_bytes, m.rows, m.cols,
+                                                         cpu::Isa::kAvx512, pool.get()));
+    m.packed = weights.packed.back().get();
     m.packed_row0 = 0;
-    packed_bytes += m.packed->bytes();
+    weights.packed_bytes += m.packed->bytes();
     ++n;
   }
   absl::StrAppend(&kernel_summary, "; weights: int8 panels kept for ", n, " of ", candidates,
@@ -389,7 +389,7 @@ void Executor::Impl::CalibrateKernels() {
   // One matrix of each weight type the layers and the head use: the one with the longest
   // rows.
   std::vector<const QuantMatrix*> of_type;
-  for (const QuantMatrix* m : WeightMatrices()) {
+  for (const QuantMatrix* m : weights.WeightMatrices()) {
     if (m->type == gguf::GgmlType::kF32) continue;
     bool seen_type = false;
     for (const QuantMatrix*& seen : of_type) {
@@ -460,8 +460,8 @@ std::string Executor::device_name() const {
 }
 int Executor::threads() const { return impl_->pool->size(); }
 cpu::ThreadPool& Executor::thread_pool() const { return *impl_->pool; }
-uint64_t Executor::planned_read_bytes() const { return impl_->planned_read_bytes; }
-uint64_t Executor::packed_weight_bytes() const { return impl_->packed_bytes; }
+uint64_t Executor::planned_read_bytes() const { return impl_->weights.planned_read_bytes; }
+uint64_t Executor::packed_weight_bytes() const { return impl_->weights.packed_bytes; }
 
 std::optional<WeightPacking> ParseWeightPacking(std::string_view s) {
   if (s == "auto") return WeightPacking::kAuto;
@@ -538,7 +538,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& mo
   rope.freq_scale = 1.0f / s_rope;
   rope.yarn = hp.rope_scaling_type == "yarn";
   rope.yarn_orig_ctx = static_cast<int>(hp.rope_orig_ctx);
-  rope.freq_factors = impl->rope_freqs.empty() ? nullptr : impl->rope_freqs.data();
+  rope.freq_factors = impl->weights.rope_freqs.empty() ? nullptr : impl->weights.rope_freqs.data();
   // Rope magnitude M (spec 5.3) and, for MLA, the attention scale with the mscale (10.6).
   float magnitude = 1.0f;
   const bool log_mul = impl->config.mla_yarn_log_multiplier && hp.yarn_log_multiplier != 0;
@@ -607,8 +607,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& mo
     if (!gpu.ok()) return gpu.status();
     impl->gpu = *std::move(gpu);
     // The host copies the upload read from are no longer needed.
-    impl->owned_bytes.clear();
-    impl->owned.clear();
+    impl->weights.owned_bytes.clear();
+    impl->weights.owned.clear();
     return std::unique_ptr<Executor>(new Executor(std::move(impl)));
   }
   int64_t kv_tokens = options.kv_tokens;

@@ -70,24 +70,47 @@ struct Batch {
   int64_t size() const { return static_cast<int64_t>(tok.size()); }
 };
 
-struct Executor::Impl {
-  ExecutorOptions options;
-  ComputeDtype act_dtype = ComputeDtype::kFloat32;
-  gguf::GgufModel file;
-  model::HyperParams hp;
-  ArchConfig config;
+// The weights this rank loaded, by role, for the executor's lifetime: host views in the
+// file's mapping, shards gathered from strided ranges and float32 fixups (owned here), and
+// the int8 panels kept for the GEMM.
+struct HostWeights {
   std::vector<LayerWeights> layers;
   std::vector<float> output_norm, output_bias, rope_freqs;
   // This rank's rows [vocab_begin, vocab_end) of the token embedding (vocab-parallel).
   gguf::GgmlType embd_type = gguf::GgmlType::kF32;
   absl::Span<const uint8_t> embd_data;
   int64_t vocab_begin = 0, vocab_end = 0;
-  QuantMatrix output;  // rows [vocab_begin, vocab_end) of the LM head
-  cpu::RopeParams rope;
-  float attn_scale = 1.0f;
+  QuantMatrix output;                    // rows [vocab_begin, vocab_end) of the LM head
   std::deque<std::vector<float>> owned;  // float32 weights made by fixups (stable addresses)
   std::deque<std::vector<uint8_t>> owned_bytes;  // shards gathered from strided file ranges
+  std::deque<std::unique_ptr<cpu::PackedInt8Matrix>> packed;
+  uint64_t packed_bytes = 0;
   uint64_t planned_read_bytes = 0;
+
+  // A float32 matrix held by `owned`.
+  QuantMatrix OwnedMatrix(std::vector<float> data, int64_t rows, int64_t cols);
+  // The layers' and the head's quantized matrices (the ones products read).
+  std::vector<QuantMatrix*> WeightMatrices();
+};
+
+// The CPU's step buffers, planned by use and kept from step to step: the activations by
+// role (CpuOps::Tensor), quantized product inputs (CpuOps::MatMulMany) and attention scores
+// per thread (CpuOps::RunPaged). Per-step state lives in CpuOps.
+struct CpuStepBuffers {
+  std::array<std::vector<float>, static_cast<size_t>(Buf::kCount)> by_role;
+  std::vector<cpu::QuantizedActivations> act_scratch;
+  std::vector<std::vector<float>> attn_scratch;
+};
+
+struct Executor::Impl {
+  ExecutorOptions options;
+  ComputeDtype act_dtype = ComputeDtype::kFloat32;
+  gguf::GgufModel file;
+  model::HyperParams hp;
+  ArchConfig config;
+  HostWeights weights;  // loaded once (LoadWeights); the GPU uploads its copy from them
+  cpu::RopeParams rope;
+  float attn_scale = 1.0f;
   std::unique_ptr<cpu::ThreadPool> pool;
   KvCacheShape kv_shape;                        // of `cache`, or of the GPU's cache
   std::unique_ptr<CudaForward> gpu;             // device kCuda: runs the steps
@@ -98,16 +121,12 @@ struct Executor::Impl {
   // records the choices in `matmul` and `kernel_summary`.
   void CalibrateKernels();
   std::string kernel_summary;
-  // The layers' and the head's quantized matrices (the ones products read).
-  std::vector<QuantMatrix*> WeightMatrices();
   // Keeps int8 panels of the matrices the GEMM takes (options.weight_packing; after
   // CalibrateKernels), then measures from which batch the GEMM on them beats the dots.
   void PackWeights();
   // Which of `ms` (WeightMatrices()) get panels under options.weight_packing (the first
   // ones that fit the budget), and the budget's line.
   std::vector<bool> PackingPlan(const std::vector<QuantMatrix*>& ms, std::string* why) const;
-  std::deque<std::unique_ptr<cpu::PackedInt8Matrix>> packed;
-  uint64_t packed_bytes = 0;
   std::map<std::string, double> profile;  // seconds per phase (Executor::Profile)
 
   explicit Impl(gguf::GgufModel f);
@@ -116,14 +135,8 @@ struct Executor::Impl {
   absl::Status LoadWeights(const model::TensorMap& map);
   // Sums `v` over the tensor-parallel group (nothing to do at tp 1).
   absl::Status AllReduce(std::vector<float>& v);
-  QuantMatrix OwnedMatrix(std::vector<float> data, int64_t rows, int64_t cols);
 
-  // Planned buffers of the CPU's steps, kept from step to step: the activations by role
-  // (CpuOps::Tensor), quantized product inputs (CpuOps::MatMulMany) and attention scores
-  // per thread (CpuOps::RunPaged).
-  std::array<std::vector<float>, static_cast<size_t>(Buf::kCount)> step_buffers;
-  std::vector<cpu::QuantizedActivations> act_scratch;
-  std::vector<std::vector<float>> attn_scratch;
+  CpuStepBuffers buffers;  // the CPU's steps' planned buffers (CpuOps)
 
   absl::StatusOr<std::vector<std::vector<float>>> Step(absl::Span<const SequenceInput> seqs,
                                                        StepTrace* trace);

@@ -81,10 +81,12 @@ class ForwardPass {
     TESSERA_RETURN_IF_ERROR(ops_.AddBias(k, L.k_bias));
     TESSERA_RETURN_IF_ERROR(ops_.AddBias(v, L.v_bias));
     if (Present(L.q_norm)) {
-      TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(q.Reshape(T * H, dk), L.q_norm, hp_.rms_eps, q.Reshape(T * H, dk)));
+      TESSERA_RETURN_IF_ERROR(
+          ops_.RmsNorm(q.Reshape(T * H, dk), L.q_norm, hp_.rms_eps, q.Reshape(T * H, dk)));
     }
     if (Present(L.k_norm)) {
-      TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(k.Reshape(T * Hkv, dk), L.k_norm, hp_.rms_eps, k.Reshape(T * Hkv, dk)));
+      TESSERA_RETURN_IF_ERROR(
+          ops_.RmsNorm(k.Reshape(T * Hkv, dk), L.k_norm, hp_.rms_eps, k.Reshape(T * Hkv, dk)));
     }
     TESSERA_RETURN_IF_ERROR(ops_.Rope(q, H, dk));
     TESSERA_RETURN_IF_ERROR(ops_.Rope(k, Hkv, dk));
@@ -208,7 +210,8 @@ class ForwardPass {
     Act gate = ops_.Tensor(Buf::kGate, T * K, F, Prec::kAct);
     Act up = ops_.Tensor(Buf::kUp, T * K, F, Prec::kAct);
     Act down = ops_.Tensor(Buf::kDown, T * K, d, Prec::kAct);
-    TESSERA_RETURN_IF_ERROR(ops_.ExpertProducts({{&L.gate_exps, F, gate}, {&L.up_exps, F, up}}, h, false));
+    TESSERA_RETURN_IF_ERROR(
+        ops_.ExpertProducts({{&L.gate_exps, F, gate}, {&L.up_exps, F, up}}, h, false));
     TESSERA_RETURN_IF_ERROR(ops_.SiluMul(gate, up));
     TESSERA_RETURN_IF_ERROR(ops_.ExpertProducts({{&L.down_exps, d, down}}, gate, true));
     y = ops_.Tensor(Buf::kY, T, d, Prec::kAct);
