@@ -13,7 +13,6 @@
 #include <unistd.h>
 #include <cerrno>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -99,6 +98,166 @@ void Prefault(absl::Span<const uint8_t> bytes) {
   asm volatile("" : : "r"(acc));
 }
 
+// Reads this rank's view of each tensor: in place in the mapping when its shard is one
+// contiguous range, else gathered from the file's strided ranges with pread into
+// `owned_bytes` (a strided shard then costs only its own bytes, not every page it crosses).
+class ShardReader {
+ public:
+  ShardReader(const gguf::GgufModel& file, const model::TensorMap& map, const model::RankPlan& mine,
+              int tp, bool prefault, std::deque<std::vector<uint8_t>>& owned_bytes)
+      : file_(file),
+        map_(map),
+        shard_of_(map.tensors.size(), nullptr),
+        tp_(tp),
+        prefault_(prefault),
+        owned_bytes_(owned_bytes),
+        fds_(file.part_count(), -1) {
+    for (const model::TensorShard& sh : mine.shards) shard_of_[sh.mapping] = &sh;
+  }
+  ~ShardReader() {
+    for (int fd : fds_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  ShardReader(const ShardReader&) = delete;
+  ShardReader& operator=(const ShardReader&) = delete;
+
+  absl::StatusOr<ShardView> View(const model::TensorMapping& m) {
+    const gguf::TensorInfo& t = *m.info;
+    const model::TensorShard* sh = shard_of_[&m - map_.tensors.data()];
+    ShardView v;
+    v.dims = t.dims;
+    absl::Span<const uint8_t> whole = file_.TensorData(t);
+    if (sh == nullptr) return absl::InternalError(absl::StrCat(m.name, " has no shard"));
+    done_ += sh->read_bytes;
+    const int dim = model::SplitDim(m.spec->split, t.dims.size());
+    v.begin = sh->begin;
+    v.end = sh->end;
+    if (dim < 0 || tp_ == 1) {
+      v.bytes = whole;
+      if (prefault_) Prefault(v.bytes);
+      return v;
+    }
+    v.dims[dim] = sh->end - sh->begin;
+    if (sh->ranges.size() == 1 && sh->ranges[0].count == 1) {
+      v.bytes = whole.subspan(sh->ranges[0].offset - t.file_offset, sh->ranges[0].length);
+      if (prefault_) Prefault(v.bytes);
+      return v;
+    }
+    std::vector<uint8_t>& buf = owned_bytes_.emplace_back(sh->read_bytes);
+    int& fd = fds_[t.part];
+    const std::string& path = file_.part(t.part).path();
+    if (fd < 0) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+    }
+    uint8_t* out = buf.data();
+    for (const model::ByteRange& r : sh->ranges) {
+      for (uint64_t i = 0; i < r.count; ++i) {
+        TESSERA_RETURN_IF_ERROR(ReadRange(fd, path, r.offset + i * r.stride, r.length, out));
+        out += r.length;
+      }
+    }
+    v.bytes = absl::MakeConstSpan(buf);
+    return v;
+  }
+  // Bytes of the rank's plan read so far.
+  uint64_t done() const { return done_; }
+
+ private:
+  const gguf::GgufModel& file_;
+  const model::TensorMap& map_;
+  std::vector<const model::TensorShard*> shard_of_;
+  const int tp_;
+  const bool prefault_;
+  std::deque<std::vector<uint8_t>>& owned_bytes_;
+  std::vector<int> fds_;
+  uint64_t done_ = 0;
+};
+
+// A tensor view's values in float32.
+absl::StatusOr<std::vector<float>> Floats(const model::TensorMapping& m, const ShardView& v) {
+  std::vector<float> out(static_cast<size_t>(v.elements()));
+  if (auto s = quant::DequantizeToFloat(m.info->type, v.bytes, out.size(), out.data()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", m.name, ": ", s.message()));
+  }
+  return out;
+}
+
+// Puts this rank's view of tensor `m` in its place in `w`: the embedding and head as views,
+// vectors and `needs_float` matrices dequantized, a legacy MLA file's kv_b split into k_b /
+// v_b (spec 10.4), every other matrix as a quantized view.
+absl::Status PlaceTensor(const model::TensorMapping& m, const ShardView& view,
+                         const model::HyperParams& hp, HostWeights& w) {
+  const gguf::TensorInfo& t = *m.info;
+  const std::string local = m.spec->name;
+  const bool global = m.spec->scope == model::Scope::kGlobal;
+  auto matrix = [&]() {
+    return QuantMatrix::Make(t.type, view.rows(), view.dims[0], view.bytes, m.name);
+  };
+  if (global) {
+    if (local == "token_embd.weight") {
+      w.embd_type = t.type;
+      w.embd_data = view.bytes;
+      w.vocab_begin = view.begin;
+      w.vocab_end = view.end;
+      return absl::OkStatus();
+    }
+    if (local == "output.weight") {
+      auto q = matrix();
+      if (!q.ok()) return q.status();
+      w.output = *q;
+      return absl::OkStatus();
+    }
+    auto f = Floats(m, view);
+    if (!f.ok()) return f.status();
+    if (local == "output_norm.weight") w.output_norm = *std::move(f);
+    if (local == "output.bias") w.output_bias = *std::move(f);
+    if (local == "rope_freqs.weight") w.rope_freqs = *std::move(f);
+    return absl::OkStatus();
+  }
+  LayerWeights& L = w.layers[m.layer];
+  std::vector<float>* vec_slot = nullptr;
+  QuantMatrix* slot = nullptr;
+  FindBlockWeight(L, local, &vec_slot, &slot);
+  if (vec_slot != nullptr) {
+    auto f = Floats(m, view);
+    if (!f.ok()) return f.status();
+    *vec_slot = *std::move(f);
+    return absl::OkStatus();
+  }
+  if (local == "attn_kv_b.weight") {
+    // Legacy MLA file: split kv_b into the absorbed form's k_b / v_b (spec 10.4), for
+    // this rank's heads.
+    auto kv = Floats(m, view);
+    if (!kv.ok()) return kv.status();
+    const int64_t per_head = hp.qk_nope() + hp.value_length_mla;
+    model::KvBShape s{view.rows() / per_head, hp.qk_nope(), hp.value_length_mla, hp.kv_lora_rank};
+    std::vector<float> k_b(s.heads * s.nope * s.latent), v_b(s.heads * s.v * s.latent);
+    if (auto st = model::SplitKvB(s, *kv, absl::MakeSpan(k_b), absl::MakeSpan(v_b)); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor ", m.name, ": ", st.message()));
+    }
+    L.wk_b = w.OwnedMatrix(std::move(k_b), s.heads * s.latent, s.nope);
+    L.wv_b = w.OwnedMatrix(std::move(v_b), s.heads * s.v, s.latent);
+    return absl::OkStatus();
+  }
+  if (slot == nullptr) {
+    return absl::UnimplementedError(
+        absl::StrCat("tensor ", m.name, ": not used by the CPU executor yet"));
+  }
+  if (m.spec->needs_float && t.type != gguf::GgmlType::kF32) {
+    // The `dequantize` fixup: router and indexer.proj compute in float (spec 13.2).
+    auto f = Floats(m, view);
+    if (!f.ok()) return f.status();
+    *slot = w.OwnedMatrix(*std::move(f), view.rows(), view.dims[0]);
+    return absl::OkStatus();
+  }
+  auto q = matrix();
+  if (!q.ok()) return q.status();
+  *slot = *q;
+  return absl::OkStatus();
+}
+
 // MemAvailable of /proc/meminfo in bytes (0 when unreadable).
 uint64_t MemAvailableBytes() {
   std::FILE* f = std::fopen("/proc/meminfo", "r");
@@ -155,136 +314,14 @@ absl::Status Executor::Impl::LoadWeights(const model::TensorMap& map) {
   }
   const model::RankPlan& mine = plan.ranks[rank];
   weights.planned_read_bytes = mine.read_bytes;
-  std::vector<const model::TensorShard*> shard_of(map.tensors.size(), nullptr);
-  for (const model::TensorShard& sh : mine.shards) shard_of[sh.mapping] = &sh;
-  std::vector<int> fds(file.part_count(), -1);
-  auto close_fds = absl::MakeCleanup([&] {
-    for (int fd : fds) {
-      if (fd >= 0) ::close(fd);
-    }
-  });
-  uint64_t done = 0;
-
-  // This rank's view of tensor m: in place when its shard is one contiguous range.
-  auto view = [&](const model::TensorMapping& m) -> absl::StatusOr<ShardView> {
-    const gguf::TensorInfo& t = *m.info;
-    const model::TensorShard* sh = shard_of[&m - map.tensors.data()];
-    ShardView v;
-    v.dims = t.dims;
-    absl::Span<const uint8_t> whole = file.TensorData(t);
-    if (sh == nullptr) return absl::InternalError(absl::StrCat(m.name, " has no shard"));
-    done += sh->read_bytes;
-    const int dim = model::SplitDim(m.spec->split, t.dims.size());
-    v.begin = sh->begin;
-    v.end = sh->end;
-    if (dim < 0 || tp == 1) {
-      v.bytes = whole;
-      if (options.device == Device::kCpu) Prefault(v.bytes);  // a GPU reads it to upload
-      return v;
-    }
-    v.dims[dim] = sh->end - sh->begin;
-    if (sh->ranges.size() == 1 && sh->ranges[0].count == 1) {
-      v.bytes = whole.subspan(sh->ranges[0].offset - t.file_offset, sh->ranges[0].length);
-      if (options.device == Device::kCpu) Prefault(v.bytes);  // a GPU reads it to upload
-      return v;
-    }
-    std::vector<uint8_t>& buf = weights.owned_bytes.emplace_back(sh->read_bytes);
-    int& fd = fds[t.part];
-    const std::string& path = file.part(t.part).path();
-    if (fd < 0) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-    }
-    uint8_t* out = buf.data();
-    for (const model::ByteRange& r : sh->ranges) {
-      for (uint64_t i = 0; i < r.count; ++i) {
-        if (auto s = ReadRange(fd, path, r.offset + i * r.stride, r.length, out); !s.ok()) return s;
-        out += r.length;
-      }
-    }
-    v.bytes = absl::MakeConstSpan(buf);
-    return v;
-  };
-  auto floats = [&](const model::TensorMapping& m,
-                    const ShardView& v) -> absl::StatusOr<std::vector<float>> {
-    std::vector<float> out(static_cast<size_t>(v.elements()));
-    if (auto s = quant::DequantizeToFloat(m.info->type, v.bytes, out.size(), out.data()); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor ", m.name, ": ", s.message()));
-    }
-    return out;
-  };
-
+  // A GPU reads the views to upload them; the CPU computes from them in place.
+  ShardReader reader(file, map, mine, tp, options.device == Device::kCpu, weights.owned_bytes);
   for (const model::TensorMapping& m : map.tensors) {
     if (!m.loaded()) continue;
-    const gguf::TensorInfo& t = *m.info;
-    const std::string local = m.spec->name;
-    const bool global = m.spec->scope == model::Scope::kGlobal;
-    absl::StatusOr<ShardView> v = view(m);
+    absl::StatusOr<ShardView> v = reader.View(m);
     if (!v.ok()) return v.status();
-    if (options.on_load_progress) options.on_load_progress(done, mine.read_bytes);
-    auto matrix = [&]() {
-      return QuantMatrix::Make(t.type, v->rows(), v->dims[0], v->bytes, m.name);
-    };
-    if (global) {
-      if (local == "token_embd.weight") {
-        weights.embd_type = t.type;
-        weights.embd_data = v->bytes;
-        weights.vocab_begin = v->begin;
-        weights.vocab_end = v->end;
-        continue;
-      }
-      if (local == "output.weight") {
-        auto q = matrix();
-        if (!q.ok()) return q.status();
-        weights.output = *q;
-        continue;
-      }
-      auto f = floats(m, *v);
-      if (!f.ok()) return f.status();
-      if (local == "output_norm.weight") weights.output_norm = *std::move(f);
-      if (local == "output.bias") weights.output_bias = *std::move(f);
-      if (local == "rope_freqs.weight") weights.rope_freqs = *std::move(f);
-      continue;
-    }
-    LayerWeights& L = weights.layers[m.layer];
-    std::vector<float>* vec_slot = nullptr;
-    QuantMatrix* slot = nullptr;
-    FindBlockWeight(L, local, &vec_slot, &slot);
-    if (vec_slot != nullptr) {
-      auto f = floats(m, *v);
-      if (!f.ok()) return f.status();
-      *vec_slot = *std::move(f);
-      continue;
-    }
-    if (local == "attn_kv_b.weight") {
-      // Legacy MLA file: split kv_b into the absorbed form's k_b / v_b (spec 10.4), for
-      // this rank's heads.
-      auto kv = floats(m, *v);
-      if (!kv.ok()) return kv.status();
-      const int64_t per_head = hp.qk_nope() + hp.value_length_mla;
-      model::KvBShape s{v->rows() / per_head, hp.qk_nope(), hp.value_length_mla, hp.kv_lora_rank};
-      std::vector<float> k_b(s.heads * s.nope * s.latent), v_b(s.heads * s.v * s.latent);
-      if (auto st = model::SplitKvB(s, *kv, absl::MakeSpan(k_b), absl::MakeSpan(v_b)); !st.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("tensor ", m.name, ": ", st.message()));
-      }
-      L.wk_b = weights.OwnedMatrix(std::move(k_b), s.heads * s.latent, s.nope);
-      L.wv_b = weights.OwnedMatrix(std::move(v_b), s.heads * s.v, s.latent);
-      continue;
-    }
-    if (slot == nullptr) {
-      return absl::UnimplementedError(
-          absl::StrCat("tensor ", m.name, ": not used by the CPU executor yet"));
-    }
-    if (m.spec->needs_float && t.type != gguf::GgmlType::kF32) {
-      // The `dequantize` fixup: router and indexer.proj compute in float (spec 13.2).
-      auto f = floats(m, *v);
-      if (!f.ok()) return f.status();
-      *slot = weights.OwnedMatrix(*std::move(f), v->rows(), v->dims[0]);
-      continue;
-    }
-    auto q = matrix();
-    if (!q.ok()) return q.status();
-    *slot = *q;
+    if (options.on_load_progress) options.on_load_progress(reader.done(), mine.read_bytes);
+    TESSERA_RETURN_IF_ERROR(PlaceTensor(m, *v, hp, weights));
   }
   if (weights.embd_data.empty()) return absl::InvalidArgumentError("token_embd.weight is missing");
   if (weights.output.data == nullptr) {  // tied embeddings (spec 5.7): the same vocab rows
@@ -490,6 +527,94 @@ absl::StatusOr<std::vector<std::vector<float>>> Executor::Step(absl::Span<const 
   return impl_->Step(seqs, trace);
 }
 
+void Executor::Impl::PlanRope() {
+  rope.n_rot = static_cast<int>(hp.n_rot);
+  rope.freq_base = hp.rope_freq_base;
+  const float s_rope =
+      hp.rope_scaling_factor > 0 && hp.rope_scaling_type != "none" ? hp.rope_scaling_factor : 1.0f;
+  rope.freq_scale = 1.0f / s_rope;
+  rope.yarn = hp.rope_scaling_type == "yarn";
+  rope.yarn_orig_ctx = static_cast<int>(hp.rope_orig_ctx);
+  rope.freq_factors = weights.rope_freqs.empty() ? nullptr : weights.rope_freqs.data();
+  // Rope magnitude M (spec 5.3) and, for MLA, the attention scale with the mscale (10.6).
+  float magnitude = 1.0f;
+  const bool log_mul = config.mla_yarn_log_multiplier && hp.yarn_log_multiplier != 0;
+  if (rope.yarn && !log_mul) magnitude = cpu::YarnMagnitude(s_rope, hp.rope_attn_factor);
+  if (rope.yarn && log_mul) {
+    const float mu_all = hp.yarn_log_multiplier / 0.1f;
+    const float mu = mu_all != 1.0f ? mu_all : 1.0f;
+    auto g = [&](float m) { return s_rope <= 1 ? 1.0f : 1.0f + 0.1f * m * std::log(s_rope); };
+    magnitude = g(mu) / g(mu_all);
+  }
+  rope.magnitude = magnitude;
+  if (config.mla) {
+    const float l_mul = config.mla_yarn_log_multiplier ? hp.yarn_log_multiplier / 0.1f : 0.0f;
+    const float mscale = magnitude * (1.0f + 0.1f * l_mul * std::log(s_rope));
+    attn_scale = mscale * mscale / std::sqrt(static_cast<float>(hp.key_length_mla));
+  } else {
+    attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+  }
+}
+
+KvCacheShape Executor::Impl::PlanCacheShape() {
+  // The compute dtype (16-bit activations on the fast path when asked) and the cache's.
+  CacheDtype kv_dtype = CacheDtype::kF32;
+  act_dtype = ComputeDtype::kFloat32;
+  if (!options.exact) {
+    switch (options.dtype) {
+      case ComputeDtype::kAuto:
+        kv_dtype = CacheDtype::kF16;
+        break;
+      case ComputeDtype::kFloat32:
+        break;
+      case ComputeDtype::kBFloat16:
+        kv_dtype = CacheDtype::kBF16;
+        act_dtype = ComputeDtype::kBFloat16;
+        break;
+      case ComputeDtype::kFloat16:
+        kv_dtype = CacheDtype::kF16;
+        act_dtype = ComputeDtype::kFloat16;
+        break;
+    }
+  }
+  KvCacheShape shape;
+  shape.n_layers = static_cast<int>(hp.n_layer);
+  shape.block_size = std::max(1, options.kv_block_size);
+  shape.dtype = kv_dtype;
+  if (config.mla) {
+    // The latent and the shared rope key only: c + r values per token (spec 10.3).
+    shape.k_width = static_cast<int>(hp.kv_lora_rank + hp.n_rot);
+    shape.v_width = 0;
+  } else {
+    // This rank's KV heads only (the shard plan gives each rank whole KV heads).
+    const int64_t heads_kv = hp.n_head_kv[0] / options.tp_size;
+    shape.k_width = static_cast<int>(heads_kv * hp.head_dim_k);
+    shape.v_width = static_cast<int>(heads_kv * hp.head_dim_v);
+  }
+  return shape;
+}
+
+absl::Status Executor::Impl::CreateHostCache(KvCacheShape shape) {
+  int64_t kv_tokens = options.kv_tokens;
+  if (kv_tokens <= 0) kv_tokens = std::min<int64_t>(4096, std::max<uint32_t>(hp.n_ctx_train, 1));
+  if (hp.n_ctx_train > 0 && kv_tokens > hp.n_ctx_train) {
+    return absl::InvalidArgumentError(absl::StrCat("a KV cache of ", kv_tokens,
+                                                   " tokens exceeds the model's context length ",
+                                                   hp.n_ctx_train));
+  }
+  shape.n_blocks = static_cast<int>((kv_tokens + shape.block_size - 1) / shape.block_size);
+  kv_shape = shape;
+  cache = std::make_unique<PagedKvCache>(shape);
+  if (config.dsa) {
+    KvCacheShape ks = shape;
+    ks.k_width = static_cast<int>(hp.indexer_head_dim);
+    ks.v_width = 0;
+    ks.dtype = CacheDtype::kF32;  // indexer keys stay float32 (conformance README)
+    indexer_cache = std::make_unique<PagedKvCache>(ks);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& model_path,
                                                            const ExecutorOptions& options) {
   auto file = gguf::GgufModel::Open(model_path);
@@ -529,34 +654,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& mo
   if (absl::Status s = impl->LoadWeights(map); !s.ok()) return s;
   impl->options.on_load_progress = options.on_load_progress;
 
-  const model::HyperParams& hp = impl->hp;
-  cpu::RopeParams& rope = impl->rope;
-  rope.n_rot = static_cast<int>(hp.n_rot);
-  rope.freq_base = hp.rope_freq_base;
-  const float s_rope =
-      hp.rope_scaling_factor > 0 && hp.rope_scaling_type != "none" ? hp.rope_scaling_factor : 1.0f;
-  rope.freq_scale = 1.0f / s_rope;
-  rope.yarn = hp.rope_scaling_type == "yarn";
-  rope.yarn_orig_ctx = static_cast<int>(hp.rope_orig_ctx);
-  rope.freq_factors = impl->weights.rope_freqs.empty() ? nullptr : impl->weights.rope_freqs.data();
-  // Rope magnitude M (spec 5.3) and, for MLA, the attention scale with the mscale (10.6).
-  float magnitude = 1.0f;
-  const bool log_mul = impl->config.mla_yarn_log_multiplier && hp.yarn_log_multiplier != 0;
-  if (rope.yarn && !log_mul) magnitude = cpu::YarnMagnitude(s_rope, hp.rope_attn_factor);
-  if (rope.yarn && log_mul) {
-    const float mu_all = hp.yarn_log_multiplier / 0.1f;
-    const float mu = mu_all != 1.0f ? mu_all : 1.0f;
-    auto g = [&](float m) { return s_rope <= 1 ? 1.0f : 1.0f + 0.1f * m * std::log(s_rope); };
-    magnitude = g(mu) / g(mu_all);
-  }
-  rope.magnitude = magnitude;
-  if (impl->config.mla) {
-    const float l_mul = impl->config.mla_yarn_log_multiplier ? hp.yarn_log_multiplier / 0.1f : 0.0f;
-    const float mscale = magnitude * (1.0f + 0.1f * l_mul * std::log(s_rope));
-    impl->attn_scale = mscale * mscale / std::sqrt(static_cast<float>(hp.key_length_mla));
-  } else {
-    impl->attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
-  }
+  impl->PlanRope();
 
   // A GPU executor computes nothing on the host: no compute threads beyond its own.
   impl->pool =
@@ -567,39 +665,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& mo
     impl->CalibrateKernels();
     impl->PackWeights();
   }
-  CacheDtype kv_dtype = CacheDtype::kF32;
-  impl->act_dtype = ComputeDtype::kFloat32;
-  if (!options.exact) {
-    switch (options.dtype) {
-      case ComputeDtype::kAuto:
-        kv_dtype = CacheDtype::kF16;
-        break;
-      case ComputeDtype::kFloat32:
-        break;
-      case ComputeDtype::kBFloat16:
-        kv_dtype = CacheDtype::kBF16;
-        impl->act_dtype = ComputeDtype::kBFloat16;
-        break;
-      case ComputeDtype::kFloat16:
-        kv_dtype = CacheDtype::kF16;
-        impl->act_dtype = ComputeDtype::kFloat16;
-        break;
-    }
-  }
-  KvCacheShape shape;
-  shape.n_layers = static_cast<int>(hp.n_layer);
-  shape.block_size = std::max(1, options.kv_block_size);
-  shape.dtype = kv_dtype;
-  if (impl->config.mla) {
-    // The latent and the shared rope key only: c + r values per token (spec 10.3).
-    shape.k_width = static_cast<int>(hp.kv_lora_rank + hp.n_rot);
-    shape.v_width = 0;
-  } else {
-    // This rank's KV heads only (the shard plan gives each rank whole KV heads).
-    const int64_t heads_kv = hp.n_head_kv[0] / options.tp_size;
-    shape.k_width = static_cast<int>(heads_kv * hp.head_dim_k);
-    shape.v_width = static_cast<int>(heads_kv * hp.head_dim_v);
-  }
+  KvCacheShape shape = impl->PlanCacheShape();
   if (options.device == Device::kCuda) {
     // The cache lives on the device, sized from its memory unless kv_tokens says.
     impl->kv_shape = shape;
@@ -611,23 +677,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& mo
     impl->weights.owned.clear();
     return std::unique_ptr<Executor>(new Executor(std::move(impl)));
   }
-  int64_t kv_tokens = options.kv_tokens;
-  if (kv_tokens <= 0) kv_tokens = std::min<int64_t>(4096, std::max<uint32_t>(hp.n_ctx_train, 1));
-  if (hp.n_ctx_train > 0 && kv_tokens > hp.n_ctx_train) {
-    return absl::InvalidArgumentError(absl::StrCat("a KV cache of ", kv_tokens,
-                                                   " tokens exceeds the model's context length ",
-                                                   hp.n_ctx_train));
-  }
-  shape.n_blocks = static_cast<int>((kv_tokens + shape.block_size - 1) / shape.block_size);
-  impl->kv_shape = shape;
-  impl->cache = std::make_unique<PagedKvCache>(shape);
-  if (impl->config.dsa) {
-    KvCacheShape ks = shape;
-    ks.k_width = static_cast<int>(hp.indexer_head_dim);
-    ks.v_width = 0;
-    ks.dtype = CacheDtype::kF32;  // indexer keys stay float32 (conformance README)
-    impl->indexer_cache = std::make_unique<PagedKvCache>(ks);
-  }
+  if (absl::Status st = impl->CreateHostCache(shape); !st.ok()) return st;
   return std::unique_ptr<Executor>(new Executor(std::move(impl)));
 }
 

@@ -133,6 +133,13 @@ struct Executor::Impl {
   ~Impl();  // in executor.cc, where CudaForward is complete
 
   absl::Status LoadWeights(const model::TensorMap& map);
+  // `rope` and `attn_scale` from the hyper-parameters and the architecture (spec 5.3, 10.6).
+  void PlanRope();
+  // The KV cache's geometry for this rank (all but its number of blocks), and `act_dtype`.
+  KvCacheShape PlanCacheShape();
+  // The CPU's paged caches for `shape` and options.kv_tokens (or the model's context, at
+  // most 4096 tokens).
+  absl::Status CreateHostCache(KvCacheShape shape);
   // Sums `v` over the tensor-parallel group (nothing to do at tp 1).
   absl::Status AllReduce(std::vector<float>& v);
 
