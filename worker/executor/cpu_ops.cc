@@ -378,8 +378,12 @@ absl::Status CpuOps::MatMulMany(absl::Span<const MatMulProduct> products, int64_
       chunks.push_back({&p, r, std::min(rows, r + step), xq});
     }
   }
+  // Products too small to repay a hand-off to the threads run on the caller, as cpu::Matmul
+  // runs them (the same kernels on the same chunks: the same bits).
+  int64_t macs = 0;
+  for (const MatMulProduct& p : products) macs += p.w->rows * p.w->cols * batch_of(p);
   std::vector<absl::Status> status(impl_.pool->size());
-  impl_.pool->ParallelFor(static_cast<int64_t>(chunks.size()), [&](int64_t t, int thread) {
+  auto run = [&](int64_t t, int thread) {
     const Chunk& c = chunks[t];
     absl::Status s = c.xq != nullptr
                          ? cpu::MatmulQuantized(*c.p->w, c.r0, c.r1, *c.xq, c.p->y + c.r0,
@@ -387,7 +391,12 @@ absl::Status CpuOps::MatMulMany(absl::Span<const MatMulProduct> products, int64_
                          : cpu::Matmul(*c.p->w, c.r0, c.r1, c.p->x, batch_of(*c.p), c.p->y + c.r0,
                                        c.p->w->rows, nullptr, impl_.matmul);
     if (!s.ok()) status[thread] = s;
-  });
+  };
+  if (macs < impl_.matmul.min_parallel_macs) {
+    for (size_t t = 0; t < chunks.size(); ++t) run(static_cast<int64_t>(t), 0);
+  } else {
+    impl_.pool->ParallelFor(static_cast<int64_t>(chunks.size()), run);
+  }
   for (const absl::Status& s : status) {
     if (!s.ok()) return s;
   }

@@ -14,6 +14,9 @@
 //     copies otherwise;
 //   - decode-only steps run as CUDA graphs, one per (padded batch, padded block-table width):
 //     pad tokens have no cache slot and no visible key, so they change nothing.
+// State is the device context (stream, cuBLAS, graphs) with the state by lifetime:
+// DeviceWeights (uploaded once), DeviceKvCache (planned once), StepBuffers (planned, kept
+// across steps); each step's host-side data (StepState) lives for that step only.
 #include "worker/executor/cuda_forward.h"
 
 #include <cublas_v2.h>
@@ -183,8 +186,174 @@ int64_t NextPow2(int64_t n) {
   return p;
 }
 
+// The weights this rank uploaded, for the executor's lifetime: every matrix and vector
+// LoadWeights chose, in one allocation (tied embeddings once), and the RoPE factors.
+struct DeviceWeights {
+  DeviceBuffer data, theta;
+  std::vector<DeviceLayer> layers;
+  DeviceMatrix embd, output;
+  const float *output_norm = nullptr, *output_bias = nullptr;
+  int64_t vocab_local = 0;
+
+  // Uploads `impl`'s host views through pinned staging buffers on `stream`, then waits.
+  absl::Status Upload(const Executor::Impl& impl, cudaStream_t stream);
+};
+
+// The paged KV cache and its geometry, planned once from the device's memory
+// (State::PlanCache): per layer, K then V (GQA), or the latent (MLA); the DSA index keys
+// (float32) apart.
+struct DeviceKvCache {
+  DeviceBuffer kv, index_keys;
+  int block_size = model::kDefaultKvBlockSize;
+  int64_t n_blocks = 0;
+  int64_t k_width = 0, v_width = 0;  // elements per token per layer
+  int64_t layer_elems = 0;           // elements per layer (K and V together)
+  int64_t index_dim = 0;
+  size_t esz = 2;  // bytes per K/V element (the compute dtype's)
+
+  void* KBase(int layer) const { return At(kv.ptr, layer * layer_elems, esz); }
+  void* VBase(int layer) const {
+    return At(kv.ptr, layer * layer_elems + n_blocks * block_size * k_width, esz);
+  }
+  void* IndexKeys(int layer) const {
+    return At(index_keys.ptr, layer * n_blocks * block_size * index_dim, 4);
+  }
+};
+
+// The step buffers, planned by use (State::EnsureBuffers) and kept from step to step: the
+// activations by role (kRoles), routing, the indexer's scratch, the packed step inputs and
+// their pinned host copy, the logits.
+struct StepBuffers {
+  // Sized for `capacity` tokens and `row_capacity` logits rows.
+  int64_t capacity = 0, row_capacity = 0;
+  DeviceBuffer x, h, y, q, k, v, attn, qa, o, cq, gate, up, down;
+  DeviceBuffer router_logits, route_ids, route_weights, h32, cq32;
+  DeviceBuffer qi, ki, wi, scores, selected, head_ids;
+  DeviceBuffer gemm_scratch, inputs, hr, logits32, gathered;
+  void* host_inputs = nullptr;  // pinned
+  size_t host_inputs_bytes = 0;
+  std::vector<float> host_logits;
+
+  StepBuffers() = default;
+  StepBuffers(const StepBuffers&) = delete;
+  StepBuffers& operator=(const StepBuffers&) = delete;
+  ~StepBuffers() {
+    if (host_inputs != nullptr) cudaFreeHost(host_inputs);
+  }
+  // At least `bytes` of pinned host_inputs (twice that when it grows).
+  absl::Status EnsureHostInputs(size_t bytes) {
+    if (bytes <= host_inputs_bytes) return absl::OkStatus();
+    if (host_inputs != nullptr) cudaFreeHost(host_inputs);
+    host_inputs = nullptr;
+    host_inputs_bytes = 0;
+    TESSERA_RETURN_IF_ERROR(
+        cuda::CudaStatus(cudaMallocHost(&host_inputs, bytes * 2), "cudaMallocHost (step inputs)"));
+    host_inputs_bytes = bytes * 2;
+    return absl::OkStatus();
+  }
+  // The device bytes of the planned buffers (the step inputs, sized per step, apart).
+  uint64_t PlannedBytes() const {
+    uint64_t sum = 0;
+    for (const DeviceBuffer* b : {&x,
+                                  &h,
+                                  &y,
+                                  &q,
+                                  &k,
+                                  &v,
+                                  &attn,
+                                  &qa,
+                                  &o,
+                                  &cq,
+                                  &gate,
+                                  &up,
+                                  &down,
+                                  &router_logits,
+                                  &route_ids,
+                                  &route_weights,
+                                  &h32,
+                                  &cq32,
+                                  &qi,
+                                  &ki,
+                                  &wi,
+                                  &scores,
+                                  &selected,
+                                  &head_ids,
+                                  &gemm_scratch,
+                                  &hr,
+                                  &logits32,
+                                  &gathered}) {
+      sum += b->bytes;
+    }
+    return sum;
+  }
+};
+
+// How a step runs: its packed inputs, its logits rows, and whether it is replayed as a graph
+// (then padded to the graph's shape).
+struct StepPlan {
+  StepLayout lay;
+  std::vector<int32_t> rows;  // the token of each logits row (all_logits: every new token)
+  std::vector<int> row_seq;   // and its sequence
+  int64_t tokens = 0;         // real tokens
+  bool graph = false;
+};
+
+StepPlan PlanStep(const Batch& b, bool graphs_enabled) {
+  StepPlan p;
+  p.tokens = b.size();
+  bool decode_only = true;
+  int max_blocks = 1;
+  for (const SequenceInput& in : b.seqs) {
+    decode_only = decode_only && in.tokens.size() == 1;
+    max_blocks = std::max<int>(max_blocks, static_cast<int>(in.block_table.size()));
+  }
+  for (size_t q = 0; q < b.seqs.size(); ++q) {
+    const int64_t n = static_cast<int64_t>(b.seqs[q].tokens.size());
+    for (int64_t i = b.seqs[q].all_logits ? 0 : n - 1; i < n; ++i) {
+      p.rows.push_back(static_cast<int32_t>(b.seq_begin[q] + i));
+      p.row_seq.push_back(static_cast<int>(q));
+    }
+  }
+  const int64_t T = p.tokens, R = static_cast<int64_t>(p.rows.size());
+  p.graph = graphs_enabled && decode_only && b.trace == nullptr && R == T && T <= kGraphMaxBatch;
+  p.lay.tokens = p.graph ? NextPow2(T) : T;
+  p.lay.rows = p.graph ? p.lay.tokens : R;
+  p.lay.seqs = p.graph ? p.lay.tokens : static_cast<int64_t>(b.seqs.size());
+  p.lay.max_blocks = p.graph ? static_cast<int>(NextPow2(max_blocks)) : max_blocks;
+  p.lay.Plan();
+  return p;
+}
+
+// The step's host-side data the operations read (CudaOps), for one step: the sequences of
+// the tokens and of the logits rows for the batch-invariant products, and the trace. Graphs
+// see none of it (seq_of null, head_row_seq empty: the row sequences are the tokens' own).
+struct StepState {
+  const std::vector<int>* seq_of = nullptr;
+  std::vector<int64_t> seq_len;   // new tokens of each sequence
+  std::vector<int> head_row_seq;  // sequence of each logits row
+  StepTrace* trace = nullptr;
+  int64_t trace_tokens = 0;  // the real tokens (the trace's rows)
+};
+
+StepState MakeStepState(const Batch& b, const StepPlan& plan) {
+  StepState st;
+  st.seq_len.assign(b.seqs.size(), 0);
+  for (size_t q = 0; q < b.seqs.size(); ++q) {
+    st.seq_len[q] = static_cast<int64_t>(b.seqs[q].tokens.size());
+  }
+  st.trace = b.trace;
+  st.trace_tokens = plan.tokens;
+  if (!plan.graph) {
+    st.seq_of = &b.seq_of;
+    st.head_row_seq = plan.row_seq;
+  }
+  return st;
+}
+
 }  // namespace
 
+// The device context of one executor (device, dtype, stream, cuBLAS, captured graphs, the
+// options read at creation) and one of each of the state types above, by lifetime.
 struct CudaForward::State {
   Executor::Impl& impl;
   const model::HyperParams& hp;
@@ -195,62 +364,32 @@ struct CudaForward::State {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   bool graphs_enabled = true;
-
-  DeviceBuffer weights, theta;
-  std::vector<DeviceLayer> layers;
-  DeviceMatrix embd, output;
-  const float *output_norm = nullptr, *output_bias = nullptr;
-  int64_t vocab_local = 0;
-
-  // KV cache: per layer, K then V (GQA), or the latent (MLA); DSA index keys apart.
-  DeviceBuffer kv, index_keys;
-  int block_size = model::kDefaultKvBlockSize;
-  int64_t n_blocks = 0;
-  int64_t k_width = 0, v_width = 0;  // elements per token per layer
-  int64_t layer_elems = 0;           // elements per layer (K and V together)
-  int64_t index_dim = 0;
-
-  // Step buffers, sized for `capacity` tokens and `row_capacity` logits rows.
-  int64_t capacity = 0, row_capacity = 0;
-  DeviceBuffer x, h, y, q, k, v, attn, qa, o, cq, gate, up, down;
-  DeviceBuffer router_logits, route_ids, route_weights, h32, cq32;
-  DeviceBuffer qi, ki, wi, scores, selected, head_ids;
-  DeviceBuffer gemm_scratch, inputs, hr, logits32, gathered;
-  void* host_inputs = nullptr;  // pinned
-  size_t host_inputs_bytes = 0;
-  std::vector<float> host_logits;
-
-  // The current step (host side), for the batch-invariant products.
-  const std::vector<int>* seq_of = nullptr;
-  std::vector<int64_t> seq_len;
-  std::vector<int> head_row_seq;  // sequence of each logits row
-  StepTrace* trace = nullptr;
-  int64_t trace_tokens = 0;
   int selected_k = 0;
   int64_t indexer_score_bytes = 0;
+
+  DeviceWeights weights;  // the executor's lifetime
+  DeviceKvCache cache;    // planned once, after the weights and a first sizing of the buffers
+  StepBuffers buffers;    // grown by the steps that need more
 
   struct CapturedGraph {
     cudaGraphExec_t exec = nullptr;
     size_t allreduces = 0;  // the timed all-reduces it holds (Communicator::queued_allreduces)
   };
-  std::map<std::pair<int64_t, int>, CapturedGraph> graphs;
+  // By (padded batch, padded block-table width).
+  using GraphMap = std::map<std::pair<int64_t, int>, CapturedGraph>;
+  GraphMap graphs;
   std::set<std::pair<int64_t, int>> graph_failures;
 
   State(Executor::Impl& i) : impl(i), hp(i.hp) {}
   ~State() {
     cudaSetDevice(device);  // the buffers are freed on their own device, whatever the thread
     for (auto& [key, graph] : graphs) cudaGraphExecDestroy(graph.exec);
-    if (host_inputs != nullptr) cudaFreeHost(host_inputs);
     if (cublas != nullptr) cublasDestroy(cublas);
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
 
-  absl::Status Upload();
   absl::Status EnsureBuffers(int64_t tokens, int64_t rows, int max_blocks, bool* grew);
   absl::Status PlanCache(uint64_t free_before, uint64_t total, int* n_blocks_out);
-  absl::Status Forward(const StepLayout& lay, int64_t real_tokens);
-  absl::Status MatMul(const DeviceMatrix& w, const void* x, int64_t tokens, void* y, DType dt,
-                      const std::vector<int>* row_seq = nullptr);
   absl::Status AllReduce(void* data, int64_t n, DType dt);
   void DropGraphs() {
     for (auto& [key, graph] : graphs) cudaGraphExecDestroy(graph.exec);
@@ -265,21 +404,19 @@ struct CudaForward::State {
     if (impl.options.comm != nullptr) impl.options.comm->set_queued_allreduces(n);
   }
 
-  const int64_t* Slots(const StepLayout& lay) const {
-    return reinterpret_cast<const int64_t*>(inputs.as<uint8_t>() + lay.slots);
-  }
-  const int32_t* I32(size_t offset) const {
-    return reinterpret_cast<const int32_t*>(inputs.as<uint8_t>() + offset);
-  }
-  void* KBase(int layer) const { return At(kv.ptr, layer * layer_elems, esz); }
-  void* VBase(int layer) const {
-    return At(kv.ptr, layer * layer_elems + n_blocks * block_size * k_width, esz);
-  }
+  // The step, in Step's order: the buffers sized and the inputs copied to the device, the
+  // pass run (replaying or capturing a graph, or eagerly), the logits back to the host.
+  absl::Status WriteInputs(const Batch& b, const StepPlan& plan);
+  absl::Status Run(const StepPlan& plan, const StepState& step);
+  GraphMap::iterator Capture(const StepLayout& lay, const StepState& step);
+  absl::Status Forward(const StepLayout& lay, const StepState& step);
+  absl::StatusOr<std::vector<std::vector<float>>> Logits(const Batch& b, const StepPlan& plan);
 };
 
 // --- loading -------------------------------------------------------------------------------
 
-absl::Status CudaForward::State::Upload() {
+absl::Status DeviceWeights::Upload(const Executor::Impl& impl, cudaStream_t stream) {
+  const model::HyperParams& hp = impl.hp;
   // Every host span once (tied embeddings share one), with a setter for its device address.
   std::vector<absl::Span<const uint8_t>> spans;
   std::map<const uint8_t*, size_t> index;
@@ -356,7 +493,7 @@ absl::Status CudaForward::State::Upload() {
   cuda::StagingOptions so;
   absl::StatusOr<cuda::StagingPlan> plan = cuda::PlanStagingUpload(shards, so);
   if (!plan.ok()) return plan.status();
-  TESSERA_RETURN_IF_ERROR(weights.Ensure(plan->device_bytes, "the weights", nullptr));
+  TESSERA_RETURN_IF_ERROR(data.Ensure(plan->device_bytes, "the weights", nullptr));
   uint64_t done = 0;
   auto last = std::chrono::steady_clock::now();
   const auto& progress = impl.options.on_load_progress;
@@ -370,8 +507,8 @@ absl::Status CudaForward::State::Upload() {
     }
     return absl::OkStatus();
   };
-  TESSERA_RETURN_IF_ERROR(cuda::RunStagingUpload(*plan, so, read, weights.ptr, stream));
-  for (const auto& [i, set] : setters) set(weights.as<uint8_t>() + plan->tensor_offsets[i]);
+  TESSERA_RETURN_IF_ERROR(cuda::RunStagingUpload(*plan, so, read, data.ptr, stream));
+  for (const auto& [i, set] : setters) set(data.as<uint8_t>() + plan->tensor_offsets[i]);
 
   std::vector<double> scales = cuda::RopeThetaScales(impl.rope);
   if (scales.empty()) {
@@ -388,8 +525,9 @@ absl::Status CudaForward::State::Upload() {
 
 absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int max_blocks,
                                                bool* grew) {
-  const int64_t d = hp.n_embd, T = std::max(capacity, tokens);
-  const int64_t R = std::max(row_capacity, rows);
+  StepBuffers& bufs = buffers;
+  const int64_t d = hp.n_embd, T = std::max(bufs.capacity, tokens);
+  const int64_t R = std::max(bufs.row_capacity, rows);
   int64_t q_w = 0, k_w = 0, v_w = 0, attn_w = 0, qa_w = 0, o_w = 0, cq_w = 0;
   // An upper bound of this rank's heads.
   const int64_t H_all = *std::max_element(hp.n_head.begin(), hp.n_head.end());
@@ -408,7 +546,7 @@ absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int
     attn_w = H_all * hp.head_dim_v;
   }
   int64_t ffn_w = 0, down_w = 0, experts = 0, used = 0;
-  for (const DeviceLayer& L : layers) {
+  for (const DeviceLayer& L : weights.layers) {
     ffn_w = std::max(ffn_w, L.w_gate.rows);
     ffn_w = std::max(ffn_w, L.gate_sh.rows);
   }
@@ -416,7 +554,7 @@ absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int
     experts = hp.n_expert;
     used = hp.n_expert_used;
     int64_t F = 0;
-    for (const DeviceLayer& L : layers) {
+    for (const DeviceLayer& L : weights.layers) {
       if (L.gate_exps.rows > 0) F = std::max(F, L.gate_exps.rows / experts);
     }
     ffn_w = std::max(ffn_w, used * F);
@@ -425,7 +563,7 @@ absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int
   down_w = std::max(down_w, d);
   const bool f32_side = act != DType::kF32;  // router and indexer inputs in float32
   const int64_t HI = hp.indexer_heads, DI = hp.indexer_head_dim;
-  const int64_t keys = impl.config.dsa ? static_cast<int64_t>(max_blocks) * block_size : 0;
+  const int64_t keys = impl.config.dsa ? static_cast<int64_t>(max_blocks) * cache.block_size : 0;
   struct Need {
     DeviceBuffer* buf;
     int64_t bytes;
@@ -433,33 +571,34 @@ absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int
   };
   const int64_t dsa_k = impl.config.dsa ? std::max<int64_t>(1, hp.indexer_top_k) : 0;
   const Need needs[] = {
-      {&x, T * d * 4, "the residual stream"},
-      {&h, T * d * (int64_t)esz, "activations"},
-      {&y, T * d * (int64_t)esz, "activations"},
-      {&q, T * q_w * (int64_t)esz, "queries"},
-      {&k, T * k_w * (int64_t)esz, "keys"},
-      {&v, T * v_w * (int64_t)esz, "values"},
-      {&attn, T * attn_w * (int64_t)esz, "attention outputs"},
-      {&qa, T * qa_w * (int64_t)esz, "absorbed queries"},
-      {&o, T * o_w * (int64_t)esz, "attention outputs"},
-      {&cq, T * cq_w * (int64_t)esz, "query latents"},
-      {&gate, T * ffn_w * (int64_t)esz, "ffn activations"},
-      {&up, T * ffn_w * (int64_t)esz, "ffn activations"},
-      {&down, T * down_w * (int64_t)esz, "expert outputs"},
-      {&router_logits, T * experts * 4, "router logits"},
-      {&route_ids, T * used * 4, "routing"},
-      {&route_weights, T * used * 4, "routing"},
-      {&h32, f32_side ? T * d * 4 : 0, "float32 activations"},
-      {&cq32, f32_side ? T * cq_w * 4 : 0, "float32 query latents"},
-      {&qi, impl.config.dsa ? T * HI * DI * 4 : 0, "indexer queries"},
-      {&ki, impl.config.dsa ? T * DI * 4 : 0, "indexer keys"},
-      {&wi, impl.config.dsa ? T * HI * 4 : 0, "indexer weights"},
-      {&scores, IndexerRowsPerPass(tokens, keys, indexer_score_bytes) * keys * 4, "indexer scores"},
-      {&selected, T * dsa_k * 4, "indexer selection"},
-      {&head_ids, impl.config.mla ? T * H_all * 4 : 0, "head ids"},
-      {&gemm_scratch, static_cast<int64_t>(kGemmScratchBytes), "the GEMM scratch"},
-      {&hr, R * d * (4 + (int64_t)esz), "head inputs"},
-      {&logits32, R * vocab_local * 4, "logits"},
+      {&bufs.x, T * d * 4, "the residual stream"},
+      {&bufs.h, T * d * (int64_t)esz, "activations"},
+      {&bufs.y, T * d * (int64_t)esz, "activations"},
+      {&bufs.q, T * q_w * (int64_t)esz, "queries"},
+      {&bufs.k, T * k_w * (int64_t)esz, "keys"},
+      {&bufs.v, T * v_w * (int64_t)esz, "values"},
+      {&bufs.attn, T * attn_w * (int64_t)esz, "attention outputs"},
+      {&bufs.qa, T * qa_w * (int64_t)esz, "absorbed queries"},
+      {&bufs.o, T * o_w * (int64_t)esz, "attention outputs"},
+      {&bufs.cq, T * cq_w * (int64_t)esz, "query latents"},
+      {&bufs.gate, T * ffn_w * (int64_t)esz, "ffn activations"},
+      {&bufs.up, T * ffn_w * (int64_t)esz, "ffn activations"},
+      {&bufs.down, T * down_w * (int64_t)esz, "expert outputs"},
+      {&bufs.router_logits, T * experts * 4, "router logits"},
+      {&bufs.route_ids, T * used * 4, "routing"},
+      {&bufs.route_weights, T * used * 4, "routing"},
+      {&bufs.h32, f32_side ? T * d * 4 : 0, "float32 activations"},
+      {&bufs.cq32, f32_side ? T * cq_w * 4 : 0, "float32 query latents"},
+      {&bufs.qi, impl.config.dsa ? T * HI * DI * 4 : 0, "indexer queries"},
+      {&bufs.ki, impl.config.dsa ? T * DI * 4 : 0, "indexer keys"},
+      {&bufs.wi, impl.config.dsa ? T * HI * 4 : 0, "indexer weights"},
+      {&bufs.scores, IndexerRowsPerPass(tokens, keys, indexer_score_bytes) * keys * 4,
+       "indexer scores"},
+      {&bufs.selected, T * dsa_k * 4, "indexer selection"},
+      {&bufs.head_ids, impl.config.mla ? T * H_all * 4 : 0, "head ids"},
+      {&bufs.gemm_scratch, static_cast<int64_t>(kGemmScratchBytes), "the GEMM scratch"},
+      {&bufs.hr, R * d * (4 + (int64_t)esz), "head inputs"},
+      {&bufs.logits32, R * weights.vocab_local * 4, "logits"},
   };
   for (const Need& n : needs) {
     TESSERA_RETURN_IF_ERROR(
@@ -468,119 +607,56 @@ absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int
   if (impl.options.tp_size > 1) {
     const int tp = impl.options.tp_size;
     const int64_t width = (hp.n_vocab + tp - 1) / tp;
-    TESSERA_RETURN_IF_ERROR(
-        gathered.Ensure(static_cast<size_t>(R * width * 4 * (tp + 1)), "gathered logits", grew));
+    TESSERA_RETURN_IF_ERROR(bufs.gathered.Ensure(static_cast<size_t>(R * width * 4 * (tp + 1)),
+                                                 "gathered logits", grew));
   }
-  capacity = T;
-  row_capacity = R;
+  bufs.capacity = T;
+  bufs.row_capacity = R;
   return absl::OkStatus();
 }
 
 absl::Status CudaForward::State::PlanCache(uint64_t free_before, uint64_t total,
                                            int* n_blocks_out) {
   const ExecutorOptions& opt = impl.options;
+  DeviceKvCache& c = cache;
   // The cache's geometry as the executor planned it (Executor::Create): one source for
   // both devices; only the number of blocks is decided here.
-  block_size = impl.kv_shape.block_size;
+  c.block_size = impl.kv_shape.block_size;
   const int64_t L = hp.n_layer;
-  k_width = impl.kv_shape.k_width;
-  v_width = impl.kv_shape.v_width;
-  index_dim = impl.config.dsa ? hp.indexer_head_dim : 0;
-  const uint64_t per_token = static_cast<uint64_t>(L) * ((k_width + v_width) * esz + index_dim * 4);
-  uint64_t workspace = kReserveBytes;
-  for (const DeviceBuffer* b : {&x,
-                                &h,
-                                &y,
-                                &q,
-                                &k,
-                                &v,
-                                &attn,
-                                &qa,
-                                &o,
-                                &cq,
-                                &gate,
-                                &up,
-                                &down,
-                                &router_logits,
-                                &route_ids,
-                                &route_weights,
-                                &h32,
-                                &cq32,
-                                &qi,
-                                &ki,
-                                &wi,
-                                &scores,
-                                &selected,
-                                &head_ids,
-                                &gemm_scratch,
-                                &hr,
-                                &logits32,
-                                &gathered}) {
-    workspace += b->bytes;
-  }
+  c.k_width = impl.kv_shape.k_width;
+  c.v_width = impl.kv_shape.v_width;
+  c.index_dim = impl.config.dsa ? hp.indexer_head_dim : 0;
+  c.esz = esz;
+  const uint64_t per_token =
+      static_cast<uint64_t>(L) * ((c.k_width + c.v_width) * esz + c.index_dim * 4);
+  const uint64_t workspace = kReserveBytes + buffers.PlannedBytes();
   cuda::GpuMemoryRequest req;
   req.free_bytes = free_before;
   req.total_bytes = total;
   req.gpu_memory_utilization = opt.gpu_memory_utilization;
-  req.weight_bytes = weights.bytes;
+  req.weight_bytes = weights.data.bytes;
   req.kv_bytes_per_token = per_token;
   req.workspace_bytes = workspace;
-  req.block_tokens = block_size;
+  req.block_tokens = c.block_size;
   req.min_tokens = opt.kv_tokens;
   absl::StatusOr<cuda::GpuMemoryPlan> plan = cuda::PlanGpuMemory(req);
   if (!plan.ok()) return plan.status();
-  n_blocks = opt.kv_tokens > 0 ? (opt.kv_tokens + block_size - 1) / block_size : plan->kv_blocks;
-  n_blocks = std::min<int64_t>(n_blocks, std::numeric_limits<int>::max() / 2);
-  layer_elems = n_blocks * block_size * (k_width + v_width);
+  c.n_blocks =
+      opt.kv_tokens > 0 ? (opt.kv_tokens + c.block_size - 1) / c.block_size : plan->kv_blocks;
+  c.n_blocks = std::min<int64_t>(c.n_blocks, std::numeric_limits<int>::max() / 2);
+  c.layer_elems = c.n_blocks * c.block_size * (c.k_width + c.v_width);
   TESSERA_RETURN_IF_ERROR(
-      kv.Ensure(static_cast<size_t>(L * layer_elems) * esz, "the KV cache", nullptr));
-  if (index_dim > 0) {
+      c.kv.Ensure(static_cast<size_t>(L * c.layer_elems) * esz, "the KV cache", nullptr));
+  if (c.index_dim > 0) {
     TESSERA_RETURN_IF_ERROR(
-        index_keys.Ensure(static_cast<size_t>(L * n_blocks * block_size * index_dim) * 4,
-                          "the DSA index keys", nullptr));
+        c.index_keys.Ensure(static_cast<size_t>(L * c.n_blocks * c.block_size * c.index_dim) * 4,
+                            "the DSA index keys", nullptr));
   }
-  *n_blocks_out = static_cast<int>(n_blocks);
+  *n_blocks_out = static_cast<int>(c.n_blocks);
   return absl::OkStatus();
 }
 
-// --- products and collectives -----------------------------------------------------------
-
-absl::Status CudaForward::State::MatMul(const DeviceMatrix& w, const void* xin, int64_t tokens,
-                                        void* yout, DType dt, const std::vector<int>* row_seq) {
-  if (w.data == nullptr) return absl::InternalError("cuda executor: a weight was not uploaded");
-  auto run = [&](const void* xs, int64_t n, void* ys) -> absl::Status {
-    if (n <= kGemvRows) return cuda::Gemv(w, xs, dt, n, ys, stream);
-    return cuda::GemmDequantized(cublas, w, xs, dt, n, ys, gemm_scratch.ptr, gemm_scratch.bytes,
-                                 stream);
-  };
-  if (row_seq == nullptr && seq_of != nullptr && static_cast<int64_t>(seq_of->size()) == tokens) {
-    row_seq = seq_of;
-  }
-  if (tokens <= kGemvRows || !impl.options.batch_invariant || row_seq == nullptr) {
-    return run(xin, tokens, yout);
-  }
-  // Batch-invariant: each prefill sequence's rows as a product of their own, runs of decode
-  // rows with GEMV (per token the same arithmetic whatever the batch).
-  const size_t de = cuda::DTypeBytes(dt);
-  auto decode = [&](int64_t i) { return seq_len[(*row_seq)[i]] == 1; };
-  for (int64_t i = 0; i < tokens;) {
-    int64_t j = i + 1;
-    if (decode(i)) {
-      while (j < tokens && decode(j)) ++j;
-    } else {
-      while (j < tokens && (*row_seq)[j] == (*row_seq)[i]) ++j;
-    }
-    const void* xs = At(const_cast<void*>(xin), i * w.cols, de);
-    void* ys = At(yout, i * w.rows, de);
-    if (decode(i)) {
-      TESSERA_RETURN_IF_ERROR(cuda::Gemv(w, xs, dt, j - i, ys, stream));
-    } else {
-      TESSERA_RETURN_IF_ERROR(run(xs, j - i, ys));
-    }
-    i = j;
-  }
-  return absl::OkStatus();
-}
+// --- collectives ------------------------------------------------------------------------
 
 absl::Status CudaForward::State::AllReduce(void* data, int64_t n, DType dt) {
   const ExecutorOptions& opt = impl.options;
@@ -607,39 +683,41 @@ namespace {
 
 // Each step-buffer role's allocation and what it holds (for errors), in Buf's order.
 struct Role {
-  DeviceBuffer CudaForward::State::*buffer;
+  DeviceBuffer StepBuffers::*buffer;
   const char* what;
 };
 constexpr Role kRoles[] = {
-    {&CudaForward::State::x, "the residual stream"},
-    {&CudaForward::State::h, "normalized activations"},
-    {&CudaForward::State::y, "sublayer outputs"},
-    {&CudaForward::State::q, "queries"},
-    {&CudaForward::State::k, "keys"},
-    {&CudaForward::State::v, "values"},
-    {&CudaForward::State::attn, "attention outputs"},
-    {&CudaForward::State::qa, "absorbed queries"},
-    {&CudaForward::State::o, "per-head values"},
-    {&CudaForward::State::cq, "query latents"},
-    {&CudaForward::State::gate, "ffn gates"},
-    {&CudaForward::State::up, "ffn up projections"},
-    {&CudaForward::State::down, "expert outputs"},
-    {&CudaForward::State::router_logits, "router logits"},
-    {&CudaForward::State::h32, "float32 activations"},
-    {&CudaForward::State::cq32, "float32 query latents"},
-    {&CudaForward::State::qi, "indexer queries"},
-    {&CudaForward::State::ki, "indexer keys"},
-    {&CudaForward::State::wi, "indexer weights"},
-    {&CudaForward::State::hr, "head inputs"},
-    {&CudaForward::State::logits32, "logits"},
+    {&StepBuffers::x, "the residual stream"},
+    {&StepBuffers::h, "normalized activations"},
+    {&StepBuffers::y, "sublayer outputs"},
+    {&StepBuffers::q, "queries"},
+    {&StepBuffers::k, "keys"},
+    {&StepBuffers::v, "values"},
+    {&StepBuffers::attn, "attention outputs"},
+    {&StepBuffers::qa, "absorbed queries"},
+    {&StepBuffers::o, "per-head values"},
+    {&StepBuffers::cq, "query latents"},
+    {&StepBuffers::gate, "ffn gates"},
+    {&StepBuffers::up, "ffn up projections"},
+    {&StepBuffers::down, "expert outputs"},
+    {&StepBuffers::router_logits, "router logits"},
+    {&StepBuffers::h32, "float32 activations"},
+    {&StepBuffers::cq32, "float32 query latents"},
+    {&StepBuffers::qi, "indexer queries"},
+    {&StepBuffers::ki, "indexer keys"},
+    {&StepBuffers::wi, "indexer weights"},
+    {&StepBuffers::hr, "head inputs"},
+    {&StepBuffers::logits32, "logits"},
 };
 static_assert(std::size(kRoles) == static_cast<size_t>(Buf::kCount),
               "every Buf role needs a step buffer");
 
 // The Ops of forward.h on the GPU (the contract is in ops.h): each operation queues, on the
-// step's stream and over State's step buffers, the kernels this pass has always run, with
-// the same arguments. kAct tensors are stored in the compute dtype (esz bytes), kF32 ones
-// in float32. One CudaOps serves one State::Forward (eager, or captured into a graph).
+// step's stream and over the step buffers, the kernels this pass has always run, with the
+// same arguments. kAct tensors are stored in the compute dtype (esz bytes), kF32 ones in
+// float32. One CudaOps serves one State::Forward (eager, or captured into a graph); it reads
+// the uploaded weights and the cache's geometry, writes the step buffers, and takes the
+// step's host-side data (StepState) and input layout (StepLayout) from Step.
 class CudaOps {
  public:
   using Vec = const float*;
@@ -648,20 +726,21 @@ class CudaOps {
   using Product = MatProduct<Mat>;
   using Expert = ExpertProduct<Mat>;
 
-  CudaOps(CudaForward::State& s, const StepLayout& lay) : s_(s), lay_(lay) {
+  CudaOps(CudaForward::State& s, const StepLayout& lay, const StepState& step)
+      : s_(s), weights_(s.weights), cache_(s.cache), bufs_(s.buffers), step_(step), lay_(lay) {
     // The head's rows as Step laid them out (padded in graphs, where head_row_seq is empty
     // and the rows go to GEMV as one batch).
     head_rows_.count = static_cast<size_t>(lay.rows);
-    head_rows_.seq = s.head_row_seq.empty() ? nullptr : &s.head_row_seq;
+    head_rows_.seq = step.head_row_seq.empty() ? nullptr : &step.head_row_seq;
   }
 
   // The model.
   const model::HyperParams& hparams() const { return s_.hp; }
   const ArchConfig& config() const { return s_.impl.config; }
-  const Layer& layer(int l) const { return s_.layers[l]; }
-  const Mat& output() const { return s_.output; }
-  Vec output_norm() const { return s_.output_norm; }
-  Vec output_bias() const { return s_.output_bias; }
+  const Layer& layer(int l) const { return weights_.layers[l]; }
+  const Mat& output() const { return weights_.output; }
+  Vec output_norm() const { return weights_.output_norm; }
+  Vec output_bias() const { return weights_.output_bias; }
   int tp_rank() const { return s_.impl.options.tp_rank; }
   const HeadRows& head_rows() const { return head_rows_; }
 
@@ -693,9 +772,18 @@ class CudaOps {
     return Unsupported(op, absl::StrCat("expected contiguous rows, got ", a.cols,
                                         " values at a stride of ", a.ld));
   }
-  void* IndexKeys(int layer) const {
-    return At(s_.index_keys.ptr, layer * s_.n_blocks * s_.block_size * s_.index_dim, 4);
+  // The step inputs Step copied to the device (StepLayout's offsets into `inputs`).
+  const int64_t* Slots() const {
+    return reinterpret_cast<const int64_t*>(bufs_.inputs.as<uint8_t>() + lay_.slots);
   }
+  const int32_t* I32(size_t offset) const {
+    return reinterpret_cast<const int32_t*>(bufs_.inputs.as<uint8_t>() + offset);
+  }
+  // y = W x: GEMV up to kGemvRows rows, dequantize + cuBLAS above; with batch_invariant,
+  // per prefill sequence and decode rows with GEMV. `row_seq` gives each row's sequence
+  // (null: the step's tokens, when the rows are those).
+  absl::Status MatMul(const DeviceMatrix& w, const void* x, int64_t tokens, void* y, DType dt,
+                      const std::vector<int>* row_seq);
   absl::Status TraceRouting(int layer, int64_t tokens);
   // `bytes` of device memory at `src` copied to `dst` on the host, waiting for the stream
   // (the step traces only: traced steps run eagerly, never in graphs).
@@ -706,7 +794,11 @@ class CudaOps {
     return cuda::CudaStatus(cudaStreamSynchronize(s_.stream), "trace sync");
   }
 
-  CudaForward::State& s_;
+  CudaForward::State& s_;  // the device context: stream, cuBLAS, dtype, options
+  const DeviceWeights& weights_;
+  const DeviceKvCache& cache_;
+  StepBuffers& bufs_;
+  const StepState& step_;
   const StepLayout& lay_;
   HeadRows head_rows_;
   // The first failure of an operation that returns no status (Tensor, AsF32): every
@@ -719,7 +811,7 @@ class CudaOps {
 
 Act CudaOps::Tensor(Buf role, int64_t rows, int64_t cols, Prec prec) {
   const Role& r = kRoles[static_cast<size_t>(role)];
-  const DeviceBuffer& buf = s_.*r.buffer;
+  const DeviceBuffer& buf = bufs_.*r.buffer;
   Act a;
   a.data = buf.ptr;
   a.rows = rows;
@@ -750,14 +842,52 @@ Act CudaOps::AsF32(Act a, Buf scratch) {
   return f;
 }
 
+absl::Status CudaOps::MatMul(const DeviceMatrix& w, const void* xin, int64_t tokens, void* yout,
+                             DType dt, const std::vector<int>* row_seq) {
+  if (w.data == nullptr) return absl::InternalError("cuda executor: a weight was not uploaded");
+  auto run = [&](const void* xs, int64_t n, void* ys) -> absl::Status {
+    if (n <= kGemvRows) return cuda::Gemv(w, xs, dt, n, ys, s_.stream);
+    return cuda::GemmDequantized(s_.cublas, w, xs, dt, n, ys, bufs_.gemm_scratch.ptr,
+                                 bufs_.gemm_scratch.bytes, s_.stream);
+  };
+  if (row_seq == nullptr && step_.seq_of != nullptr &&
+      static_cast<int64_t>(step_.seq_of->size()) == tokens) {
+    row_seq = step_.seq_of;
+  }
+  if (tokens <= kGemvRows || !s_.impl.options.batch_invariant || row_seq == nullptr) {
+    return run(xin, tokens, yout);
+  }
+  // Batch-invariant: each prefill sequence's rows as a product of their own, runs of decode
+  // rows with GEMV (per token the same arithmetic whatever the batch).
+  const size_t de = cuda::DTypeBytes(dt);
+  auto decode = [&](int64_t i) { return step_.seq_len[(*row_seq)[i]] == 1; };
+  for (int64_t i = 0; i < tokens;) {
+    int64_t j = i + 1;
+    if (decode(i)) {
+      while (j < tokens && decode(j)) ++j;
+    } else {
+      while (j < tokens && (*row_seq)[j] == (*row_seq)[i]) ++j;
+    }
+    const void* xs = At(const_cast<void*>(xin), i * w.cols, de);
+    void* ys = At(yout, i * w.rows, de);
+    if (decode(i)) {
+      TESSERA_RETURN_IF_ERROR(cuda::Gemv(w, xs, dt, j - i, ys, s_.stream));
+    } else {
+      TESSERA_RETURN_IF_ERROR(run(xs, j - i, ys));
+    }
+    i = j;
+  }
+  return absl::OkStatus();
+}
+
 // Vocab-parallel embedding: ids outside this rank's range were sent as -1 and come out zero.
 absl::Status CudaOps::Embed(Act x) {
   TESSERA_RETURN_IF_ERROR(error_);
-  return cuda::GatherRows(s_.embd, s_.I32(lay_.ids), x.rows, Dt(x), x.data, s_.stream);
+  return cuda::GatherRows(weights_.embd, I32(lay_.ids), x.rows, Dt(x), x.data, s_.stream);
 }
 
 // GEMV up to kGemvRows rows, dequantize + cuBLAS above, per sequence with batch_invariant
-// (State::MatMul). per_vector is not honoured: the GPU has always multiplied the router's and
+// (MatMul). per_vector is not honoured: the GPU has always multiplied the router's and
 // the indexer's weights like any product, GEMV or GEMM by the row count, and keeping that
 // keeps its numerics.
 absl::Status CudaOps::Products(std::initializer_list<Product> products) {
@@ -774,7 +904,7 @@ absl::Status CudaOps::Products(std::initializer_list<Product> products) {
                        p.y.rows, " × ", p.y.cols, " ", cuda::DTypeName(Dt(p.y)), " do not fit a ",
                        p.w->rows, " × ", p.w->cols, " weight"));
     }
-    TESSERA_RETURN_IF_ERROR(s_.MatMul(*p.w, p.x.data, p.x.rows, p.y.data, Dt(p.y), p.row_seq));
+    TESSERA_RETURN_IF_ERROR(MatMul(*p.w, p.x.data, p.x.rows, p.y.data, Dt(p.y), p.row_seq));
   }
   return absl::OkStatus();
 }
@@ -789,7 +919,7 @@ absl::Status CudaOps::HeadProducts(const Mat& stack, int64_t heads, Act x, Act y
   }
   const int64_t tokens = x.rows / heads;
   const int H = static_cast<int>(heads);
-  int32_t* ids = s_.head_ids.as<int32_t>();
+  int32_t* ids = bufs_.head_ids.as<int32_t>();
   if (head_ids_for_ != std::make_pair(tokens, heads)) {
     TESSERA_RETURN_IF_ERROR(cuda::FillHeadIds(ids, tokens, H, s_.stream));
     head_ids_for_ = {tokens, heads};
@@ -805,7 +935,7 @@ absl::Status CudaOps::ExpertProducts(std::initializer_list<Expert> products, Act
                                      bool per_choice) {
   TESSERA_RETURN_IF_ERROR(error_);
   const int E = static_cast<int>(s_.hp.n_expert), K = static_cast<int>(s_.hp.n_expert_used);
-  const int32_t* ids = s_.route_ids.as<int32_t>();
+  const int32_t* ids = bufs_.route_ids.as<int32_t>();
   for (const Expert& e : products) {
     const int64_t T = e.y.rows / K;
     if (e.y.rows != T * K || x.rows != (per_choice ? T * K : T) || Dt(x) != Dt(e.y)) {
@@ -837,10 +967,10 @@ absl::Status CudaOps::Route(int layer, Act logits, const Vec& bias) {
   r.weights_scale = hp.expert_weights_scale;
   r.logits = static_cast<const float*>(logits.data);
   r.bias = bias;
-  r.ids = s_.route_ids.as<int32_t>();
-  r.weights = s_.route_weights.as<float>();
+  r.ids = bufs_.route_ids.as<int32_t>();
+  r.weights = bufs_.route_weights.as<float>();
   TESSERA_RETURN_IF_ERROR(cuda::MoeRoute(r, s_.stream));
-  if (s_.trace == nullptr) return absl::OkStatus();
+  if (step_.trace == nullptr) return absl::OkStatus();
   return TraceRouting(layer, logits.rows);
 }
 
@@ -849,13 +979,13 @@ absl::Status CudaOps::TraceRouting(int layer, int64_t tokens) {
   const int K = static_cast<int>(s_.hp.n_expert_used);
   std::vector<int32_t> ids(static_cast<size_t>(tokens) * K);
   std::vector<float> wts(ids.size());
-  TESSERA_RETURN_IF_ERROR(ReadBack(s_.route_ids.ptr, ids.size() * 4, ids.data()));
-  TESSERA_RETURN_IF_ERROR(ReadBack(s_.route_weights.ptr, wts.size() * 4, wts.data()));
-  auto& ex = s_.trace->experts[layer];
-  auto& wt = s_.trace->expert_weights[layer];
-  ex.assign(s_.trace_tokens, {});
-  wt.assign(s_.trace_tokens, {});
-  for (int64_t t = 0; t < s_.trace_tokens; ++t) {
+  TESSERA_RETURN_IF_ERROR(ReadBack(bufs_.route_ids.ptr, ids.size() * 4, ids.data()));
+  TESSERA_RETURN_IF_ERROR(ReadBack(bufs_.route_weights.ptr, wts.size() * 4, wts.data()));
+  auto& ex = step_.trace->experts[layer];
+  auto& wt = step_.trace->expert_weights[layer];
+  ex.assign(step_.trace_tokens, {});
+  wt.assign(step_.trace_tokens, {});
+  for (int64_t t = 0; t < step_.trace_tokens; ++t) {
     ex[t].assign(ids.begin() + t * K, ids.begin() + (t + 1) * K);
     wt[t].assign(wts.begin() + t * K, wts.begin() + (t + 1) * K);
   }
@@ -871,8 +1001,8 @@ absl::Status CudaOps::Combine(Act down, Act y) {
     return Unsupported("Combine", absl::StrCat(down.rows, " expert rows for ", y.rows,
                                                " tokens with ", K, " experts per token"));
   }
-  return cuda::MoeCombine(down.data, s_.route_weights.as<float>(), y.rows, K, y.cols, Dt(y), y.data,
-                          s_.stream);
+  return cuda::MoeCombine(down.data, bufs_.route_weights.as<float>(), y.rows, K, y.cols, Dt(y),
+                          y.data, s_.stream);
 }
 
 // A float32 input into a 16-bit output (the residual stream into a sublayer's input) is
@@ -921,8 +1051,8 @@ absl::Status CudaOps::Rope(Act v, int64_t heads, int64_t head_stride) {
                             .n_rot = impl.rope.n_rot,
                             .neox = impl.config.rope == cpu::RopeLayout::kNeox,
                             .magnitude = impl.rope.magnitude,
-                            .positions = s_.I32(lay_.positions),
-                            .theta_scales = s_.theta.as<double>()};
+                            .positions = I32(lay_.positions),
+                            .theta_scales = weights_.theta.as<double>()};
   return cuda::Rope(rope, Dt(v), v.data, s_.stream);
 }
 
@@ -980,11 +1110,11 @@ absl::Status CudaOps::RoundToAct(Act x) {
   if (s_.act == DType::kF32) return absl::OkStatus();
   TESSERA_RETURN_IF_ERROR(Flat("RoundToAct", x));
   const int64_t n = x.rows * x.cols;
-  if (x.data != s_.hr.ptr || Dt(x) != DType::kF32 ||
-      static_cast<size_t>(n) * (4 + s_.esz) > s_.hr.bytes) {
+  if (x.data != bufs_.hr.ptr || Dt(x) != DType::kF32 ||
+      static_cast<size_t>(n) * (4 + s_.esz) > bufs_.hr.bytes) {
     return Unsupported("RoundToAct", "only the head's float32 inputs (kHeadIn) are rounded");
   }
-  void* rounded = At(s_.hr.ptr, n, 4);
+  void* rounded = At(bufs_.hr.ptr, n, 4);
   TESSERA_RETURN_IF_ERROR(cuda::Convert(x.data, DType::kF32, rounded, s_.act, n, s_.stream));
   return cuda::Convert(rounded, s_.act, x.data, DType::kF32, n, s_.stream);
 }
@@ -993,26 +1123,26 @@ absl::Status CudaOps::RoundToAct(Act x) {
 // k_rope], one per token, into the K cache.
 absl::Status CudaOps::WriteKv(int layer, const AttentionShape& shape, Act k, Act v) {
   TESSERA_RETURN_IF_ERROR(error_);
-  const int block_size = s_.block_size;
+  const int block_size = cache_.block_size;
   cuda::KvWriteArgs w{.tokens = k.rows,
                       .kv_heads = static_cast<int>(shape.kv_heads),
                       .width = static_cast<int>(shape.d_k),
                       .block_size = block_size,
                       .src = k.data,
                       .src_token_stride = k.ld,
-                      .cache = s_.KBase(layer),
-                      .block_stride = block_size * s_.k_width,
-                      .token_stride = s_.k_width,
-                      .head_stride = shape.latent ? s_.k_width : shape.d_k,
-                      .slot_mapping = s_.Slots(lay_)};
+                      .cache = cache_.KBase(layer),
+                      .block_stride = block_size * cache_.k_width,
+                      .token_stride = cache_.k_width,
+                      .head_stride = shape.latent ? cache_.k_width : shape.d_k,
+                      .slot_mapping = Slots()};
   TESSERA_RETURN_IF_ERROR(cuda::WriteKvCache(w, Dt(k), s_.stream));
   if (shape.latent) return absl::OkStatus();
   w.width = static_cast<int>(shape.d_v);
   w.src = v.data;
   w.src_token_stride = v.ld;
-  w.cache = s_.VBase(layer);
-  w.block_stride = block_size * s_.v_width;
-  w.token_stride = s_.v_width;
+  w.cache = cache_.VBase(layer);
+  w.block_stride = block_size * cache_.v_width;
+  w.token_stride = cache_.v_width;
   w.head_stride = shape.d_v;
   return cuda::WriteKvCache(w, Dt(v), s_.stream);
 }
@@ -1021,7 +1151,7 @@ absl::Status CudaOps::WriteKv(int layer, const AttentionShape& shape, Act k, Act
 // value, and with DSA only the keys SelectKeys left in `selected`.
 absl::Status CudaOps::Attend(int layer, const AttentionShape& shape, Act q, Act out) {
   TESSERA_RETURN_IF_ERROR(error_);
-  const int block_size = s_.block_size;
+  const int block_size = cache_.block_size;
   cuda::PagedAttentionArgs a;
   a.queries = q.rows;
   a.heads = static_cast<int>(shape.heads);
@@ -1035,18 +1165,18 @@ absl::Status CudaOps::Attend(int layer, const AttentionShape& shape, Act q, Act 
   a.out = out.data;
   a.out_token_stride = out.ld;
   if (shape.latent) {
-    a.k = {s_.KBase(layer), block_size * s_.k_width, s_.k_width, 0};
+    a.k = {cache_.KBase(layer), block_size * cache_.k_width, cache_.k_width, 0};
     a.v = a.k;
   } else {
-    a.k = {s_.KBase(layer), block_size * s_.k_width, s_.k_width, shape.d_k};
-    a.v = {s_.VBase(layer), block_size * s_.v_width, s_.v_width, shape.d_v};
+    a.k = {cache_.KBase(layer), block_size * cache_.k_width, cache_.k_width, shape.d_k};
+    a.v = {cache_.VBase(layer), block_size * cache_.v_width, cache_.v_width, shape.d_v};
   }
-  a.block_table = s_.I32(lay_.table);
+  a.block_table = I32(lay_.table);
   a.max_blocks = lay_.max_blocks;
-  a.query_seq = s_.I32(lay_.query_seq);
-  a.query_kv_len = s_.I32(lay_.kv_len);
+  a.query_seq = I32(lay_.query_seq);
+  a.query_kv_len = I32(lay_.kv_len);
   if (shape.latent && s_.impl.config.dsa) {
-    a.selected = s_.selected.as<int32_t>();
+    a.selected = bufs_.selected.as<int32_t>();
     a.selected_per_query = s_.selected_k;
   }
   return cuda::PagedAttention(a, Dt(q), s_.stream);
@@ -1055,19 +1185,19 @@ absl::Status CudaOps::Attend(int layer, const AttentionShape& shape, Act q, Act 
 // The DSA index keys (float32, one head of index_dim per token) into their own cache.
 absl::Status CudaOps::WriteIndexKeys(int layer, Act k) {
   TESSERA_RETURN_IF_ERROR(error_);
-  const int block_size = s_.block_size;
-  const int64_t index_dim = s_.index_dim;
+  const int block_size = cache_.block_size;
+  const int64_t index_dim = cache_.index_dim;
   const cuda::KvWriteArgs w{.tokens = k.rows,
                             .kv_heads = 1,
                             .width = static_cast<int>(k.cols),
                             .block_size = block_size,
                             .src = k.data,
                             .src_token_stride = k.ld,
-                            .cache = IndexKeys(layer),
+                            .cache = cache_.IndexKeys(layer),
                             .block_stride = block_size * index_dim,
                             .token_stride = index_dim,
                             .head_stride = index_dim,
-                            .slot_mapping = s_.Slots(lay_)};
+                            .slot_mapping = Slots()};
   return cuda::WriteKvCache(w, Dt(k), s_.stream);
 }
 
@@ -1079,8 +1209,8 @@ absl::Status CudaOps::SelectKeys(int layer, Act q, Act w) {
   if (Dt(q) != DType::kF32 || Dt(w) != DType::kF32) {
     return Unsupported("SelectKeys", "index queries and weights must be float32");
   }
-  const int block_size = s_.block_size, k = s_.selected_k;
-  const int64_t T = q.rows, index_dim = s_.index_dim;
+  const int block_size = cache_.block_size, k = s_.selected_k;
+  const int64_t T = q.rows, index_dim = cache_.index_dim;
   const int64_t n_keys = static_cast<int64_t>(lay_.max_blocks) * block_size;
   const int64_t rows = IndexerRowsPerPass(T, n_keys, s_.indexer_score_bytes);
   cuda::IndexerScoreArgs a;
@@ -1088,19 +1218,19 @@ absl::Status CudaOps::SelectKeys(int layer, Act q, Act w) {
   a.dim = static_cast<int>(hparams().indexer_head_dim);
   a.n_keys = n_keys;
   a.block_size = block_size;
-  a.keys = {IndexKeys(layer), block_size * index_dim, index_dim, index_dim};
-  a.block_table = s_.I32(lay_.table);
+  a.keys = {cache_.IndexKeys(layer), block_size * index_dim, index_dim, index_dim};
+  a.block_table = I32(lay_.table);
   a.max_blocks = lay_.max_blocks;
-  a.scores = s_.scores.as<float>();
+  a.scores = bufs_.scores.as<float>();
   for (int64_t q0 = 0; q0 < T; q0 += rows) {
     a.queries = std::min(rows, T - q0);
     a.q = static_cast<const float*>(q.data) + q0 * q.ld;
     a.weights = static_cast<const float*>(w.data) + q0 * w.ld;
-    a.query_seq = s_.I32(lay_.query_seq) + q0;
-    a.query_kv_len = s_.I32(lay_.kv_len) + q0;
+    a.query_seq = I32(lay_.query_seq) + q0;
+    a.query_kv_len = I32(lay_.kv_len) + q0;
     TESSERA_RETURN_IF_ERROR(cuda::IndexerScores(a, s_.stream));
     TESSERA_RETURN_IF_ERROR(cuda::TopK(a.scores, a.queries, n_keys, k, a.query_kv_len,
-                                       s_.selected.as<int32_t>() + q0 * k, s_.stream));
+                                       bufs_.selected.as<int32_t>() + q0 * k, s_.stream));
   }
   return absl::OkStatus();
 }
@@ -1109,13 +1239,13 @@ absl::Status CudaOps::SelectKeys(int layer, Act q, Act w) {
 // run eagerly).
 absl::Status CudaOps::TraceSelection(int layer) {
   TESSERA_RETURN_IF_ERROR(error_);
-  if (s_.trace == nullptr) return absl::OkStatus();
+  if (step_.trace == nullptr) return absl::OkStatus();
   const int k = s_.selected_k;
   std::vector<int32_t> host(static_cast<size_t>(lay_.tokens) * k);
-  TESSERA_RETURN_IF_ERROR(ReadBack(s_.selected.ptr, host.size() * 4, host.data()));
-  auto& keys = s_.trace->dsa_keys[layer];
-  keys.assign(s_.trace_tokens, {});
-  for (int64_t t = 0; t < s_.trace_tokens; ++t) {
+  TESSERA_RETURN_IF_ERROR(ReadBack(bufs_.selected.ptr, host.size() * 4, host.data()));
+  auto& keys = step_.trace->dsa_keys[layer];
+  keys.assign(step_.trace_tokens, {});
+  for (int64_t t = 0; t < step_.trace_tokens; ++t) {
     for (int j = 0; j < k; ++j) {
       if (host[t * k + j] >= 0) keys[t].push_back(host[t * k + j]);
     }
@@ -1130,7 +1260,7 @@ absl::Status CudaOps::GatherHeadRows(Act x, Act hr) {
   if (x.cols != hr.cols || Dt(x) != Dt(hr)) {
     return Unsupported("GatherHeadRows", "the head's rows must match the stream's");
   }
-  return cuda::GatherRowsByIndex(x.data, s_.I32(lay_.row_index), hr.rows, hr.cols, Dt(x), hr.data,
+  return cuda::GatherRowsByIndex(x.data, I32(lay_.row_index), hr.rows, hr.cols, Dt(x), hr.data,
                                  s_.stream);
 }
 
@@ -1146,13 +1276,13 @@ absl::Status CudaOps::GatherVocab(Act logits) {
   const int tp = opt.tp_size;
   const int64_t R = logits.rows, Vl = logits.cols;
   const int64_t width = (s_.hp.n_vocab + tp - 1) / tp;
-  float* mine = s_.gathered.as<float>() + static_cast<int64_t>(tp) * R * width;
+  float* mine = bufs_.gathered.as<float>() + static_cast<int64_t>(tp) * R * width;
   TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
       cudaMemsetAsync(mine, 0, R * width * sizeof(float), s_.stream), "cudaMemsetAsync"));
   TESSERA_RETURN_IF_ERROR(
       cuda::CopyRows(logits.data, Vl, mine, width, R, Vl, DType::kF32, s_.stream));
-  return opt.comm->AllGatherOnStream(mine, static_cast<size_t>(R * width), s_.gathered.as<float>(),
-                                     s_.stream);
+  return opt.comm->AllGatherOnStream(mine, static_cast<size_t>(R * width),
+                                     bufs_.gathered.as<float>(), s_.stream);
 }
 
 absl::Status CudaOps::AllReduce(Act x) {
@@ -1163,18 +1293,156 @@ absl::Status CudaOps::AllReduce(Act x) {
 
 }  // namespace
 
-// The step: forward.h's pass over CudaOps, on the stream (or into a graph being captured).
-absl::Status CudaForward::State::Forward(const StepLayout& lay, int64_t real_tokens) {
-  trace_tokens = real_tokens;
+// --- the step ------------------------------------------------------------------------------
+
+// The step buffers sized for the plan and the step's inputs copied to the device; pad
+// tokens (graphs) have no slot, no visible key, no vocabulary row.
+absl::Status CudaForward::State::WriteInputs(const Batch& b, const StepPlan& plan) {
+  const StepLayout& lay = plan.lay;
+  // Growing moves buffers that captured graphs point to (a failed growth may have freed some).
+  bool grew = false;
+  absl::Status sized = EnsureBuffers(lay.tokens, lay.rows, lay.max_blocks, &grew);
+  if (sized.ok()) sized = buffers.inputs.Ensure(lay.bytes, "step inputs", &grew);
+  if (grew || !sized.ok()) DropGraphs();
+  if (!sized.ok()) return sized;
+  TESSERA_RETURN_IF_ERROR(buffers.EnsureHostInputs(lay.bytes));
+  const int64_t T = plan.tokens, R = static_cast<int64_t>(plan.rows.size());
+  uint8_t* hin = static_cast<uint8_t*>(buffers.host_inputs);
+  auto* slots = reinterpret_cast<int64_t*>(hin + lay.slots);
+  auto* ids = reinterpret_cast<int32_t*>(hin + lay.ids);
+  auto* pos = reinterpret_cast<int32_t*>(hin + lay.positions);
+  auto* qseq = reinterpret_cast<int32_t*>(hin + lay.query_seq);
+  auto* kvlen = reinterpret_cast<int32_t*>(hin + lay.kv_len);
+  auto* rix = reinterpret_cast<int32_t*>(hin + lay.row_index);
+  auto* table = reinterpret_cast<int32_t*>(hin + lay.table);
+  const int64_t vb = impl.weights.vocab_begin, ve = impl.weights.vocab_end;
+  for (int64_t t = 0; t < lay.tokens; ++t) {
+    const bool real = t < T;
+    slots[t] = real ? b.slot[t] : -1;
+    ids[t] = real && b.tok[t] >= vb && b.tok[t] < ve ? static_cast<int32_t>(b.tok[t] - vb) : -1;
+    pos[t] = real ? static_cast<int32_t>(b.pos[t]) : 0;
+    qseq[t] = real ? b.seq_of[t] : 0;
+    kvlen[t] = real ? static_cast<int32_t>(b.pos[t] + 1) : 0;
+  }
+  for (int64_t r = 0; r < lay.rows; ++r) rix[r] = r < R ? plan.rows[r] : 0;
+  std::fill(table, table + lay.seqs * lay.max_blocks, 0);
+  for (size_t q = 0; q < b.seqs.size(); ++q) {
+    const auto& bt = b.seqs[q].block_table;
+    std::copy(bt.begin(), bt.end(), table + q * lay.max_blocks);
+  }
+  return cuda::CudaStatus(
+      cudaMemcpyAsync(buffers.inputs.ptr, hin, lay.bytes, cudaMemcpyHostToDevice, stream),
+      "cudaMemcpyAsync (step inputs)");
+}
+
+// The pass: a decode-only step replays the graph of its shape (captured on first use), any
+// other step, or a shape whose capture failed, runs eagerly.
+absl::Status CudaForward::State::Run(const StepPlan& plan, const StepState& step) {
+  const StepLayout& lay = plan.lay;
+  if (!plan.graph) return Forward(lay, step);
+  const std::pair<int64_t, int> key{lay.tokens, lay.max_blocks};
+  auto it = graphs.find(key);
+  if (it == graphs.end() && !graph_failures.count(key)) it = Capture(lay, step);
+  if (it == graphs.end()) return Forward(lay, step);
+  TESSERA_RETURN_IF_ERROR(
+      cuda::CudaStatus(cudaGraphLaunch(it->second.exec, stream), "cudaGraphLaunch"));
+  SetQueuedAllReduces(QueuedAllReduces() + it->second.allreduces);
+  return absl::OkStatus();
+}
+
+// Captures the pass for `lay`'s shape into a graph; on failure, records the shape to run
+// eagerly from now on and returns graphs.end() (the error is not the step's).
+CudaForward::State::GraphMap::iterator CudaForward::State::Capture(const StepLayout& lay,
+                                                                   const StepState& step) {
+  const std::pair<int64_t, int> key{lay.tokens, lay.max_blocks};
+  cudaGraph_t g = nullptr;
+  const size_t allreduces_before = QueuedAllReduces();
+  absl::Status captured = cuda::CudaStatus(
+      cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture");
+  if (captured.ok()) {
+    absl::Status fwd = Forward(lay, step);
+    captured = cuda::CudaStatus(cudaStreamEndCapture(stream, &g), "end capture");
+    if (!fwd.ok()) captured = fwd;
+  }
+  // The captured all-reduces run (and count) when the graph is launched.
+  const size_t allreduces = QueuedAllReduces() - allreduces_before;
+  SetQueuedAllReduces(allreduces_before);
+  cudaGraphExec_t exec = nullptr;
+  if (captured.ok()) {
+    captured = cuda::CudaStatus(cudaGraphInstantiate(&exec, g, 0), "graph instantiate");
+  }
+  if (g != nullptr) cudaGraphDestroy(g);
+  if (captured.ok()) return graphs.emplace(key, CapturedGraph{exec, allreduces}).first;
+  cudaGetLastError();
+  graph_failures.insert(key);
+  return graphs.end();
+}
+
+// forward.h's pass over CudaOps, on the stream (or into a graph being captured).
+absl::Status CudaForward::State::Forward(const StepLayout& lay, const StepState& step) {
   if (impl.config.dsa) {
     // No selection yet: nothing attended until a full indexer layer chose (as on the CPU).
     TESSERA_RETURN_IF_ERROR(
-        cuda::CudaStatus(cudaMemsetAsync(selected.ptr, 0xff,
+        cuda::CudaStatus(cudaMemsetAsync(buffers.selected.ptr, 0xff,
                                          static_cast<size_t>(lay.tokens) * selected_k * 4, stream),
                          "cudaMemsetAsync"));
   }
-  CudaOps ops(*this, lay);
+  CudaOps ops(*this, lay, step);
   return ForwardPass<CudaOps>(ops).Run(lay.tokens);
+}
+
+// Logits back to the host: [R][V] whole rows (the vocab-parallel head's columns gathered),
+// split by sequence as Executor::Step returns them.
+absl::StatusOr<std::vector<std::vector<float>>> CudaForward::State::Logits(const Batch& b,
+                                                                           const StepPlan& plan) {
+  const ExecutorOptions& opt = impl.options;
+  const int64_t V = hp.n_vocab, Vl = weights.vocab_local;
+  const int64_t R = static_cast<int64_t>(plan.rows.size());
+  std::vector<float>& out = buffers.host_logits;
+  std::vector<std::vector<float>> result(b.seqs.size());
+  if (opt.tp_size == 1) {
+    out.resize(R * V);
+    TESSERA_RETURN_IF_ERROR(
+        cuda::CudaStatus(cudaMemcpyAsync(out.data(), buffers.logits32.ptr, R * V * sizeof(float),
+                                         cudaMemcpyDeviceToHost, stream),
+                         "cudaMemcpyAsync (logits)"));
+    TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(stream), "step sync"));
+  } else {
+    const int tp = opt.tp_size;
+    const int64_t width = (V + tp - 1) / tp;
+    const int64_t Rl = plan.lay.rows;  // rows as gathered (padded in graphs)
+    std::vector<float> parts(static_cast<size_t>(tp) * Rl * width);
+    if (opt.comm->on_device()) {
+      TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
+          cudaMemcpyAsync(parts.data(), buffers.gathered.ptr, parts.size() * sizeof(float),
+                          cudaMemcpyDeviceToHost, stream),
+          "cudaMemcpyAsync (logits)"));
+      TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(stream), "step sync"));
+    } else {
+      std::vector<float> local(Rl * Vl), mine(Rl * width, 0.0f);
+      TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
+          cudaMemcpyAsync(local.data(), buffers.logits32.ptr, local.size() * sizeof(float),
+                          cudaMemcpyDeviceToHost, stream),
+          "cudaMemcpyAsync (logits)"));
+      TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(stream), "step sync"));
+      for (int64_t r = 0; r < Rl; ++r) std::copy_n(&local[r * Vl], Vl, &mine[r * width]);
+      TESSERA_RETURN_IF_ERROR(opt.comm->AllGather(mine.data(), mine.size(), parts.data()));
+    }
+    out.assign(R * V, 0.0f);
+    for (int p = 0; p < tp; ++p) {
+      const int64_t begin = V * p / tp, n = V * (p + 1) / tp - begin;
+      for (int64_t r = 0; r < R; ++r) {
+        std::copy_n(&parts[(p * Rl + r) * width], n, &out[r * V + begin]);
+      }
+    }
+  }
+  int64_t r = 0;
+  for (size_t q = 0; q < b.seqs.size(); ++q) {
+    const int64_t n = b.seqs[q].all_logits ? static_cast<int64_t>(b.seqs[q].tokens.size()) : 1;
+    result[q].assign(out.begin() + r * V, out.begin() + (r + n) * V);
+    r += n;
+  }
+  return result;
 }
 
 // --- the public side ---------------------------------------------------------------------
@@ -1229,12 +1497,13 @@ absl::StatusOr<std::unique_ptr<CudaForward>> CudaForward::Create(Executor::Impl&
   s.indexer_score_bytes = IndexerScoreBytesFromEnv();
   if (impl.config.dsa)
     s.selected_k = static_cast<int>(std::max<uint32_t>(1, impl.hp.indexer_top_k));
-  TESSERA_RETURN_IF_ERROR(s.Upload());
+  TESSERA_RETURN_IF_ERROR(s.weights.Upload(impl, s.stream));
   const int64_t plan_tokens = opt.max_step_tokens > 0 ? opt.max_step_tokens : 2048;
-  s.block_size = std::max(1, opt.kv_block_size);
+  s.cache.block_size = std::max(1, opt.kv_block_size);
   // Buffers for a full step at a context of 4096 tokens (DSA scores grow with the context).
   TESSERA_RETURN_IF_ERROR(s.EnsureBuffers(plan_tokens, std::min<int64_t>(plan_tokens, 256),
-                                          (4096 + s.block_size - 1) / s.block_size, nullptr));
+                                          (4096 + s.cache.block_size - 1) / s.cache.block_size,
+                                          nullptr));
   TESSERA_RETURN_IF_ERROR(s.PlanCache(mem->free_bytes, mem->total_bytes, n_blocks));
   TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(s.stream), "load sync"));
   return std::unique_ptr<CudaForward>(new CudaForward(std::move(state)));
@@ -1242,187 +1511,22 @@ absl::StatusOr<std::unique_ptr<CudaForward>> CudaForward::Create(Executor::Impl&
 
 absl::StatusOr<std::vector<std::vector<float>>> CudaForward::Step(const Batch& b) {
   State& s = *state_;
-  const int64_t V = s.hp.n_vocab;
   TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaSetDevice(s.device), "cudaSetDevice"));
-  const int64_t T = b.size();
-  const size_t S = b.seqs.size();
-  if (S == 0) return std::vector<std::vector<float>>();
-  bool decode_only = true;
-  int max_blocks = 1;
-  for (const SequenceInput& in : b.seqs) {
-    decode_only = decode_only && in.tokens.size() == 1;
-    max_blocks = std::max<int>(max_blocks, static_cast<int>(in.block_table.size()));
-  }
-  // Logits rows: every new token of all_logits sequences, else the last.
-  std::vector<int32_t> rows;
-  std::vector<int> row_seq_of;
-  for (size_t q = 0; q < S; ++q) {
-    const int64_t n = static_cast<int64_t>(b.seqs[q].tokens.size());
-    for (int64_t i = b.seqs[q].all_logits ? 0 : n - 1; i < n; ++i) {
-      rows.push_back(static_cast<int32_t>(b.seq_begin[q] + i));
-      row_seq_of.push_back(static_cast<int>(q));
-    }
-  }
-  const int64_t R = static_cast<int64_t>(rows.size());
-  const bool graph =
-      s.graphs_enabled && decode_only && b.trace == nullptr && R == T && T <= kGraphMaxBatch;
-  StepLayout lay;
-  lay.tokens = graph ? NextPow2(T) : T;
-  lay.rows = graph ? lay.tokens : R;
-  lay.seqs = graph ? lay.tokens : static_cast<int64_t>(S);
-  lay.max_blocks = graph ? static_cast<int>(NextPow2(max_blocks)) : max_blocks;
-  lay.Plan();
-
-  // Growing moves buffers that captured graphs point to (a failed growth may have freed some).
-  bool grew = false;
-  absl::Status sized = s.EnsureBuffers(lay.tokens, lay.rows, lay.max_blocks, &grew);
-  if (sized.ok()) sized = s.inputs.Ensure(lay.bytes, "step inputs", &grew);
-  if (grew || !sized.ok()) s.DropGraphs();
-  if (!sized.ok()) return sized;
-  if (lay.bytes > s.host_inputs_bytes) {
-    if (s.host_inputs != nullptr) cudaFreeHost(s.host_inputs);
-    s.host_inputs = nullptr;
-    s.host_inputs_bytes = 0;
-    TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaMallocHost(&s.host_inputs, lay.bytes * 2),
-                                             "cudaMallocHost (step inputs)"));
-    s.host_inputs_bytes = lay.bytes * 2;
-  }
-  // The step's inputs; pad tokens (graphs) have no slot, no visible key, no vocabulary row.
-  uint8_t* hin = static_cast<uint8_t*>(s.host_inputs);
-  auto* slots = reinterpret_cast<int64_t*>(hin + lay.slots);
-  auto* ids = reinterpret_cast<int32_t*>(hin + lay.ids);
-  auto* pos = reinterpret_cast<int32_t*>(hin + lay.positions);
-  auto* qseq = reinterpret_cast<int32_t*>(hin + lay.query_seq);
-  auto* kvlen = reinterpret_cast<int32_t*>(hin + lay.kv_len);
-  auto* rix = reinterpret_cast<int32_t*>(hin + lay.row_index);
-  auto* table = reinterpret_cast<int32_t*>(hin + lay.table);
-  const int64_t vb = s.impl.weights.vocab_begin, ve = s.impl.weights.vocab_end;
-  for (int64_t t = 0; t < lay.tokens; ++t) {
-    const bool real = t < T;
-    slots[t] = real ? b.slot[t] : -1;
-    ids[t] = real && b.tok[t] >= vb && b.tok[t] < ve ? static_cast<int32_t>(b.tok[t] - vb) : -1;
-    pos[t] = real ? static_cast<int32_t>(b.pos[t]) : 0;
-    qseq[t] = real ? b.seq_of[t] : 0;
-    kvlen[t] = real ? static_cast<int32_t>(b.pos[t] + 1) : 0;
-  }
-  for (int64_t r = 0; r < lay.rows; ++r) rix[r] = r < R ? rows[r] : 0;
-  std::fill(table, table + lay.seqs * lay.max_blocks, 0);
-  for (size_t q = 0; q < S; ++q) {
-    const auto& bt = b.seqs[q].block_table;
-    std::copy(bt.begin(), bt.end(), table + q * lay.max_blocks);
-  }
-  TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
-      cudaMemcpyAsync(s.inputs.ptr, hin, lay.bytes, cudaMemcpyHostToDevice, s.stream),
-      "cudaMemcpyAsync (step inputs)"));
-
-  s.seq_of = &b.seq_of;
-  s.seq_len.assign(S, 0);
-  for (size_t q = 0; q < S; ++q) s.seq_len[q] = static_cast<int64_t>(b.seqs[q].tokens.size());
-  s.head_row_seq = row_seq_of;
-  s.trace = b.trace;
+  if (b.seqs.empty()) return std::vector<std::vector<float>>();
+  const StepPlan plan = PlanStep(b, s.graphs_enabled);
+  TESSERA_RETURN_IF_ERROR(s.WriteInputs(b, plan));
+  const StepState step = MakeStepState(b, plan);
   // On every way out, including errors half-way: nothing of this step may still be queued
   // when the next one rewrites the pinned inputs.
-  struct Reset {
-    State& s;
-    ~Reset() {
-      cudaStreamSynchronize(s.stream);
+  struct Drain {
+    cudaStream_t stream;
+    ~Drain() {
+      cudaStreamSynchronize(stream);
       cudaGetLastError();
-      s.seq_of = nullptr;
-      s.trace = nullptr;
     }
-  } reset{s};
-
-  if (graph) {
-    // Graphs see no host-side step data: the row sequences are the tokens' own.
-    s.seq_of = nullptr;
-    s.head_row_seq.clear();
-    const std::pair<int64_t, int> key{lay.tokens, lay.max_blocks};
-    auto it = s.graphs.find(key);
-    if (it == s.graphs.end() && !s.graph_failures.count(key)) {
-      cudaGraph_t g = nullptr;
-      const size_t allreduces_before = s.QueuedAllReduces();
-      absl::Status captured = cuda::CudaStatus(
-          cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal), "begin capture");
-      if (captured.ok()) {
-        absl::Status fwd = s.Forward(lay, T);
-        captured = cuda::CudaStatus(cudaStreamEndCapture(s.stream, &g), "end capture");
-        if (!fwd.ok()) captured = fwd;
-      }
-      // The captured all-reduces run (and count) when the graph is launched.
-      const size_t allreduces = s.QueuedAllReduces() - allreduces_before;
-      s.SetQueuedAllReduces(allreduces_before);
-      cudaGraphExec_t exec = nullptr;
-      if (captured.ok()) {
-        captured = cuda::CudaStatus(cudaGraphInstantiate(&exec, g, 0), "graph instantiate");
-      }
-      if (g != nullptr) cudaGraphDestroy(g);
-      if (captured.ok()) {
-        it = s.graphs.emplace(key, State::CapturedGraph{exec, allreduces}).first;
-      } else {
-        // Run this shape eagerly from now on; the error is not the step's.
-        cudaGetLastError();
-        s.graph_failures.insert(key);
-      }
-    }
-    if (it != s.graphs.end()) {
-      TESSERA_RETURN_IF_ERROR(
-          cuda::CudaStatus(cudaGraphLaunch(it->second.exec, s.stream), "cudaGraphLaunch"));
-      s.SetQueuedAllReduces(s.QueuedAllReduces() + it->second.allreduces);
-    } else {
-      TESSERA_RETURN_IF_ERROR(s.Forward(lay, T));
-    }
-  } else {
-    TESSERA_RETURN_IF_ERROR(s.Forward(lay, T));
-  }
-
-  // Logits back to the host: [R][V] whole rows.
-  const ExecutorOptions& opt = s.impl.options;
-  const int64_t Vl = s.vocab_local;
-  std::vector<float>& out = s.host_logits;
-  std::vector<std::vector<float>> result(S);
-  if (opt.tp_size == 1) {
-    out.resize(R * V);
-    TESSERA_RETURN_IF_ERROR(
-        cuda::CudaStatus(cudaMemcpyAsync(out.data(), s.logits32.ptr, R * V * sizeof(float),
-                                         cudaMemcpyDeviceToHost, s.stream),
-                         "cudaMemcpyAsync (logits)"));
-    TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(s.stream), "step sync"));
-  } else {
-    const int tp = opt.tp_size;
-    const int64_t width = (V + tp - 1) / tp;
-    const int64_t Rl = lay.rows;  // rows as gathered (padded in graphs)
-    std::vector<float> parts(static_cast<size_t>(tp) * Rl * width);
-    if (opt.comm->on_device()) {
-      TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
-          cudaMemcpyAsync(parts.data(), s.gathered.ptr, parts.size() * sizeof(float),
-                          cudaMemcpyDeviceToHost, s.stream),
-          "cudaMemcpyAsync (logits)"));
-      TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(s.stream), "step sync"));
-    } else {
-      std::vector<float> local(Rl * Vl), mine(Rl * width, 0.0f);
-      TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
-          cudaMemcpyAsync(local.data(), s.logits32.ptr, local.size() * sizeof(float),
-                          cudaMemcpyDeviceToHost, s.stream),
-          "cudaMemcpyAsync (logits)"));
-      TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(s.stream), "step sync"));
-      for (int64_t r = 0; r < Rl; ++r) std::copy_n(&local[r * Vl], Vl, &mine[r * width]);
-      TESSERA_RETURN_IF_ERROR(opt.comm->AllGather(mine.data(), mine.size(), parts.data()));
-    }
-    out.assign(R * V, 0.0f);
-    for (int p = 0; p < tp; ++p) {
-      const int64_t begin = V * p / tp, n = V * (p + 1) / tp - begin;
-      for (int64_t r = 0; r < R; ++r) {
-        std::copy_n(&parts[(p * Rl + r) * width], n, &out[r * V + begin]);
-      }
-    }
-  }
-  int64_t r = 0;
-  for (size_t q = 0; q < S; ++q) {
-    const int64_t n = b.seqs[q].all_logits ? static_cast<int64_t>(b.seqs[q].tokens.size()) : 1;
-    result[q].assign(out.begin() + r * V, out.begin() + (r + n) * V);
-    r += n;
-  }
-  return result;
+  } drain{s.stream};
+  TESSERA_RETURN_IF_ERROR(s.Run(plan, step));
+  return s.Logits(b, plan);
 }
 
 }  // namespace tessera::executor
