@@ -245,20 +245,13 @@ absl::Status CpuOps::GatherVocab(Act logits) {
     for (int64_t r = 0; r < R; ++r) std::copy_n(Row(logits, r), V, &logits_[r * V]);
     return absl::OkStatus();
   }
-  // Vocab-parallel head: every rank's columns (padded to the widest rank's, as the
-  // vocabulary need not divide evenly; rank p holds [V p / tp, V (p + 1) / tp), the plan's
-  // split), then rows laid out whole.
-  const int64_t width = (V + tp - 1) / tp;
+  // Vocab-parallel head: every rank's columns, padded to the widest rank's, then rows laid
+  // out whole.
+  const int64_t width = VocabWidth(V, tp);
   std::vector<float> mine(R * width, 0.0f), parts(R * width * tp);
   for (int64_t r = 0; r < R; ++r) std::copy_n(Row(logits, r), Vl, &mine[r * width]);
   TESSERA_RETURN_IF_ERROR(impl_.options.comm->AllGather(mine.data(), mine.size(), parts.data()));
-  logits_.assign(R * V, 0.0f);
-  for (int p = 0; p < tp; ++p) {
-    const int64_t begin = V * p / tp, n = V * (p + 1) / tp - begin;
-    for (int64_t r = 0; r < R; ++r) {
-      std::copy_n(&parts[(p * R + r) * width], n, &logits_[r * V + begin]);
-    }
-  }
+  UnpadVocab(parts, tp, R, R, V, logits_);
   return absl::OkStatus();
 }
 
@@ -412,15 +405,7 @@ void CpuOps::RoundValues(float* x, int64_t n) const {
 }
 
 std::vector<std::vector<float>> CpuOps::TakeLogits() {
-  const int64_t V = impl_.hp.n_vocab;
-  std::vector<std::vector<float>> result(b_.seqs.size());
-  int64_t r = 0;
-  for (size_t s = 0; s < b_.seqs.size(); ++s) {
-    const int64_t n = b_.seqs[s].all_logits ? static_cast<int64_t>(b_.seqs[s].tokens.size()) : 1;
-    result[s].assign(logits_.begin() + r * V, logits_.begin() + (r + n) * V);
-    r += n;
-  }
-  return result;
+  return LogitsBySequence(b_.seqs, logits_, impl_.hp.n_vocab);
 }
 
 }  // namespace tessera::executor

@@ -606,7 +606,7 @@ absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int
   }
   if (impl.options.tp_size > 1) {
     const int tp = impl.options.tp_size;
-    const int64_t width = (hp.n_vocab + tp - 1) / tp;
+    const int64_t width = VocabWidth(hp.n_vocab, tp);
     TESSERA_RETURN_IF_ERROR(bufs.gathered.Ensure(static_cast<size_t>(R * width * 4 * (tp + 1)),
                                                  "gathered logits", grew));
   }
@@ -1275,7 +1275,7 @@ absl::Status CudaOps::GatherVocab(Act logits) {
   if (Dt(logits) != DType::kF32) return Unsupported("GatherVocab", "logits must be float32");
   const int tp = opt.tp_size;
   const int64_t R = logits.rows, Vl = logits.cols;
-  const int64_t width = (s_.hp.n_vocab + tp - 1) / tp;
+  const int64_t width = VocabWidth(s_.hp.n_vocab, tp);
   float* mine = bufs_.gathered.as<float>() + static_cast<int64_t>(tp) * R * width;
   TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
       cudaMemsetAsync(mine, 0, R * width * sizeof(float), s_.stream), "cudaMemsetAsync"));
@@ -1399,7 +1399,6 @@ absl::StatusOr<std::vector<std::vector<float>>> CudaForward::State::Logits(const
   const int64_t V = hp.n_vocab, Vl = weights.vocab_local;
   const int64_t R = static_cast<int64_t>(plan.rows.size());
   std::vector<float>& out = buffers.host_logits;
-  std::vector<std::vector<float>> result(b.seqs.size());
   if (opt.tp_size == 1) {
     out.resize(R * V);
     TESSERA_RETURN_IF_ERROR(
@@ -1409,7 +1408,7 @@ absl::StatusOr<std::vector<std::vector<float>>> CudaForward::State::Logits(const
     TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(stream), "step sync"));
   } else {
     const int tp = opt.tp_size;
-    const int64_t width = (V + tp - 1) / tp;
+    const int64_t width = VocabWidth(V, tp);
     const int64_t Rl = plan.lay.rows;  // rows as gathered (padded in graphs)
     std::vector<float> parts(static_cast<size_t>(tp) * Rl * width);
     if (opt.comm->on_device()) {
@@ -1428,21 +1427,9 @@ absl::StatusOr<std::vector<std::vector<float>>> CudaForward::State::Logits(const
       for (int64_t r = 0; r < Rl; ++r) std::copy_n(&local[r * Vl], Vl, &mine[r * width]);
       TESSERA_RETURN_IF_ERROR(opt.comm->AllGather(mine.data(), mine.size(), parts.data()));
     }
-    out.assign(R * V, 0.0f);
-    for (int p = 0; p < tp; ++p) {
-      const int64_t begin = V * p / tp, n = V * (p + 1) / tp - begin;
-      for (int64_t r = 0; r < R; ++r) {
-        std::copy_n(&parts[(p * Rl + r) * width], n, &out[r * V + begin]);
-      }
-    }
+    UnpadVocab(parts, tp, Rl, R, V, out);
   }
-  int64_t r = 0;
-  for (size_t q = 0; q < b.seqs.size(); ++q) {
-    const int64_t n = b.seqs[q].all_logits ? static_cast<int64_t>(b.seqs[q].tokens.size()) : 1;
-    result[q].assign(out.begin() + r * V, out.begin() + (r + n) * V);
-    r += n;
-  }
-  return result;
+  return LogitsBySequence(b.seqs, out, V);
 }
 
 // --- the public side ---------------------------------------------------------------------

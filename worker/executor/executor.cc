@@ -442,6 +442,30 @@ void Executor::Impl::CalibrateKernels() {
   }
 }
 
+void UnpadVocab(const std::vector<float>& parts, int tp, int64_t rows_gathered, int64_t rows,
+                int64_t V, std::vector<float>& out) {
+  const int64_t width = VocabWidth(V, tp);
+  out.assign(rows * V, 0.0f);
+  for (int p = 0; p < tp; ++p) {
+    const int64_t begin = V * p / tp, n = V * (p + 1) / tp - begin;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::copy_n(&parts[(p * rows_gathered + r) * width], n, &out[r * V + begin]);
+    }
+  }
+}
+
+std::vector<std::vector<float>> LogitsBySequence(absl::Span<const SequenceInput> seqs,
+                                                 const std::vector<float>& rows, int64_t V) {
+  std::vector<std::vector<float>> result(seqs.size());
+  int64_t r = 0;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const int64_t n = seqs[s].all_logits ? static_cast<int64_t>(seqs[s].tokens.size()) : 1;
+    result[s].assign(rows.begin() + r * V, rows.begin() + (r + n) * V);
+    r += n;
+  }
+  return result;
+}
+
 absl::Status Executor::Impl::Flatten(absl::Span<const SequenceInput> seqs, StepTrace* trace,
                                      Batch& b) const {
   const int64_t V = hp.n_vocab;
