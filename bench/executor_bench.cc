@@ -193,5 +193,5 @@ TESSERA_BENCH_MODEL(llama124m_q4_k_m, kLlamaQ4, 512, 128);
 TESSERA_BENCH_MODEL(llama124m_q8_0, kLlamaQ8, 512, 128);
 TESSERA_BENCH_MODEL(glm_dsa_tiny_q8_0, kDsaTiny, 128, 64);
 TESSERA_BENCH_MODEL(deepseek2_tiny_q8_0, kDs2Tiny, 128, 64);
-TESSERA_BENCH_MODEL(deepseek2_moe1g_q8_0, kMoe1g, 128, 64);
+TESSERA_BENCH_MODEL(deepseek2_moe1g_q8_0, kMoe1g, 512, 64);
 BENCHMARK_MAIN();

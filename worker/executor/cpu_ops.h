@@ -138,6 +138,10 @@ class CpuOps {
   // their weights.
   std::vector<std::vector<int32_t>> route_experts_;
   std::vector<std::vector<float>> route_weights_;
+  // The per-choice tensors' rows are grouped by expert (ops.h lets the device choose their
+  // order): expert e's rows are [expert_begin_[e], expert_begin_[e + 1]); choice k of token t
+  // is row choice_row_[t · K + k], and row r belongs to token choice_token_[r].
+  std::vector<int64_t> expert_begin_, choice_row_, choice_token_;
   std::vector<float> logits_;  // [head rows][n_vocab] after GatherVocab
   // Open phases (innermost last) and when each last resumed.
   std::vector<std::pair<const char*, std::chrono::steady_clock::time_point>> phases_;

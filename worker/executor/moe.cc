@@ -72,7 +72,7 @@ RouteChoice RouteToken(const float* z, const model::HyperParams& hp, const std::
 }  // namespace
 
 absl::Status CpuOps::Route(int layer, Act logits, const Vec& bias) {
-  const int64_t T = logits.rows;
+  const int64_t T = logits.rows, K = impl_.hp.n_expert_used, E = impl_.hp.n_expert;
   route_experts_.resize(T);
   route_weights_.resize(T);
   for (int64_t t = 0; t < T; ++t) {
@@ -83,6 +83,25 @@ absl::Status CpuOps::Route(int layer, Act logits, const Vec& bias) {
   if (b_.trace != nullptr) {
     b_.trace->experts[layer] = route_experts_;
     b_.trace->expert_weights[layer] = route_weights_;
+  }
+  // The per-choice rows grouped by expert: expert e's (token, choice) pairs, in token order,
+  // are rows [expert_begin_[e], expert_begin_[e + 1]), so an expert's products read and
+  // write contiguous rows.
+  std::vector<int64_t> count(E, 0);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t k = 0; k < K; ++k) ++count[route_experts_[t][k]];
+  }
+  expert_begin_.assign(E + 1, 0);
+  for (int64_t e = 0; e < E; ++e) expert_begin_[e + 1] = expert_begin_[e] + count[e];
+  choice_row_.resize(T * K);
+  choice_token_.resize(T * K);
+  std::vector<int64_t> next(expert_begin_.begin(), expert_begin_.end() - 1);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t row = next[route_experts_[t][k]]++;
+      choice_row_[t * K + k] = row;
+      choice_token_[row] = t;
+    }
   }
   return absl::OkStatus();
 }
@@ -96,78 +115,63 @@ absl::Status CpuOps::ExpertProducts(std::initializer_list<Expert> products, Act 
     return absl::InternalError(absl::StrCat("cpu ops: ExpertProducts over ", x.rows,
                                             " input rows for ", T, " tokens of ", K, " choices"));
   }
-  // The (token, choice) rows of each expert, in token order.
-  std::vector<std::vector<int64_t>> rows_of(E);
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t k = 0; k < K; ++k) rows_of[route_experts_[t][k]].push_back(t * K + k);
-  }
+  for (const Expert& ex : products) TESSERA_RETURN_IF_ERROR(NeedContiguous(ex.y, "ExpertProducts"));
   std::vector<int64_t> used;
   for (int64_t e = 0; e < E; ++e) {
-    if (!rows_of[e].empty()) used.push_back(e);
+    if (expert_begin_[e + 1] > expert_begin_[e]) used.push_back(e);
   }
   const size_t U = used.size(), P = products.size();
-  // Per used expert: its input rows (gathered unless it has one) and one output per product.
-  std::vector<std::vector<float>> xs(U), ys(U * P);
+  // Each used expert's input rows: per-choice inputs are already grouped by expert; token
+  // rows are gathered (read in place when the expert has one).
+  std::vector<std::vector<float>> xs(U);
   std::vector<const float*> x_of(U);
   for (size_t u = 0; u < U; ++u) {
-    const std::vector<int64_t>& rs = rows_of[used[u]];
-    const int64_t n = static_cast<int64_t>(rs.size());
-    auto x_row = [&](int64_t i) { return Row(x, per_choice ? rs[i] : rs[i] / K); };
-    x_of[u] = x_row(0);
+    const int64_t r0 = expert_begin_[used[u]], n = expert_begin_[used[u] + 1] - r0;
+    if (per_choice) {
+      x_of[u] = Row(x, r0);
+      continue;
+    }
+    x_of[u] = Row(x, choice_token_[r0]);
     if (n > 1) {
       xs[u].resize(n * x.cols);
-      for (int64_t i = 0; i < n; ++i) std::copy_n(x_row(i), x.cols, &xs[u][i * x.cols]);
+      for (int64_t i = 0; i < n; ++i) {
+        std::copy_n(Row(x, choice_token_[r0 + i]), x.cols, &xs[u][i * x.cols]);
+      }
       x_of[u] = xs[u].data();
     }
   }
-  std::vector<QuantMatrix> views(U * P);
   if (T < cpu::kPrefillBatch) {
     // Decode-sized steps: every chosen expert's products in one hand-off to the threads
     // (per-vector kernels, as MatMulRows takes below the prefill batch), instead of one per
     // expert and product. A one-row input is read in place, so its quantized form is shared
     // by all its experts.
+    std::vector<QuantMatrix> views(U * P);
     std::vector<MatMulProduct> many;
     for (size_t u = 0; u < U; ++u) {
-      const int64_t e = used[u], n = static_cast<int64_t>(rows_of[e].size());
+      const int64_t e = used[u], r0 = expert_begin_[e], n = expert_begin_[e + 1] - r0;
       size_t p = 0;
       for (const Expert& ex : products) {
         views[u * P + p] = RowsOf(*ex.stack, e * ex.rows, (e + 1) * ex.rows);
-        ys[u * P + p].resize(n * ex.rows);
-        many.push_back({&views[u * P + p], x_of[u], ys[u * P + p].data(), n});
+        many.push_back({&views[u * P + p], x_of[u], Row(ex.y, r0), n});
         ++p;
       }
     }
     TESSERA_RETURN_IF_ERROR(MatMulMany(many, T));
   } else {
     for (size_t u = 0; u < U; ++u) {
-      const int64_t e = used[u], n = static_cast<int64_t>(rows_of[e].size());
+      const int64_t e = used[u], r0 = expert_begin_[e], n = expert_begin_[e + 1] - r0;
       // Each row's sequence: a row's bits depend on its sequence's chunk, never on its
       // neighbours' routing.
       std::vector<int> row_seq(n);
-      for (int64_t i = 0; i < n; ++i) row_seq[i] = b_.seq_of[rows_of[e][i] / K];
-      size_t p = 0;
+      for (int64_t i = 0; i < n; ++i) row_seq[i] = b_.seq_of[choice_token_[r0 + i]];
       for (const Expert& ex : products) {
-        std::vector<float>& y = ys[u * P + p++];
-        y.resize(n * ex.rows);
         // Expert e's rows of the stacked 3-D tensor (spec 1: matrix e starts at row e · rows).
         TESSERA_RETURN_IF_ERROR(MatMulRows(*ex.stack, e * ex.rows, (e + 1) * ex.rows, x_of[u], n,
-                                           y.data(), ex.rows, &row_seq));
+                                           Row(ex.y, r0), ex.rows, &row_seq));
       }
     }
   }
-  // Each expert's output rows back to their (token, choice) rows.
-  size_t p = 0;
-  for (const Expert& ex : products) {
-    for (size_t u = 0; u < U; ++u) {
-      const std::vector<int64_t>& rs = rows_of[used[u]];
-      const std::vector<float>& y = ys[u * P + p];
-      for (size_t i = 0; i < rs.size(); ++i) {
-        std::copy_n(&y[i * ex.rows], ex.rows, Row(ex.y, rs[i]));
-      }
-    }
-    Round(ex.y);
-    ++p;
-  }
+  for (const Expert& ex : products) Round(ex.y);
   return absl::OkStatus();
 }
 
@@ -183,7 +187,7 @@ absl::Status CpuOps::Combine(Act down, Act y) {
     std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ex[a] < ex[b]; });
     for (int64_t k : order) {
       const float w = route_weights_[t][k];
-      const float* in = Row(down, t * K + k);
+      const float* in = Row(down, choice_row_[t * K + k]);
       for (int64_t j = 0; j < d; ++j) out[j] += w * in[j];
     }
   }

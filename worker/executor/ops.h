@@ -32,13 +32,15 @@
 //   HeadProducts(stack, H, x, y)          row i of y = member (i mod H) of `stack` (H
 //                                         matrices of y.cols rows each) times row i of x
 //   ExpertProducts({{&stack, rows, y}, ...}, x, per_choice)
-//                                         per (token, choice) of the current routing: row
-//                                         t·K + k of y = chosen expert's member (of `rows`
+//                                         per (token, choice) of the current routing, one
+//                                         row of y (T·K rows, in an order the device
+//                                         chooses: the GPU's t·K + k, the CPU's grouped by
+//                                         expert) = the chosen expert's member (of `rows`
 //                                         rows) times x's row t, or with per_choice x's row
-//                                         t·K + k
+//                                         of the same (token, choice)
 //   Route(layer, logits, bias)            the experts and weights of each token (spec 5.6),
 //                                         kept for ExpertProducts and Combine
-//   Combine(down, y)                      y[t] = Σ_k weight[t][k] · down[t·K + k]
+//   Combine(down, y)                      y[t] = Σ_k weight[t][k] · down[row of (t, k)]
 //   RmsNorm(in, w, eps, out)              each row of `in` normalized (may be in place)
 //   LayerNorm(x, w, b, eps)               in place, float32
 //   Rope(v, heads, head_stride)           the step's RoPE on n_rot values at v's row t,
