@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <sys/mman.h>
+
 #include "absl/strings/str_cat.h"
 #include "common/quant/dequantize.h"
 #include "common/util/half.h"
@@ -59,12 +61,41 @@ CpuOps::PhaseScope::~PhaseScope() {
   if (!ops_.phases_.empty()) ops_.phases_.back().second = now;
 }
 
+StepBuffer::~StepBuffer() {
+  if (mapped_bytes_ > 0) {
+    munmap(data_, mapped_bytes_);
+  } else {
+    delete[] data_;
+  }
+}
+
+float* StepBuffer::Reserve(size_t n) {
+  if (n <= capacity_) return data_;
+  this->~StepBuffer();
+  data_ = nullptr;
+  capacity_ = mapped_bytes_ = 0;
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t bytes = std::max<size_t>(n, 1) * sizeof(float);
+  if (bytes >= kHugePage) {
+    const size_t mapped = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+    void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) {
+      madvise(p, mapped, MADV_HUGEPAGE);  // a hint: without THP, 4 KiB pages
+      data_ = static_cast<float*>(p);
+      mapped_bytes_ = mapped;
+      capacity_ = mapped / sizeof(float);
+      return data_;
+    }
+  }
+  data_ = new float[std::max<size_t>(n, 1)];
+  capacity_ = std::max<size_t>(n, 1);
+  return data_;
+}
+
 Act CpuOps::Tensor(Buf role, int64_t rows, int64_t cols, Prec prec) {
-  std::vector<float>& buf = impl_.buffers.by_role[static_cast<size_t>(role)];
-  const size_t n = static_cast<size_t>(rows * cols);
-  if (buf.size() < n) buf.resize(n);
   Act a;
-  a.data = buf.data();
+  a.data =
+      impl_.buffers.by_role[static_cast<size_t>(role)].Reserve(static_cast<size_t>(rows * cols));
   a.rows = rows;
   a.cols = cols;
   a.ld = cols;

@@ -96,8 +96,25 @@ struct HostWeights {
 // The CPU's step buffers, planned by use and kept from step to step: the activations by
 // role (CpuOps::Tensor), quantized product inputs (CpuOps::MatMulMany) and attention scores
 // per thread (CpuOps::RunPaged). Per-step state lives in CpuOps.
+// One role's floats: grown on demand (contents are not kept across a growth), never
+// shrunk. Large ones are their own mappings with transparent huge pages asked for: a first
+// step (a whole prompt) touches tens of MB of new buffers, and 4 KiB page faults are slow,
+// under virtualization most of all.
+class StepBuffer {
+ public:
+  StepBuffer() = default;
+  StepBuffer(const StepBuffer&) = delete;
+  StepBuffer& operator=(const StepBuffer&) = delete;
+  ~StepBuffer();
+  float* Reserve(size_t n);  // at least n floats
+
+ private:
+  float* data_ = nullptr;
+  size_t capacity_ = 0, mapped_bytes_ = 0;  // mapped_bytes_ 0: data_ is from new[]
+};
+
 struct CpuStepBuffers {
-  std::array<std::vector<float>, static_cast<size_t>(Buf::kCount)> by_role;
+  std::array<StepBuffer, static_cast<size_t>(Buf::kCount)> by_role;
   std::vector<cpu::QuantizedActivations> act_scratch;
   std::vector<std::vector<float>> attn_scratch;
 };
