@@ -60,9 +60,7 @@ class CheckedOps : public CpuOps {
   absl::Status Rope(Act v, int64_t heads, int64_t stride) {
     return Then("Rope", CpuOps::Rope(v, heads, stride), {v});
   }
-  absl::Status AddBias(Act y, const Vec& b) {
-    return Then("AddBias", CpuOps::AddBias(y, b), {y});
-  }
+  absl::Status AddBias(Act y, const Vec& b) { return Then("AddBias", CpuOps::AddBias(y, b), {y}); }
   absl::Status Add(Act x, Act y) { return Then("Add", CpuOps::Add(x, y), {x}); }
   absl::Status SiluMul(Act g, Act u) { return Then("SiluMul", CpuOps::SiluMul(g, u), {g}); }
   absl::Status Scale(Act x, float s) { return Then("Scale", CpuOps::Scale(x, s), {x}); }
@@ -116,7 +114,8 @@ class CheckedOps : public CpuOps {
 };
 
 TEST(ForwardRounding, EveryOperationLeavesItsOutputInItsPrecision) {
-  for (const char* arch : {"llama", "qwen2", "qwen3", "qwen3moe", "glm4moe", "deepseek2", "glm-dsa"}) {
+  for (const char* arch :
+       {"llama", "qwen2", "qwen3", "qwen3moe", "glm4moe", "deepseek2", "glm-dsa"}) {
     for (ComputeDtype dtype : {ComputeDtype::kBFloat16, ComputeDtype::kFloat16}) {
       SCOPED_TRACE(absl::StrCat(arch, dtype == ComputeDtype::kBFloat16 ? " bf16" : " f16"));
       model::SyntheticOptions so;
