@@ -40,3 +40,10 @@ tessera_test(chat_prompt_injection_test
   DEPS tessera_chat tessera_tokenizer nlohmann_json::nlohmann_json
   LABELS chat tokenizer unit sanitize
   TIMEOUT 60)
+# Tool calls and reasoning in model output (common/chat/tool_calls): round trips through every
+# conformance template that writes tool calls, and the streaming parser's edge cases.
+tessera_test(chat_tool_calls_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/chat_tool_calls_test.cc
+  DEPS tessera_chat nlohmann_json::nlohmann_json
+  LABELS chat unit sanitize
+  TIMEOUT 60)
