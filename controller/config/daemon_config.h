@@ -17,12 +17,14 @@ namespace tessera::config {
 
 struct DaemonConfig {
   // --- model ---
-  std::string model;          // empty: the embedded default model
-  std::string model_name;     // empty: the file's general.name, else its stem
-  std::string config_file;    // the YAML file read, empty when none
-  bool check = false;         // validate config and model metadata, then exit
-  std::string chat_template;  // file overriding the model's template; empty: none
-  std::string cache_dir;      // resolved: $XDG_CACHE_HOME/tessera or ~/.cache/tessera
+  std::string model;             // empty: the embedded default model
+  std::string model_name;        // empty: the file's general.name, else its stem
+  std::string config_file;       // the YAML file read, empty when none
+  bool check = false;            // validate config and model metadata, then exit
+  std::string chat_template;     // file overriding the model's template; empty: none
+  std::string tool_call_parser;  // auto (from the template), none, or a format name
+  std::string reasoning_parser;  // think or none
+  std::string cache_dir;         // resolved: $XDG_CACHE_HOME/tessera or ~/.cache/tessera
   // --- server ---
   std::string host;
   int64_t http_port = 0;

@@ -43,6 +43,31 @@ const OptionSpec kOptions[] = {
     {"chat-template", T::kString, S::kModel, "", "none: the model's own template", "FILE",
      "Jinja2 chat template file used instead of the model's tokenizer.chat_template.",
      &C::chat_template},
+    {"tool-call-parser",
+     T::kEnum,
+     S::kModel,
+     "auto",
+     "",
+     "NAME",
+     "How tool calls are read from chat output when a request sends `tools` (returned as "
+     "message.tool_calls, finish_reason tool_calls): auto detects the format from the chat "
+     "template; glm45, deepseek_v31, hermes, llama3_json or mistral name one; none returns "
+     "calls as content.",
+     &C::tool_call_parser,
+     {},
+     "auto|none|glm45|deepseek_v31|hermes|llama3_json|mistral"},
+    {"reasoning-parser",
+     T::kEnum,
+     S::kModel,
+     "think",
+     "",
+     "NAME",
+     "think: a chat answer's <think>…</think> (also when the template's generation prompt "
+     "opened it) is returned as message.reasoning_content / delta.reasoning_content; none: "
+     "left in the content.",
+     &C::reasoning_parser,
+     {},
+     "think|none"},
     {"cache-dir", T::kString, S::kModel, "", "$XDG_CACHE_HOME/tessera, else ~/.cache/tessera",
      "DIR", "Where the embedded default model is generated on first use.", &C::cache_dir},
     // --- server ---

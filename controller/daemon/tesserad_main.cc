@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "common/chat/tool_calls.h"
 #include "common/gguf/split.h"
 #include "common/model/arch.h"
 #include "common/model/hparams.h"
@@ -335,6 +336,12 @@ int Serve(const config::DaemonConfig& c) {
   go.prep_pool = &prep_pool;
   go.loopback_only = http::IsLoopbackHost(c.host);
   go.allowed_origins = c.allowed_origins;
+  go.tool_call_format = c.tool_call_parser == "auto"
+                            ? chat::DetectToolCallFormat(text->chat_template_source)
+                            : c.tool_call_parser;
+  go.parse_reasoning = c.reasoning_parser != "none";
+  LogInfo("chat output parsing", {{"tool_call_parser", go.tool_call_format},
+                                  {"reasoning_parser", go.parse_reasoning ? "think" : "none"}});
   go.metrics_text = [&registry] { return registry.Expose(); };
   go.ready_details = [g] {
     nlohmann::json j;

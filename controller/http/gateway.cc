@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/chat/tool_calls.h"
 #include "controller/http/generation_call.h"
 #include "controller/http/openai_errors.h"
 #include "controller/http/openai_request.h"
@@ -322,7 +324,22 @@ void Gateway::PrepareGeneration(const HttpRequest& request, std::shared_ptr<Exch
 
   std::vector<int32_t> prompt;
   if (chat) {
-    absl::StatusOr<std::vector<int32_t>> ids = engine->ChatPromptTokens(params->messages, true);
+    serving::ChatTemplateExtras extras;
+    if (!params->tools.is_null() || !params->chat_template_kwargs.is_null()) {
+      nlohmann::ordered_json vars = nlohmann::ordered_json::object();
+      if (!params->tools.is_null()) vars["tools"] = params->tools;
+      if (params->chat_template_kwargs.is_object()) {
+        for (auto& [key, value] : params->chat_template_kwargs.items()) {
+          if (!vars.contains(key)) vars[key] = value;
+        }
+      }
+      extras.vars = vars.dump();
+    }
+    for (const nlohmann::ordered_json& fields : params->message_extras) {
+      extras.message_fields.push_back(fields.is_null() ? std::string() : fields.dump());
+    }
+    absl::StatusOr<std::vector<int32_t>> ids =
+        engine->ChatPromptTokens(params->messages, true, extras);
     if (!ids.ok()) {
       ApiError error = ApiErrorFromStatus(ids.status());
       if (error.status == 400 && error.param.empty()) error.param = "messages";
@@ -361,7 +378,25 @@ void Gateway::PrepareGeneration(const HttpRequest& request, std::shared_ptr<Exch
   header.created = UnixNow();
   header.model = info.name;
   header.system_fingerprint = options_.system_fingerprint;
-  StartGeneration(engine, *params, std::move(prompt), std::move(header), std::move(exchange));
+  std::optional<chat::ChatOutputOptions> output;
+  if (chat) {
+    chat::ChatOutputOptions o;
+    if (!params->tools.is_null() && params->tool_choice != "none") {
+      o.format = options_.tool_call_format;
+      o.tools = params->tools;
+    }
+    o.parse_reasoning = options_.parse_reasoning;
+    if (o.parse_reasoning) {
+      // Whether the generation prompt opened <think>: its last few tokens tell.
+      const size_t tail = std::min<size_t>(prompt.size(), 8);
+      absl::StatusOr<std::string> end = engine->Detokenize(
+          std::vector<int32_t>(prompt.end() - static_cast<std::ptrdiff_t>(tail), prompt.end()));
+      o.starts_in_reasoning = end.ok() && chat::PromptEndsInReasoning(*end);
+    }
+    if (o.format != "none" || o.parse_reasoning) output = std::move(o);
+  }
+  StartGeneration(engine, *params, std::move(prompt), std::move(header), std::move(exchange),
+                  std::move(output));
 }
 
 absl::StatusOr<std::unique_ptr<HttpServer>> StartGatewayServer(ServerOptions options,

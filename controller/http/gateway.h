@@ -56,6 +56,11 @@ struct GatewayOptions {
   bool loopback_only = false;
   // Origins allowed to call from a browser (CORS); "*" allows any. Empty: none.
   std::vector<std::string> allowed_origins;
+  // Chat output: the tool-call format of the model's template (chat::ToolCallFormats();
+  // "none": calls are not parsed), used for requests that send `tools` and no
+  // `tool_choice: "none"`; and whether <think>…</think> is split into reasoning_content.
+  std::string tool_call_format = "none";
+  bool parse_reasoning = false;
 };
 
 // True for "localhost", names under .localhost, 127.0.0.0/8 and ::1, with or without a port

@@ -13,7 +13,8 @@ using nlohmann::json;
 class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
  public:
   GenerationCall(serving::Engine* engine, const CompletionParams& params, ResponseHeader header,
-                 std::shared_ptr<Exchange> exchange, int32_t prompt_tokens)
+                 std::shared_ptr<Exchange> exchange, int32_t prompt_tokens,
+                 std::optional<chat::ChatOutputOptions> output)
       : engine_(engine),
         chat_(params.endpoint == Endpoint::kChatCompletions),
         stream_(params.stream),
@@ -25,6 +26,13 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
         prompt_tokens_(prompt_tokens) {
     for (int i = 0; i < params.n; ++i) choices_.emplace_back(params.top_logprobs);
     remaining_ = params.n;
+    if (chat_ && output.has_value()) {
+      for (Choice& c : choices_) {
+        absl::StatusOr<chat::ChatOutputParser> parser = chat::ChatOutputParser::Create(*output);
+        if (parser.ok()) c.parser.emplace(*std::move(parser));
+      }
+      output_ = std::move(output);
+    }
   }
 
   void Start(const CompletionParams& params, std::vector<int32_t> prompt);
@@ -36,6 +44,9 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
     std::string finish_reason;
     bool started = false;
     bool finished = false;
+    bool tool_called = false;
+    // Chat with output parsing (streaming): the incremental parser of this choice's text.
+    std::optional<chat::ChatOutputParser> parser;
     int32_t completion_tokens = 0;
     json chat_logprobs = json::array();
     CompletionLogprobs completion_logprobs;
@@ -63,6 +74,7 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   const std::shared_ptr<Exchange> exchange_;
   int32_t prompt_tokens_;
   int32_t cached_tokens_ = 0;
+  std::optional<chat::ChatOutputOptions> output_;
 
   std::mutex mu_;
   std::vector<Choice> choices_;
@@ -161,7 +173,22 @@ void GenerationCall::StreamEvent(int index, const serving::GenerateEvent& event)
           {"finish_reason", nullptr}});
   }
   choice.started = true;
-  if (!event.text.empty() || (logprobs_ && !event.logprobs.empty())) {
+  if (chat_ && choice.parser.has_value()) {
+    chat::ChatOutputDelta delta = choice.parser->Feed(event.text);
+    if (event.finished) {
+      chat::ChatOutputDelta rest = choice.parser->Finish();
+      delta.reasoning_content += rest.reasoning_content;
+      delta.content += rest.content;
+      for (chat::ToolCallDelta& c : rest.tool_calls) delta.tool_calls.push_back(std::move(c));
+    }
+    if (!delta.tool_calls.empty()) choice.tool_called = true;
+    if (!delta.empty() || (logprobs_ && !event.logprobs.empty())) {
+      send({{"index", index},
+            {"delta", ChatDeltaJson(delta)},
+            {"logprobs", LogprobsOf(index, event)},
+            {"finish_reason", nullptr}});
+    }
+  } else if (!event.text.empty() || (logprobs_ && !event.logprobs.empty())) {
     json logprobs = LogprobsOf(index, event);
     if (chat_) {
       send({{"index", index},
@@ -180,7 +207,9 @@ void GenerationCall::StreamEvent(int index, const serving::GenerateEvent& event)
       send({{"index", index},
             {"delta", json::object()},
             {"logprobs", nullptr},
-            {"finish_reason", choice.finish_reason}});
+            {"finish_reason", choice.tool_called && choice.finish_reason == "stop"
+                                  ? std::string("tool_calls")
+                                  : choice.finish_reason}});
     } else {
       send({{"index", index},
             {"text", ""},
@@ -266,7 +295,17 @@ void GenerationCall::Finish() {
       logprobs = chat_ ? json{{"content", c.chat_logprobs}, {"refusal", nullptr}}
                        : c.completion_logprobs.ToJson();
     }
-    if (chat_) {
+    if (chat_ && output_.has_value()) {
+      absl::StatusOr<chat::ParsedChatOutput> parsed = chat::ParseChatOutput(c.text, *output_);
+      if (!parsed.ok()) parsed = chat::ParsedChatOutput{c.text, "", {}};
+      const bool calls = !parsed->tool_calls.empty();
+      body["choices"].push_back(
+          {{"index", i},
+           {"message", ChatMessageJson(*parsed)},
+           {"logprobs", std::move(logprobs)},
+           {"finish_reason",
+            calls && c.finish_reason == "stop" ? std::string("tool_calls") : c.finish_reason}});
+    } else if (chat_) {
       body["choices"].push_back(
           {{"index", i},
            {"message", {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}}},
@@ -289,9 +328,11 @@ void GenerationCall::Finish() {
 
 void StartGeneration(serving::Engine* engine, const CompletionParams& params,
                      std::vector<int32_t> prompt, ResponseHeader header,
-                     std::shared_ptr<Exchange> exchange) {
-  auto call = std::make_shared<GenerationCall>(
-      engine, params, std::move(header), std::move(exchange), static_cast<int32_t>(prompt.size()));
+                     std::shared_ptr<Exchange> exchange,
+                     std::optional<chat::ChatOutputOptions> output) {
+  auto call =
+      std::make_shared<GenerationCall>(engine, params, std::move(header), std::move(exchange),
+                                       static_cast<int32_t>(prompt.size()), std::move(output));
   call->Start(params, std::move(prompt));
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "controller/http/http_server.h"
@@ -17,9 +18,12 @@ namespace tessera::http {
 // once (the answer is written as the engine's events arrive). Errors before the first
 // event (the engine refused the request) are answered as HTTP errors; errors after a
 // stream began are a `data: {"error": ...}` event, then the connection closes. `engine`
-// must outlive the request.
+// must outlive the request. Chat with `output` set: each choice's text is split into
+// reasoning, content and tool calls (message.reasoning_content / content / tool_calls,
+// streamed as delta.*), finish_reason "tool_calls" when calls were made.
 void StartGeneration(serving::Engine* engine, const CompletionParams& params,
                      std::vector<int32_t> prompt, ResponseHeader header,
-                     std::shared_ptr<Exchange> exchange);
+                     std::shared_ptr<Exchange> exchange,
+                     std::optional<chat::ChatOutputOptions> output = std::nullopt);
 
 }  // namespace tessera::http

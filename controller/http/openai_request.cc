@@ -15,6 +15,7 @@ namespace tessera::http {
 namespace {
 
 using nlohmann::json;
+using ojson = nlohmann::ordered_json;
 
 constexpr int64_t kInt32Min = std::numeric_limits<int32_t>::min();
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
@@ -144,6 +145,63 @@ absl::StatusOr<std::string> ReadContent(const json& content, size_t index, bool 
   return text;
 }
 
+// An assistant message's `tool_calls` ([{id, type: "function", function: {name,
+// arguments}}]) and a tool message's `tool_call_id` and `name`, checked; null when none.
+absl::StatusOr<ojson> ReadMessageExtras(const json& m, const std::string& param, bool assistant,
+                                        bool tool) {
+  ojson extras = nullptr;
+  auto calls = m.find("tool_calls");
+  if (calls != m.end() && !calls->is_null()) {
+    const std::string p = param + ".tool_calls";
+    if (!assistant) {
+      return InvalidParam(p, absl::StrCat("'", p, "' is only allowed in assistant messages"));
+    }
+    if (!calls->is_array()) return InvalidParam(p, absl::StrCat("'", p, "' must be a list"));
+    for (size_t j = 0; j < calls->size(); ++j) {
+      const json& c = (*calls)[j];
+      const std::string cp = absl::StrCat(p, "[", j, "]");
+      if (!c.is_object()) return InvalidParam(cp, absl::StrCat("'", cp, "' must be an object"));
+      auto id = c.find("id");
+      if (id != c.end() && !id->is_string()) {
+        return InvalidParam(cp + ".id", absl::StrCat("'", cp, ".id' must be a string"));
+      }
+      auto type = c.find("type");
+      if (type != c.end() && (!type->is_string() || *type != "function")) {
+        return InvalidParam(cp + ".type", absl::StrCat("'", cp, ".type' must be 'function'"));
+      }
+      auto fn = c.find("function");
+      if (fn == c.end() || !fn->is_object()) {
+        return InvalidParam(cp + ".function",
+                            absl::StrCat("'", cp, ".function' must be an object"));
+      }
+      auto name = fn->find("name");
+      if (name == fn->end() || !name->is_string()) {
+        return InvalidParam(cp + ".function.name",
+                            absl::StrCat("'", cp, ".function.name' must be a string"));
+      }
+      auto args = fn->find("arguments");
+      if (args != fn->end() && !args->is_string() && !args->is_object()) {
+        return InvalidParam(cp + ".function.arguments",
+                            absl::StrCat("'", cp, ".function.arguments' must be a string"));
+      }
+    }
+    extras = ojson::object();
+    extras["tool_calls"] = ojson::parse(calls->dump());
+  }
+  for (const char* key : {"tool_call_id", "name"}) {
+    auto it = m.find(key);
+    if (it == m.end() || it->is_null()) continue;
+    const std::string p = absl::StrCat(param, ".", key);
+    if (!it->is_string()) return InvalidParam(p, absl::StrCat("'", p, "' must be a string"));
+    if (std::string(key) == "tool_call_id" && !tool) {
+      return InvalidParam(p, absl::StrCat("'", p, "' is only allowed in tool messages"));
+    }
+    if (extras.is_null()) extras = ojson::object();
+    extras[key] = it->get<std::string>();
+  }
+  return extras;
+}
+
 absl::Status ReadMessages(const json& body, CompletionParams* params) {
   auto it = body.find("messages");
   if (it == body.end() || it->is_null()) {
@@ -172,6 +230,9 @@ absl::Status ReadMessages(const json& body, CompletionParams* params) {
         content == m.end() ? std::string() : ReadContent(*content, i, /*null_allowed=*/assistant);
     if (!text.ok()) return text.status();
     params->messages.push_back({r, *std::move(text)});
+    absl::StatusOr<ojson> extras = ReadMessageExtras(m, param, assistant, r == "tool");
+    if (!extras.ok()) return extras.status();
+    params->message_extras.push_back(*std::move(extras));
   }
   return absl::OkStatus();
 }
@@ -310,7 +371,6 @@ absl::Status ReadStreaming(const json& body, CompletionParams* params) {
 // Backend selectors (vLLM's guided_decoding_backend, structured_outputs.backend, ...) are
 // accepted and ignored: Tessera has one engine.
 using StructuredOutput = serving::StructuredOutput;
-using ojson = nlohmann::ordered_json;
 
 // Sets `out` from a JSON schema value (an object, true/false, or a string holding JSON).
 absl::Status SchemaInto(const ojson& v, const std::string& param, StructuredOutput* out) {
@@ -519,6 +579,109 @@ absl::Status ReadStructuredOutput(const std::string& body_text, const json& sort
   return absl::OkStatus();
 }
 
+// Chat: `tools` ([{type: "function", function: {name, description?, parameters?}}]),
+// `tool_choice` ("auto", "none", "required" or {type: "function", function: {name}}),
+// `parallel_tool_calls` and `chat_template_kwargs` (an object).
+absl::Status ReadTools(const std::string& body_text, const json& sorted_body,
+                       CompletionParams* params) {
+  bool any = false;
+  for (const char* f : {"tools", "tool_choice", "chat_template_kwargs"}) {
+    auto it = sorted_body.find(f);
+    any = any || (it != sorted_body.end() && !it->is_null());
+  }
+  if (absl::Status s = ReadBool(sorted_body, "parallel_tool_calls", &params->parallel_tool_calls);
+      !s.ok()) {
+    return s;
+  }
+  if (!any) return absl::OkStatus();
+  // Keeping the order of object keys, as the schemas' authors wrote them.
+  const ojson body = ojson::parse(body_text, nullptr, false);
+  auto tools = body.find("tools");
+  if (tools != body.end() && !tools->is_null()) {
+    if (!tools->is_array()) return InvalidParam("tools", "'tools' must be a list of tools");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const ojson& t = (*tools)[i];
+      const std::string p = absl::StrCat("tools[", i, "]");
+      if (!t.is_object()) return InvalidParam(p, absl::StrCat("'", p, "' must be an object"));
+      auto type = t.find("type");
+      if (type == t.end() || !type->is_string() || *type != "function") {
+        return InvalidParam(p + ".type", absl::StrCat("'", p, ".type' must be 'function'"));
+      }
+      auto fn = t.find("function");
+      if (fn == t.end() || !fn->is_object()) {
+        return InvalidParam(p + ".function", absl::StrCat("'", p, ".function' must be an object"));
+      }
+      auto name = fn->find("name");
+      if (name == fn->end() || !name->is_string() || name->get<std::string>().empty()) {
+        return InvalidParam(p + ".function.name",
+                            absl::StrCat("'", p, ".function.name' must be a non-empty string"));
+      }
+      auto parameters = fn->find("parameters");
+      if (parameters != fn->end() && !parameters->is_null() && !parameters->is_object()) {
+        return InvalidParam(p + ".function.parameters",
+                            absl::StrCat("'", p, ".function.parameters' must be an object"));
+      }
+      auto description = fn->find("description");
+      if (description != fn->end() && !description->is_null() && !description->is_string()) {
+        return InvalidParam(p + ".function.description",
+                            absl::StrCat("'", p, ".function.description' must be a string"));
+      }
+    }
+    if (!tools->empty()) params->tools = *tools;
+  }
+  auto choice = body.find("tool_choice");
+  if (choice != body.end() && !choice->is_null()) {
+    if (choice->is_string()) {
+      const std::string c = choice->get<std::string>();
+      if (c != "auto" && c != "none" && c != "required") {
+        return InvalidParam("tool_choice",
+                            "'tool_choice' must be 'auto', 'none', 'required' or "
+                            "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+      }
+      params->tool_choice = c;
+    } else if (choice->is_object()) {
+      auto type = choice->find("type");
+      auto fn = choice->find("function");
+      if (type == choice->end() || !type->is_string() || *type != "function") {
+        return InvalidParam("tool_choice.type", "'tool_choice.type' must be 'function'");
+      }
+      if (fn == choice->end() || !fn->is_object() || !fn->contains("name") ||
+          !(*fn)["name"].is_string()) {
+        return InvalidParam("tool_choice.function.name",
+                            "'tool_choice.function.name' must be a string");
+      }
+      params->tool_choice = "function";
+      params->tool_choice_name = (*fn)["name"].get<std::string>();
+      bool known = false;
+      if (params->tools.is_array()) {
+        for (const ojson& t : params->tools) {
+          known = known || t["function"]["name"] == params->tool_choice_name;
+        }
+      }
+      if (!known) {
+        return InvalidParam("tool_choice.function.name",
+                            absl::StrCat("'tool_choice' names the function '",
+                                         params->tool_choice_name, "', which is not in 'tools'"));
+      }
+    } else {
+      return InvalidParam("tool_choice",
+                          "'tool_choice' must be 'auto', 'none', 'required' or "
+                          "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+    }
+    if (params->tool_choice == "required" && params->tools.is_null()) {
+      return InvalidParam("tool_choice", "'tool_choice' 'required' needs a non-empty 'tools'");
+    }
+  }
+  auto kwargs = body.find("chat_template_kwargs");
+  if (kwargs != body.end() && !kwargs->is_null()) {
+    if (!kwargs->is_object()) {
+      return InvalidParam("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    }
+    params->chat_template_kwargs = *kwargs;
+  }
+  return absl::OkStatus();
+}
+
 // The request's name for a field serving's checks name: completions call top_logprobs
 // `logprobs`, chat may send max_tokens as `max_completion_tokens`, and a lone stop string is
 // `stop`.
@@ -600,6 +763,7 @@ absl::StatusOr<CompletionParams> ParseCompletionRequest(const std::string& body_
   }
   if (s.ok()) s = ValidateGenerationOptions(body, &params);
   if (s.ok()) s = ReadStructuredOutput(body_text, body, &params);
+  if (s.ok() && endpoint == Endpoint::kChatCompletions) s = ReadTools(body_text, body, &params);
   if (!s.ok()) return s;
   return params;
 }

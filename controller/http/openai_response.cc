@@ -96,4 +96,48 @@ std::string NewResponseId(const std::string& prefix) {
   return id;
 }
 
+json ChatMessageJson(const chat::ParsedChatOutput& output) {
+  json message = {{"role", "assistant"}};
+  if (output.content.empty() && !output.tool_calls.empty()) {
+    message["content"] = nullptr;
+  } else {
+    message["content"] = output.content;
+  }
+  if (!output.reasoning_content.empty()) message["reasoning_content"] = output.reasoning_content;
+  if (!output.tool_calls.empty()) {
+    json calls = json::array();
+    for (const chat::ToolCall& c : output.tool_calls) {
+      calls.push_back({{"id", c.id},
+                       {"type", "function"},
+                       {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    }
+    message["tool_calls"] = std::move(calls);
+  }
+  message["refusal"] = nullptr;
+  return message;
+}
+
+json ChatDeltaJson(const chat::ChatOutputDelta& delta) {
+  json out = json::object();
+  if (!delta.reasoning_content.empty()) out["reasoning_content"] = delta.reasoning_content;
+  if (!delta.content.empty()) out["content"] = delta.content;
+  if (!delta.tool_calls.empty()) {
+    json calls = json::array();
+    for (const chat::ToolCallDelta& c : delta.tool_calls) {
+      json call = {{"index", c.index}};
+      if (!c.id.empty()) {
+        call["id"] = c.id;
+        call["type"] = "function";
+      }
+      json fn = json::object();
+      if (!c.name.empty()) fn["name"] = c.name;
+      fn["arguments"] = c.arguments;
+      call["function"] = std::move(fn);
+      calls.push_back(std::move(call));
+    }
+    out["tool_calls"] = std::move(calls);
+  }
+  return out;
+}
+
 }  // namespace tessera::http

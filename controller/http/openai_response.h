@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/chat/tool_calls.h"
 #include "controller/serving/engine.h"
 #include "nlohmann/json.hpp"
 
@@ -55,6 +56,15 @@ class CompletionLogprobs {
   nlohmann::json text_offset_ = nlohmann::json::array();
   int64_t offset_ = 0;
 };
+
+// A whole chat output as OpenAI's `message`: {role: "assistant", content (null when empty and
+// there are tool calls), reasoning_content (only when non-empty), tool_calls: [{id, type:
+// "function", function: {name, arguments}}] (only when there are some), refusal: null}.
+nlohmann::json ChatMessageJson(const chat::ParsedChatOutput& output);
+
+// A streamed piece as OpenAI's `delta`: reasoning_content, content and tool_calls [{index,
+// id, type: "function", function: {name, arguments}}], each only when non-empty.
+nlohmann::json ChatDeltaJson(const chat::ChatOutputDelta& delta);
 
 // "chatcmpl-" / "cmpl-" followed by 24 random alphanumerics.
 std::string NewResponseId(const std::string& prefix);

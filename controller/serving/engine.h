@@ -107,6 +107,16 @@ struct ChatMessage {
   std::string content;
 };
 
+// What a chat request adds to the chat template's variables beyond roles and contents, as
+// JSON text ("" for none): `vars`, an object whose keys become top-level variables (`tools`,
+// chat_template_kwargs' keys; never replacing messages or add_generation_prompt);
+// `message_fields`, per message (parallel to the messages, or empty) an object merged into
+// that message (an assistant's `tool_calls`, a tool message's `tool_call_id`).
+struct ChatTemplateExtras {
+  std::string vars;
+  std::vector<std::string> message_fields;
+};
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -130,8 +140,11 @@ class Engine {
   // and parses special-token strings only in the template's own text, never in what came
   // from the messages (unless the deployment opted out). Errors: INVALID_ARGUMENT naming the
   // limit, FAILED_PRECONDITION without a template.
+  // `extras` (tools, tool calls, template kwargs) reach the template where the engine
+  // renders it (ServingEngine); this default ignores them.
   virtual absl::StatusOr<std::vector<int32_t>> ChatPromptTokens(
-      const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+      const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+      const ChatTemplateExtras& extras = {}) const {
     absl::StatusOr<std::string> text = RenderChat(messages, add_generation_prompt);
     if (!text.ok()) return text.status();
     return Tokenize(*text, /*add_special=*/false);

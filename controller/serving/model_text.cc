@@ -11,7 +11,7 @@ absl::StatusOr<ModelText> LoadModelText(const gguf::Metadata& metadata,
                                         const std::string& chat_template_override) {
   absl::StatusOr<tokenizer::Tokenizer> tok = tokenizer::Tokenizer::FromMetadata(metadata);
   if (!tok.ok()) return tok.status();
-  ModelText out{*std::move(tok), std::nullopt, "", {}};
+  ModelText out{*std::move(tok), std::nullopt, "", {}, ""};
   for (int32_t id = 0; id < out.tokenizer.vocab().size(); ++id) {
     if (out.tokenizer.vocab().IsEndOfGeneration(id)) out.eog_token_ids.push_back(id);
   }
@@ -34,18 +34,51 @@ absl::StatusOr<ModelText> LoadModelText(const gguf::Metadata& metadata,
     return out;
   }
   out.chat_template = *std::move(tmpl);
+  out.chat_template_source = *std::move(source);
   return out;
 }
 
 nlohmann::ordered_json ChatVariables(const tokenizer::Tokenizer& tokenizer,
                                      const std::vector<ChatMessage>& messages,
-                                     bool add_generation_prompt) {
-  nlohmann::ordered_json vars;
-  vars["messages"] = nlohmann::ordered_json::array();
-  for (const ChatMessage& m : messages) {
-    vars["messages"].push_back({{"role", m.role}, {"content", m.content}});
+                                     bool add_generation_prompt, const ChatTemplateExtras* extras) {
+  using ojson = nlohmann::ordered_json;
+  ojson vars;
+  vars["messages"] = ojson::array();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    ojson message = {{"role", m.role}, {"content", m.content}};
+    if (extras != nullptr && i < extras->message_fields.size() &&
+        !extras->message_fields[i].empty()) {
+      ojson fields = ojson::parse(extras->message_fields[i], nullptr, false);
+      if (fields.is_object()) {
+        for (auto& [key, value] : fields.items()) {
+          if (key == "role" || key == "content") continue;
+          if (key == "tool_calls" && value.is_array()) {
+            for (ojson& call : value) {
+              if (!call.is_object() || !call.contains("function")) continue;
+              ojson& fn = call["function"];
+              if (fn.is_object() && fn.contains("arguments") && fn["arguments"].is_string()) {
+                ojson args = ojson::parse(fn["arguments"].get<std::string>(), nullptr, false);
+                if (args.is_object()) fn["arguments"] = std::move(args);
+              }
+            }
+          }
+          message[key] = value;
+        }
+      }
+    }
+    vars["messages"].push_back(std::move(message));
   }
   vars["add_generation_prompt"] = add_generation_prompt;
+  if (extras != nullptr && !extras->vars.empty()) {
+    ojson extra_vars = ojson::parse(extras->vars, nullptr, false);
+    if (extra_vars.is_object()) {
+      for (auto& [key, value] : extra_vars.items()) {
+        if (vars.contains(key)) continue;
+        vars[key] = value;
+      }
+    }
+  }
   const tokenizer::SpecialTokenIds& sp = tokenizer.vocab().special();
   vars["bos_token"] = sp.bos >= 0 ? std::string(tokenizer.Piece(sp.bos)) : "";
   vars["eos_token"] = sp.eos >= 0 ? std::string(tokenizer.Piece(sp.eos)) : "";
@@ -53,12 +86,10 @@ nlohmann::ordered_json ChatVariables(const tokenizer::Tokenizer& tokenizer,
   return vars;
 }
 
-absl::StatusOr<std::vector<int32_t>> ChatPromptTokens(const tokenizer::Tokenizer& tokenizer,
-                                                      const chat::ChatTemplate& chat_template,
-                                                      const std::vector<ChatMessage>& messages,
-                                                      bool add_generation_prompt,
-                                                      const PromptLimits& limits,
-                                                      const std::tm* now) {
+absl::StatusOr<std::vector<int32_t>> ChatPromptTokens(
+    const tokenizer::Tokenizer& tokenizer, const chat::ChatTemplate& chat_template,
+    const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+    const PromptLimits& limits, const std::tm* now, const ChatTemplateExtras* extras) {
   if (static_cast<int64_t>(messages.size()) > limits.max_chat_messages) {
     return absl::InvalidArgumentError(absl::StrCat("the chat has ", messages.size(),
                                                    " messages, more than max-chat-messages (",
@@ -71,7 +102,8 @@ absl::StatusOr<std::vector<int32_t>> ChatPromptTokens(const tokenizer::Tokenizer
                                                    " bytes, more than max-prompt-bytes (",
                                                    limits.max_prompt_bytes, ")"));
   }
-  const nlohmann::ordered_json vars = ChatVariables(tokenizer, messages, add_generation_prompt);
+  const nlohmann::ordered_json vars =
+      ChatVariables(tokenizer, messages, add_generation_prompt, extras);
   const std::vector<std::string> request_keys = {"messages", "tools", "documents"};
   absl::StatusOr<chat::RenderedPrompt> prompt =
       now != nullptr

@@ -25,6 +25,8 @@ struct ModelText {
   std::optional<chat::ChatTemplate> chat_template;
   std::string chat_template_problem;  // why there is none, for the startup log
   std::vector<int32_t> eog_token_ids;
+  // The chat template's source ("" when there is none), e.g. to detect its tool-call format.
+  std::string chat_template_source;
 };
 
 // `chat_template_override`: empty for the model's own template, else a built-in name or a
@@ -43,9 +45,13 @@ struct PromptLimits {
 
 // The chat template's variables for `messages`, as HuggingFace's apply_chat_template passes
 // them, with the tokenizer's BOS and EOS texts.
+// With `extras`, its variables and message fields are merged in (see ChatTemplateExtras; a
+// tool call's `function.arguments` string that is a JSON object is passed as that object,
+// as templates iterate it). Malformed extras JSON is ignored.
 nlohmann::ordered_json ChatVariables(const tokenizer::Tokenizer& tokenizer,
                                      const std::vector<ChatMessage>& messages,
-                                     bool add_generation_prompt);
+                                     bool add_generation_prompt,
+                                     const ChatTemplateExtras* extras = nullptr);
 
 // A chat prompt's token ids: the message count and contents checked against `limits`, the
 // template rendered (stopping once the prompt outgrows max_prompt_bytes) with the request's
@@ -57,7 +63,8 @@ absl::StatusOr<std::vector<int32_t>> ChatPromptTokens(const tokenizer::Tokenizer
                                                       const std::vector<ChatMessage>& messages,
                                                       bool add_generation_prompt,
                                                       const PromptLimits& limits,
-                                                      const std::tm* now = nullptr);
+                                                      const std::tm* now = nullptr,
+                                                      const ChatTemplateExtras* extras = nullptr);
 
 // A completion prompt's token ids: its size checked, BOS added when `add_special` (not twice),
 // special-token strings parsed only with `parse_special` or parse_special_in_content.

@@ -238,13 +238,14 @@ PromptLimits ServingEngine::Limits() const {
 }
 
 absl::StatusOr<std::vector<int32_t>> ServingEngine::ChatPromptTokens(
-    const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+    const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+    const ChatTemplateExtras& extras) const {
   if (!chat_template_.has_value()) {
     return absl::FailedPreconditionError(
         absl::StrCat("model ", info_.name, " has no chat template (configure chat-template)"));
   }
   return serving::ChatPromptTokens(tokenizer_, *chat_template_, messages, add_generation_prompt,
-                                   Limits());
+                                   Limits(), /*now=*/nullptr, &extras);
 }
 
 absl::StatusOr<std::vector<int32_t>> ServingEngine::PromptTokens(const std::string& text,

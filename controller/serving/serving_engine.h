@@ -124,8 +124,9 @@ class ServingEngine : public Engine {
   absl::StatusOr<std::string> RenderChat(const std::vector<ChatMessage>& messages,
                                          bool add_generation_prompt) const override;
   std::string TokenText(int32_t id) const override;
-  absl::StatusOr<std::vector<int32_t>> ChatPromptTokens(const std::vector<ChatMessage>& messages,
-                                                        bool add_generation_prompt) const override;
+  absl::StatusOr<std::vector<int32_t>> ChatPromptTokens(
+      const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+      const ChatTemplateExtras& extras = {}) const override;
   absl::StatusOr<std::vector<int32_t>> PromptTokens(const std::string& text, bool add_special,
                                                     bool parse_special) const override;
   // The runner is ready and the engine is not draining.

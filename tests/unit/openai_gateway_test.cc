@@ -9,9 +9,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/chat/tool_calls.h"
 #include "common/grammar/compiled_grammar.h"
 #include "common/grammar/gbnf_parser.h"
 #include "common/grammar/matcher.h"
+#include "controller/http/openai_response.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/unit/gateway_test_util.h"
@@ -697,18 +699,223 @@ TEST(OpenAiGatewayTest, UnknownRouteAndWrongMethod) {
   }));
 }
 
-}  // namespace
-}  // namespace tessera::testing
+// --- Tool calls and reasoning (issue 23) ---
 
-// The Host names a loopback-bound server answers (DNS rebinding defence).
-TEST(OpenAiGatewayTest, LoopbackHostNames) {
-  for (const char* host : {"localhost", "LOCALHOST:8080", "localhost.", "app.localhost:1",
-                           "127.0.0.1", "127.1.2.3:80", "[::1]", "[::1]:8080", "::1"}) {
-    EXPECT_TRUE(tessera::http::IsLoopbackHost(host)) << host;
+TEST(OpenAiGatewayTest, ToolFieldsAreAcceptedAndCheckedByShape) {
+  GatewayUnderTest g;
+  const uint16_t p = g.port();
+  const std::string tools =
+      R"("tools":[{"type":"function","function":{"name":"get_weather","description":"d",
+          "parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}])";
+  const std::string history =
+      R"("messages":[{"role":"user","content":"Weather?"},
+          {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
+            "function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},
+          {"role":"tool","tool_call_id":"call_1","content":"sunny"}])";
+  for (const std::string& extra :
+       {std::string(R"("tool_choice":"auto")"), std::string(R"("tool_choice":"none")"),
+        std::string(R"("tool_choice":"required","parallel_tool_calls":false)"),
+        std::string(R"("tool_choice":{"type":"function","function":{"name":"get_weather"}})"),
+        std::string(R"("chat_template_kwargs":{"enable_thinking":false})"),
+        // Fields vLLM accepts that Tessera does not use are ignored.
+        std::string(R"("skip_special_tokens":true,"some_future_field":{"x":1})")}) {
+    const auto r = HttpCall(p, "POST", "/v1/chat/completions",
+                            "{" + history + "," + tools + "," + extra + R"(,"max_tokens":2})");
+    EXPECT_EQ(r.status, 200) << extra << ": " << r.body;
   }
-  for (const char* host :
-       {"attacker.example", "localhost.attacker.example", "127.0.0.1.nip.io", "128.0.0.1",
-        "127.0.0.256", "127.0.0", "[::2]", "0.0.0.0", "", "[::1", "127.0.0.1:80:80"}) {
-    EXPECT_FALSE(tessera::http::IsLoopbackHost(host)) << host;
+  const std::string m = R"("messages":[{"role":"user","content":"x"}])";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"("tools":{})", "tools"},
+      {R"("tools":[{"type":"retrieval"}])", "tools[0].type"},
+      {R"("tools":[{"type":"function"}])", "tools[0].function"},
+      {R"("tools":[{"type":"function","function":{"name":1}}])", "tools[0].function.name"},
+      {R"("tools":[{"type":"function","function":{"name":"f","parameters":[]}}])",
+       "tools[0].function.parameters"},
+      {tools + R"(,"tool_choice":"sometimes")", "tool_choice"},
+      {tools + R"(,"tool_choice":7)", "tool_choice"},
+      {tools + R"(,"tool_choice":{"type":"function","function":{"name":"other"}})",
+       "tool_choice.function.name"},
+      {tools + R"(,"tool_choice":{"type":"function"})", "tool_choice.function.name"},
+      {R"("tool_choice":"required")", "tool_choice"},
+      {R"("parallel_tool_calls":"yes")", "parallel_tool_calls"},
+      {R"("chat_template_kwargs":[1])", "chat_template_kwargs"},
+  };
+  for (const auto& [extra, param] : bad) {
+    SCOPED_TRACE(extra);
+    ExpectErrorShape(HttpCall(p, "POST", "/v1/chat/completions", "{" + m + "," + extra + "}"), 400,
+                     param);
+  }
+  const std::vector<std::pair<std::string, std::string>> bad_messages = {
+      {R"({"role":"assistant","tool_calls":{}})", "messages[0].tool_calls"},
+      {R"({"role":"assistant","tool_calls":[{"type":"function"}]})",
+       "messages[0].tool_calls[0].function"},
+      {R"({"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":1}}]})",
+       "messages[0].tool_calls[0].function.arguments"},
+      {R"({"role":"user","content":"x","tool_calls":[]})", "messages[0].tool_calls"},
+      {R"({"role":"tool","content":"x","tool_call_id":5})", "messages[0].tool_call_id"},
+  };
+  for (const auto& [message, param] : bad_messages) {
+    SCOPED_TRACE(message);
+    ExpectErrorShape(
+        HttpCall(p, "POST", "/v1/chat/completions", R"({"messages":[)" + message + "]}"), 400,
+        param);
   }
 }
+
+// What a model wrote, as the gateway returns it: reasoning, content and hermes tool calls.
+constexpr char kToolOutput[] =
+    "<think>The user wants weather.</think>Let me check.\n"
+    "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+    "</tool_call>";
+
+chat::ChatOutputOptions HermesOptions() {
+  chat::ChatOutputOptions o;
+  o.format = "hermes";
+  o.tools = nlohmann::ordered_json::parse(
+      R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
+          "properties":{"city":{"type":"string"}}}}}])");
+  return o;
+}
+
+TEST(OpenAiResponseTest, WholeOutputAsMessage) {
+  auto parsed = chat::ParseChatOutput(kToolOutput, HermesOptions());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const json m = http::ChatMessageJson(*parsed);
+  EXPECT_EQ(m["role"], "assistant");
+  EXPECT_EQ(m["content"], "Let me check.");
+  EXPECT_EQ(m["reasoning_content"], "The user wants weather.");
+  ASSERT_EQ(m["tool_calls"].size(), 1u) << m;
+  const json& c = m["tool_calls"][0];
+  EXPECT_TRUE(c["id"].get<std::string>().rfind("call_", 0) == 0) << c;
+  EXPECT_EQ(c["type"], "function");
+  EXPECT_EQ(c["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(c["function"]["arguments"].get<std::string>()), json({{"city", "Paris"}}));
+
+  // Only a call: content is null; no reasoning: no reasoning_content.
+  chat::ParsedChatOutput only_call;
+  only_call.tool_calls.push_back({"call_x", "f", "{}"});
+  const json m2 = http::ChatMessageJson(only_call);
+  EXPECT_TRUE(m2["content"].is_null());
+  EXPECT_FALSE(m2.contains("reasoning_content"));
+  // Plain text: a string content, no tool_calls.
+  const json m3 = http::ChatMessageJson({"hello", "", {}});
+  EXPECT_EQ(m3["content"], "hello");
+  EXPECT_FALSE(m3.contains("tool_calls"));
+  EXPECT_FALSE(m3.contains("reasoning_content"));
+}
+
+TEST(OpenAiResponseTest, StreamedOutputAsDeltas) {
+  // Fed in pieces of 3 bytes: the deltas assemble into the same message.
+  auto parser = chat::ChatOutputParser::Create(HermesOptions());
+  ASSERT_TRUE(parser.ok()) << parser.status();
+  const std::string text = kToolOutput;
+  std::vector<json> deltas;
+  for (size_t i = 0; i < text.size(); i += 3) {
+    deltas.push_back(http::ChatDeltaJson(parser->Feed(text.substr(i, 3))));
+  }
+  deltas.push_back(http::ChatDeltaJson(parser->Finish()));
+  std::string reasoning, content, name, arguments, id;
+  int calls = 0;
+  for (const json& d : deltas) {
+    EXPECT_FALSE(d.contains("role"));
+    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+    if (d.contains("content")) {
+      const std::string piece = d["content"];
+      EXPECT_EQ(piece.find('<'), std::string::npos) << "markup leaked: " << piece;
+      content += piece;
+    }
+    if (d.contains("tool_calls")) {
+      for (const json& c : d["tool_calls"]) {
+        EXPECT_EQ(c["index"], 0);
+        if (c.contains("id")) {
+          ++calls;
+          id = c["id"];
+          EXPECT_EQ(c["type"], "function");
+          name = c["function"]["name"];
+        }
+        arguments += c["function"]["arguments"].get<std::string>();
+      }
+    }
+  }
+  EXPECT_EQ(reasoning, "The user wants weather.");
+  EXPECT_EQ(content, "Let me check.");
+  EXPECT_EQ(calls, 1);
+  EXPECT_FALSE(id.empty());
+  EXPECT_EQ(name, "get_weather");
+  EXPECT_EQ(json::parse(arguments), json({{"city", "Paris"}}));
+  // An empty delta is an empty object.
+  EXPECT_EQ(http::ChatDeltaJson({}), json::object());
+}
+
+// End to end through the gateway: the ScriptedEngine generates its prompt back, so a user
+// message carrying the markup comes back as the model's output.
+TEST(OpenAiGatewayTest, ToolCallsAndReasoningInResponses) {
+  http::GatewayOptions o;
+  o.tool_call_format = "hermes";
+  o.parse_reasoning = true;
+  GatewayUnderTest g(o);
+  const std::string markup =
+      json(std::string("<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                       "\"Paris\"}}</tool_call>"))
+          .dump();
+  const std::string tools =
+      R"("tools":[{"type":"function","function":{"name":"get_weather",
+          "parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}])";
+  const std::string req = R"({"messages":[{"role":"user","content":)" + markup + "}]," + tools;
+  {
+    const auto r = HttpCall(g.port(), "POST", "/v1/chat/completions", req + "}");
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json ch = Body(r)["choices"][0];
+    EXPECT_EQ(ch["finish_reason"], "tool_calls") << r.body;
+    ASSERT_EQ(ch["message"]["tool_calls"].size(), 1u) << r.body;
+    EXPECT_EQ(ch["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+    EXPECT_EQ(ch["message"]["tool_calls"][0]["type"], "function");
+    EXPECT_EQ(
+        json::parse(ch["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+        json({{"city", "Paris"}}));
+    EXPECT_EQ(ch["message"]["content"].get<std::string>().find("<tool_call>"), std::string::npos);
+  }
+  {
+    const auto r = HttpCall(g.port(), "POST", "/v1/chat/completions", req + R"(,"stream":true})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    const std::vector<std::string> data = SseData(r.body);
+    ASSERT_GE(data.size(), 3u) << r.body;
+    EXPECT_EQ(data.back(), "[DONE]");
+    int calls = 0;
+    std::string content;
+    for (size_t i = 0; i + 1 < data.size(); ++i) {
+      const json d = json::parse(data[i])["choices"][0]["delta"];
+      if (d.contains("content")) content += d["content"].get<std::string>();
+      if (d.contains("tool_calls")) {
+        ++calls;
+        EXPECT_EQ(d["tool_calls"][0]["index"], 0);
+        EXPECT_EQ(d["tool_calls"][0]["function"]["name"], "get_weather");
+      }
+    }
+    EXPECT_EQ(calls, 1) << r.body;
+    EXPECT_EQ(content.find("<tool_call>"), std::string::npos) << content;
+    EXPECT_EQ(json::parse(data[data.size() - 2])["choices"][0]["finish_reason"], "tool_calls");
+  }
+  {
+    // tool_choice "none": the markup stays content, no calls.
+    const auto r =
+        HttpCall(g.port(), "POST", "/v1/chat/completions", req + R"(,"tool_choice":"none"})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json ch = Body(r)["choices"][0];
+    EXPECT_FALSE(ch["message"].contains("tool_calls"));
+    EXPECT_NE(ch["message"]["content"].get<std::string>().find("<tool_call>"), std::string::npos);
+    EXPECT_NE(ch["finish_reason"], "tool_calls");
+  }
+  {
+    // Reasoning split without tools.
+    const auto r = HttpCall(g.port(), "POST", "/v1/chat/completions",
+                            R"({"messages":[{"role":"user","content":"<think>hmm</think>ok"}]})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    // The echo starts with the template's "<|user|>", so <think> is not at the start: content.
+    const json m = Body(r)["choices"][0]["message"];
+    EXPECT_TRUE(m["content"].is_string()) << m;
+  }
+}
+
+}  // namespace
+}  // namespace tessera::testing

@@ -687,6 +687,32 @@ TEST(ServingEngine, TextHelpers) {
             "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
+// A chat request's tools, tool calls and chat_template_kwargs reach the template's variables.
+TEST(ServingEngine, ChatTemplateExtrasBecomeVariables) {
+  auto file = gguf::GgufModel::Open(TinyModel());
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto text = LoadModelText(file->metadata(), "");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_FALSE(text->chat_template_source.empty());
+  ChatTemplateExtras extras;
+  extras.vars = R"({"tools":[{"type":"function","function":{"name":"f"}}],)"
+                R"("enable_thinking":false,"messages":"ignored"})";
+  extras.message_fields = {"",
+                           R"({"tool_calls":[{"id":"c1","type":"function",)"
+                           R"("function":{"name":"f","arguments":"{\"a\":1}"}}]})",
+                           R"({"tool_call_id":"c1"})"};
+  const nlohmann::ordered_json vars = ChatVariables(
+      text->tokenizer, {{"user", "hi"}, {"assistant", ""}, {"tool", "42"}}, true, &extras);
+  EXPECT_EQ(vars["tools"][0]["function"]["name"], "f");
+  EXPECT_EQ(vars["enable_thinking"], false);
+  ASSERT_EQ(vars["messages"].size(), 3u);  // not replaced by the extras
+  EXPECT_EQ(vars["messages"][0], nlohmann::ordered_json({{"role", "user"}, {"content", "hi"}}));
+  // String arguments that are a JSON object are passed as the object, as templates expect.
+  EXPECT_EQ(vars["messages"][1]["tool_calls"][0]["function"]["arguments"]["a"], 1);
+  EXPECT_EQ(vars["messages"][2]["tool_call_id"], "c1");
+  EXPECT_EQ(vars["add_generation_prompt"], true);
+}
+
 // ---- structured output (a grammar in the request; the worker's matcher masks samples) ----
 
 // A record of bounded size, so that a random model finishes it: every generation ends where
