@@ -113,6 +113,9 @@ Value Arithmetic(const std::string& op, Value a, const Value& b) {
       if (unit > 0 && n > kMaxRepeatBytes / unit) {
         throw TemplateError("MemoryError: repetition result too large");
       }
+      // An empty sequence repeats to itself at once, however large the count (a loop of
+      // 10^9 empty appends is a hang, found by chat_template_fuzz).
+      if (unit == 0) n = 0;
       if (seq->is_string()) {
         TrackedText out;
         out.Reserve(static_cast<size_t>(n) * seq->as_string().size());

@@ -28,6 +28,16 @@ TEST(ChatEngine, RaiseExceptionReturnsTheMessageVerbatim) {
   EXPECT_EQ(r.status().message(), "roles must alternate");
 }
 
+TEST(ChatEngine, EmptySequencesRepeatToEmptyWhateverTheCount) {
+  // A fuzzer-found hang: an empty tuple times 10^9 appended nothing a billion times.
+  EXPECT_EQ(*Render("[{{ (() * 1111111111) | length }}][{{ ('' * 1111111111) | length }}]"),
+            "[0][0]");
+  EXPECT_EQ(*Render("{{ ([] * 99999999999) | length }}"), "0");
+  auto r = Render("{{ ((1,) * 1111111111) | length }}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.status().message()).find("too large"), std::string::npos);
+}
+
 TEST(ChatEngine, RaiseInsideAMacroPropagates) {
   auto r = Render("{% macro f() %}{{ raise_exception('deep') }}{% endmacro %}x{{ f() }}");
   ASSERT_FALSE(r.ok());
