@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/chat/tool_call_grammar.h"
 #include "common/grammar/choices.h"
 #include "common/grammar/gbnf_parser.h"
 #include "common/grammar/json_grammar.h"
@@ -27,7 +28,9 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: tessera grammar (--json-schema FILE | --regex RE | --choice TEXT [--choice TEXT ...]\n"
-    "                        | --gbnf FILE | --json-object)\n"
+    "                        | --gbnf FILE | --json-object\n"
+    "                        | --tools FILE --tool-format NAME [--tool-function NAME]\n"
+    "                          [--no-parallel-tool-calls] [--starts-in-reasoning])\n"
     "                       [--max-whitespace N] [--sample N] [--seed S] [--max-bytes M]\n"
     "\n"
     "Compiles a structured-output constraint to GBNF, the grammar text tesserad matches the\n"
@@ -40,6 +43,14 @@ constexpr char kUsage[] =
     "  --choice TEXT        the output is one of the given texts (repeat the flag)\n"
     "  --gbnf FILE          a GBNF grammar, checked as tesserad checks it\n"
     "  --json-object        any JSON object (response_format json_object)\n"
+    "  --tools FILE         a forced tool call (tool_choice \"required\"): FILE holds the\n"
+    "                       request's OpenAI `tools` list; the calls are written in the markup\n"
+    "                       of --tool-format (glm45, deepseek_v31, hermes, llama3_json,\n"
+    "                       mistral). Markers are written as text here; tesserad names those\n"
+    "                       that are special tokens of the model by id.\n"
+    "  --tool-function NAME only this function (tool_choice naming it)\n"
+    "  --no-parallel-tool-calls  exactly one call (parallel_tool_calls: false)\n"
+    "  --starts-in-reasoning     the prompt opened <think>: reasoning and </think> first\n"
     "  --max-whitespace N   whitespace between JSON tokens for --json-schema (default 4)\n"
     "  --sample N           print N random documents instead of the grammar\n"
     "  --seed S             seed of the random walks (default 0: the same documents each run)\n"
@@ -62,7 +73,8 @@ int Fail(std::string_view message) {
 }  // namespace
 
 int RunGrammar(const Args& args) {
-  std::string schema_file, regex, gbnf_file;
+  std::string schema_file, regex, gbnf_file, tools_file;
+  chat::ToolCallGrammarOptions tool_options;
   std::vector<std::string> choices;
   bool json_object = false, have_regex = false;
   grammar::JsonSchemaOptions schema_options;
@@ -86,6 +98,16 @@ int RunGrammar(const Args& args) {
       gbnf_file = args[++i];
     } else if (a == "--json-object") {
       json_object = true;
+    } else if (a == "--tools" && has_value) {
+      tools_file = args[++i];
+    } else if (a == "--tool-format" && has_value) {
+      tool_options.format = args[++i];
+    } else if (a == "--tool-function" && has_value) {
+      tool_options.function = args[++i];
+    } else if (a == "--no-parallel-tool-calls") {
+      tool_options.parallel = false;
+    } else if (a == "--starts-in-reasoning") {
+      tool_options.starts_in_reasoning = true;
     } else if (a == "--max-whitespace" && has_value) {
       if (!absl::SimpleAtoi(args[++i], &schema_options.max_whitespace)) {
         return Usage("--max-whitespace needs a non-negative integer");
@@ -103,10 +125,14 @@ int RunGrammar(const Args& args) {
       return Usage("unexpected argument '" + a + "'");
     }
   }
-  const int sources =
-      !schema_file.empty() + have_regex + !choices.empty() + !gbnf_file.empty() + json_object;
+  const int sources = !schema_file.empty() + have_regex + !choices.empty() + !gbnf_file.empty() +
+                      json_object + !tools_file.empty();
   if (sources != 1) {
-    return Usage("give exactly one of --json-schema, --regex, --choice, --gbnf, --json-object");
+    return Usage(
+        "give exactly one of --json-schema, --regex, --choice, --gbnf, --json-object, --tools");
+  }
+  if (!tools_file.empty() && tool_options.format.empty()) {
+    return Usage("--tools needs --tool-format NAME");
   }
 
   absl::StatusOr<std::string> gbnf;
@@ -122,6 +148,16 @@ int RunGrammar(const Args& args) {
       return Fail(schema_file + " is not valid JSON: " + e.what());
     }
     gbnf = grammar::JsonSchemaToGbnf(schema, schema_options);
+  } else if (!tools_file.empty()) {
+    absl::StatusOr<std::string> read = ReadWholeFile(tools_file);
+    if (!read.ok()) return Fail(std::string(read.status().message()));
+    try {
+      tool_options.tools = nlohmann::ordered_json::parse(*read);
+    } catch (const nlohmann::json::exception& e) {
+      return Fail(tools_file + " is not valid JSON: " + e.what());
+    }
+    tool_options.max_whitespace = schema_options.max_whitespace;
+    gbnf = chat::ToolCallGbnf(tool_options);
   } else if (have_regex) {
     gbnf = grammar::RegexToGbnf(regex);
   } else if (!choices.empty()) {

@@ -358,6 +358,8 @@ std::string ChatOutputParser::NewId() {
 
 void ChatOutputParser::EmitCall(std::string name, std::string arguments, std::string id,
                                 ChatOutputDelta* out) {
+  // Without parallel calls only the first is returned; later ones are dropped, not content.
+  if (options_.max_calls > 0 && next_index_ >= options_.max_calls) return;
   ToolCallDelta d;
   d.index = next_index_++;
   d.id = id.empty() ? NewId() : std::move(id);

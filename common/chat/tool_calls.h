@@ -63,6 +63,9 @@ struct ChatOutputOptions {
   bool parse_reasoning = true;
   // The prompt already opened <think>: the output starts as reasoning, until </think>.
   bool starts_in_reasoning = false;
+  // At most this many calls are returned (0: any number); later ones are dropped
+  // (OpenAI's parallel_tool_calls: false is 1).
+  int max_calls = 0;
 };
 
 struct ToolCall {
@@ -115,6 +118,10 @@ class ChatOutputParser {
   static absl::StatusOr<ChatOutputParser> Create(ChatOutputOptions options);
 
   ChatOutputDelta Feed(std::string_view piece);
+  // Inside reasoning: what was fed last ended there (or the prompt opened it and nothing
+  // has closed it yet). A token whose text is fed while this holds before or after counts
+  // as a reasoning token.
+  bool in_reasoning() const { return state_ == State::kReasoning; }
   // The output is complete: everything held back is resolved and returned.
   ChatOutputDelta Finish();
 

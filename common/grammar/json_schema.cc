@@ -137,12 +137,16 @@ std::string Seq(std::initializer_list<std::string_view> items) {
 }
 
 absl::StatusOr<std::string> SchemaCompiler::Compile() {
-  const std::string root = rules_.Reserve("root");
-  refs_[""] = {root, true, 0};
+  if (absl::Status s = CompileInto(rules_.Reserve("root")); !s.ok()) return s;
+  return rules_.Text();
+}
+
+absl::Status SchemaCompiler::CompileInto(const std::string& name) {
+  refs_[""] = {name, true, 0};
   absl::StatusOr<std::string> item = Visit(root_, "", "document");
   if (!item.ok()) return item.status();
-  rules_.Define(root, *item);
-  return rules_.Text();
+  rules_.Define(name, *item);
+  return absl::OkStatus();
 }
 
 absl::Status SchemaCompiler::Error(const std::string& pointer, std::string_view message) const {
@@ -605,6 +609,21 @@ absl::StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schem
     return json_schema_internal::SchemaCompiler(schema, options).Compile();
   } catch (const nlohmann::json::exception& e) {
     // Every access checks its type first; this is a last line against a crash.
+    return absl::InvalidArgumentError(absl::StrCat("json_schema: ", e.what()));
+  }
+}
+
+absl::Status DefineJsonSchemaRule(const nlohmann::ordered_json& schema,
+                                  const JsonSchemaOptions& options, const std::string& name,
+                                  GbnfRules& rules) {
+  if (json_schema_internal::DeeperThan(schema, json_schema_internal::kMaxJsonDepth)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("json_schema at /: the schema nests deeper than ",
+                     json_schema_internal::kMaxJsonDepth, " JSON levels"));
+  }
+  try {
+    return json_schema_internal::SchemaCompiler(schema, options, rules).CompileInto(name);
+  } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("json_schema: ", e.what()));
   }
 }

@@ -66,6 +66,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/grammar/gbnf_writer.h"
 #include "nlohmann/json.hpp"
 
 namespace tessera::grammar {
@@ -81,6 +82,13 @@ struct JsonSchemaOptions {
 
 absl::StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema,
                                              const JsonSchemaOptions& options = {});
+// Defines the rule `name` (already reserved in `rules` by the caller) as the values `schema`
+// accepts, with its helper rules, so that several schemas can share one grammar (e.g. the
+// arguments of several tools). `options.max_rules` bounds `rules` as a whole. Errors as
+// JsonSchemaToGbnf's.
+absl::Status DefineJsonSchemaRule(const nlohmann::ordered_json& schema,
+                                  const JsonSchemaOptions& options, const std::string& name,
+                                  GbnfRules& rules);
 // The same for a schema held as nlohmann::json (whose objects iterate their keys sorted: the
 // properties are then written in that order).
 absl::StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::json& schema,

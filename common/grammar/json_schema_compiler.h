@@ -51,10 +51,15 @@ std::string Seq(std::initializer_list<std::string_view> items);
 class SchemaCompiler {
  public:
   SchemaCompiler(const Json& root, const JsonSchemaOptions& options)
-      : root_(root), options_(options) {}
+      : root_(root), options_(options), rules_(own_rules_) {}
+  // Writes into `rules` (DefineJsonSchemaRule).
+  SchemaCompiler(const Json& root, const JsonSchemaOptions& options, GbnfRules& rules)
+      : root_(root), options_(options), rules_(rules) {}
 
   // The GBNF text, start rule `root`.
   absl::StatusOr<std::string> Compile();
+  // Defines `name` (reserved in the rules by the caller) as the schema's values.
+  absl::Status CompileInto(const std::string& name);
 
  private:
   struct RefState {
@@ -128,7 +133,8 @@ class SchemaCompiler {
 
   const Json& root_;
   JsonSchemaOptions options_;
-  GbnfRules rules_;
+  GbnfRules own_rules_;
+  GbnfRules& rules_;
   absl::flat_hash_map<std::string, std::string> primitives_;
   absl::flat_hash_map<std::string, RefState> refs_;
   size_t depth_ = 0;

@@ -336,12 +336,15 @@ int Serve(const config::DaemonConfig& c) {
   go.prep_pool = &prep_pool;
   go.loopback_only = http::IsLoopbackHost(c.host);
   go.allowed_origins = c.allowed_origins;
-  go.tool_call_format = c.tool_call_parser == "auto"
-                            ? chat::DetectToolCallFormat(text->chat_template_source)
-                            : c.tool_call_parser;
-  go.parse_reasoning = c.reasoning_parser != "none";
-  LogInfo("chat output parsing", {{"tool_call_parser", go.tool_call_format},
-                                  {"reasoning_parser", go.parse_reasoning ? "think" : "none"}});
+  serving::ChatOutputSettings chat_output;
+  chat_output.tool_call_format = c.tool_call_parser == "auto"
+                                     ? chat::DetectToolCallFormat(text->chat_template_source)
+                                     : c.tool_call_parser;
+  chat_output.parse_reasoning = c.reasoning_parser != "none";
+  LogInfo("chat output parsing",
+          {{"tool_call_parser", chat_output.tool_call_format},
+           {"reasoning_parser", chat_output.parse_reasoning ? "think" : "none"}});
+  go.chat_output = chat_output;
   go.metrics_text = [&registry] { return registry.Expose(); };
   go.ready_details = [g] {
     nlohmann::json j;

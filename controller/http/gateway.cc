@@ -324,20 +324,7 @@ void Gateway::PrepareGeneration(const HttpRequest& request, std::shared_ptr<Exch
 
   std::vector<int32_t> prompt;
   if (chat) {
-    serving::ChatTemplateExtras extras;
-    if (!params->tools.is_null() || !params->chat_template_kwargs.is_null()) {
-      nlohmann::ordered_json vars = nlohmann::ordered_json::object();
-      if (!params->tools.is_null()) vars["tools"] = params->tools;
-      if (params->chat_template_kwargs.is_object()) {
-        for (auto& [key, value] : params->chat_template_kwargs.items()) {
-          if (!vars.contains(key)) vars[key] = value;
-        }
-      }
-      extras.vars = vars.dump();
-    }
-    for (const nlohmann::ordered_json& fields : params->message_extras) {
-      extras.message_fields.push_back(fields.is_null() ? std::string() : fields.dump());
-    }
+    const serving::ChatTemplateExtras extras = serving::TemplateExtras(params->tool_calling);
     absl::StatusOr<std::vector<int32_t>> ids =
         engine->ChatPromptTokens(params->messages, true, extras);
     if (!ids.ok()) {
@@ -380,20 +367,21 @@ void Gateway::PrepareGeneration(const HttpRequest& request, std::shared_ptr<Exch
   header.system_fingerprint = options_.system_fingerprint;
   std::optional<chat::ChatOutputOptions> output;
   if (chat) {
-    chat::ChatOutputOptions o;
-    if (!params->tools.is_null() && params->tool_choice != "none") {
-      o.format = options_.tool_call_format;
-      o.tools = params->tools;
+    absl::StatusOr<serving::ChatOutputPlan> plan =
+        serving::PlanChatOutput(params->tool_calling, options_.chat_output, *engine, prompt);
+    if (!plan.ok()) return exchange->Respond(ErrorResponse(ApiErrorFromStatus(plan.status())));
+    if (!plan->grammar.empty()) {
+      if (!params->grammar.empty()) {
+        return exchange->Respond(Error(
+            400,
+            absl::StrCat("'tool_choice' forces a tool call, which is decoded under its own "
+                         "grammar; '",
+                         params->structured_output.field, "' cannot constrain the same output"),
+            "tool_choice"));
+      }
+      params->grammar = plan->grammar;
     }
-    o.parse_reasoning = options_.parse_reasoning;
-    if (o.parse_reasoning) {
-      // Whether the generation prompt opened <think>: its last few tokens tell.
-      const size_t tail = std::min<size_t>(prompt.size(), 8);
-      absl::StatusOr<std::string> end = engine->Detokenize(
-          std::vector<int32_t>(prompt.end() - static_cast<std::ptrdiff_t>(tail), prompt.end()));
-      o.starts_in_reasoning = end.ok() && chat::PromptEndsInReasoning(*end);
-    }
-    if (o.format != "none" || o.parse_reasoning) output = std::move(o);
+    output = std::move(plan->parse);
   }
   StartGeneration(engine, *params, std::move(prompt), std::move(header), std::move(exchange),
                   std::move(output));

@@ -33,6 +33,7 @@
 #include "controller/http/http_server.h"
 #include "controller/serving/engine.h"
 #include "controller/serving/prep_pool.h"
+#include "controller/serving/tool_calling.h"
 #include "nlohmann/json.hpp"
 
 namespace tessera::http {
@@ -59,8 +60,7 @@ struct GatewayOptions {
   // Chat output: the tool-call format of the model's template (chat::ToolCallFormats();
   // "none": calls are not parsed), used for requests that send `tools` and no
   // `tool_choice: "none"`; and whether <think>…</think> is split into reasoning_content.
-  std::string tool_call_format = "none";
-  bool parse_reasoning = false;
+  serving::ChatOutputSettings chat_output;
 };
 
 // True for "localhost", names under .localhost, 127.0.0.0/8 and ::1, with or without a port

@@ -1,5 +1,6 @@
 #include "controller/http/generation_call.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -45,9 +46,11 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
     bool started = false;
     bool finished = false;
     bool tool_called = false;
-    // Chat with output parsing (streaming): the incremental parser of this choice's text.
+    // Chat with output parsing: the incremental parser of this choice's text (its deltas
+    // are streamed; it also counts the reasoning tokens).
     std::optional<chat::ChatOutputParser> parser;
     int32_t completion_tokens = 0;
+    int32_t reasoning_tokens = 0;
     json chat_logprobs = json::array();
     CompletionLogprobs completion_logprobs;
   };
@@ -57,7 +60,8 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   void CancelUnfinished();
   // Called with mu_ held.
   void HandleEvent(int index, serving::GenerateEvent event);
-  void StreamEvent(int index, const serving::GenerateEvent& event);
+  void StreamEvent(int index, const serving::GenerateEvent& event,
+                   const chat::ChatOutputDelta& delta);
   void Fail(const absl::Status& status);
   void Finish();
   json Chunk() const;
@@ -158,7 +162,8 @@ json GenerationCall::LogprobsOf(int index, const serving::GenerateEvent& event) 
   return lp.ToJson();
 }
 
-void GenerationCall::StreamEvent(int index, const serving::GenerateEvent& event) {
+void GenerationCall::StreamEvent(int index, const serving::GenerateEvent& event,
+                                 const chat::ChatOutputDelta& delta) {
   Choice& choice = choices_[index];
   auto send = [this](json choice_json) {
     json chunk = Chunk();
@@ -174,13 +179,6 @@ void GenerationCall::StreamEvent(int index, const serving::GenerateEvent& event)
   }
   choice.started = true;
   if (chat_ && choice.parser.has_value()) {
-    chat::ChatOutputDelta delta = choice.parser->Feed(event.text);
-    if (event.finished) {
-      chat::ChatOutputDelta rest = choice.parser->Finish();
-      delta.reasoning_content += rest.reasoning_content;
-      delta.content += rest.content;
-      for (chat::ToolCallDelta& c : rest.tool_calls) delta.tool_calls.push_back(std::move(c));
-    }
     if (!delta.tool_calls.empty()) choice.tool_called = true;
     if (!delta.empty() || (logprobs_ && !event.logprobs.empty())) {
       send({{"index", index},
@@ -234,6 +232,21 @@ void GenerationCall::HandleEvent(int index, serving::GenerateEvent event) {
   if (choice.finished) return;
   choice.text += event.text;
   choice.completion_tokens += static_cast<int32_t>(event.token_ids.size());
+  chat::ChatOutputDelta delta;
+  if (choice.parser.has_value()) {
+    // A token counts as reasoning when its text is read inside the reasoning (or closes it).
+    const bool was_reasoning = choice.parser->in_reasoning();
+    delta = choice.parser->Feed(event.text);
+    if (was_reasoning || choice.parser->in_reasoning()) {
+      choice.reasoning_tokens += static_cast<int32_t>(event.token_ids.size());
+    }
+    if (event.finished) {
+      chat::ChatOutputDelta rest = choice.parser->Finish();
+      delta.reasoning_content += rest.reasoning_content;
+      delta.content += rest.content;
+      for (chat::ToolCallDelta& c : rest.tool_calls) delta.tool_calls.push_back(std::move(c));
+    }
+  }
   if (event.finished) {
     choice.finished = true;
     if (!event.status.ok()) return Fail(event.status);
@@ -246,7 +259,7 @@ void GenerationCall::HandleEvent(int index, serving::GenerateEvent event) {
     --remaining_;
   }
   if (stream_) {
-    StreamEvent(index, event);
+    StreamEvent(index, event, delta);
   } else if (logprobs_ && !event.logprobs.empty()) {
     if (chat_) {
       for (json& e : ChatLogprobEntries(event.logprobs, top_logprobs_, *engine_)) {
@@ -275,8 +288,14 @@ void GenerationCall::Fail(const absl::Status& status) {
 void GenerationCall::Finish() {
   done_ = true;
   int64_t completion_tokens = 0;
-  for (const Choice& c : choices_) completion_tokens += c.completion_tokens;
-  const json usage = UsageJson(prompt_tokens_, completion_tokens, cached_tokens_);
+  int64_t reasoning_tokens = 0;
+  for (const Choice& c : choices_) {
+    completion_tokens += c.completion_tokens;
+    reasoning_tokens += std::min(c.reasoning_tokens, c.completion_tokens);
+  }
+  const bool reasoning = output_.has_value() && output_->parse_reasoning;
+  const json usage = UsageJson(prompt_tokens_, completion_tokens, cached_tokens_,
+                               reasoning ? reasoning_tokens : -1);
   if (stream_) {
     if (include_usage_) {
       json chunk = ResponseObject(header_);

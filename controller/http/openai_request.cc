@@ -232,7 +232,7 @@ absl::Status ReadMessages(const json& body, CompletionParams* params) {
     params->messages.push_back({r, *std::move(text)});
     absl::StatusOr<ojson> extras = ReadMessageExtras(m, param, assistant, r == "tool");
     if (!extras.ok()) return extras.status();
-    params->message_extras.push_back(*std::move(extras));
+    params->tool_calling.message_extras.push_back(*std::move(extras));
   }
   return absl::OkStatus();
 }
@@ -589,45 +589,18 @@ absl::Status ReadTools(const std::string& body_text, const json& sorted_body,
     auto it = sorted_body.find(f);
     any = any || (it != sorted_body.end() && !it->is_null());
   }
-  if (absl::Status s = ReadBool(sorted_body, "parallel_tool_calls", &params->parallel_tool_calls);
+  if (absl::Status s = ReadBool(sorted_body, "parallel_tool_calls", &params->tool_calling.parallel);
       !s.ok()) {
     return s;
   }
   if (!any) return absl::OkStatus();
+  serving::ToolCalling& tc = params->tool_calling;
   // Keeping the order of object keys, as the schemas' authors wrote them.
   const ojson body = ojson::parse(body_text, nullptr, false);
   auto tools = body.find("tools");
   if (tools != body.end() && !tools->is_null()) {
-    if (!tools->is_array()) return InvalidParam("tools", "'tools' must be a list of tools");
-    for (size_t i = 0; i < tools->size(); ++i) {
-      const ojson& t = (*tools)[i];
-      const std::string p = absl::StrCat("tools[", i, "]");
-      if (!t.is_object()) return InvalidParam(p, absl::StrCat("'", p, "' must be an object"));
-      auto type = t.find("type");
-      if (type == t.end() || !type->is_string() || *type != "function") {
-        return InvalidParam(p + ".type", absl::StrCat("'", p, ".type' must be 'function'"));
-      }
-      auto fn = t.find("function");
-      if (fn == t.end() || !fn->is_object()) {
-        return InvalidParam(p + ".function", absl::StrCat("'", p, ".function' must be an object"));
-      }
-      auto name = fn->find("name");
-      if (name == fn->end() || !name->is_string() || name->get<std::string>().empty()) {
-        return InvalidParam(p + ".function.name",
-                            absl::StrCat("'", p, ".function.name' must be a non-empty string"));
-      }
-      auto parameters = fn->find("parameters");
-      if (parameters != fn->end() && !parameters->is_null() && !parameters->is_object()) {
-        return InvalidParam(p + ".function.parameters",
-                            absl::StrCat("'", p, ".function.parameters' must be an object"));
-      }
-      auto description = fn->find("description");
-      if (description != fn->end() && !description->is_null() && !description->is_string()) {
-        return InvalidParam(p + ".function.description",
-                            absl::StrCat("'", p, ".function.description' must be a string"));
-      }
-    }
-    if (!tools->empty()) params->tools = *tools;
+    if (absl::Status s = serving::CheckTools(*tools); !s.ok()) return s;
+    if (!tools->empty()) tc.tools = *tools;
   }
   auto choice = body.find("tool_choice");
   if (choice != body.end() && !choice->is_null()) {
@@ -638,7 +611,7 @@ absl::Status ReadTools(const std::string& body_text, const json& sorted_body,
                             "'tool_choice' must be 'auto', 'none', 'required' or "
                             "{\"type\": \"function\", \"function\": {\"name\": ...}}");
       }
-      params->tool_choice = c;
+      tc.choice = c;
     } else if (choice->is_object()) {
       auto type = choice->find("type");
       auto fn = choice->find("function");
@@ -650,34 +623,21 @@ absl::Status ReadTools(const std::string& body_text, const json& sorted_body,
         return InvalidParam("tool_choice.function.name",
                             "'tool_choice.function.name' must be a string");
       }
-      params->tool_choice = "function";
-      params->tool_choice_name = (*fn)["name"].get<std::string>();
-      bool known = false;
-      if (params->tools.is_array()) {
-        for (const ojson& t : params->tools) {
-          known = known || t["function"]["name"] == params->tool_choice_name;
-        }
-      }
-      if (!known) {
-        return InvalidParam("tool_choice.function.name",
-                            absl::StrCat("'tool_choice' names the function '",
-                                         params->tool_choice_name, "', which is not in 'tools'"));
-      }
+      tc.choice = "function";
+      tc.function = (*fn)["name"].get<std::string>();
     } else {
       return InvalidParam("tool_choice",
                           "'tool_choice' must be 'auto', 'none', 'required' or "
                           "{\"type\": \"function\", \"function\": {\"name\": ...}}");
     }
-    if (params->tool_choice == "required" && params->tools.is_null()) {
-      return InvalidParam("tool_choice", "'tool_choice' 'required' needs a non-empty 'tools'");
-    }
+    if (absl::Status s = serving::CheckToolChoice(tc); !s.ok()) return s;
   }
   auto kwargs = body.find("chat_template_kwargs");
   if (kwargs != body.end() && !kwargs->is_null()) {
     if (!kwargs->is_object()) {
       return InvalidParam("chat_template_kwargs", "'chat_template_kwargs' must be an object");
     }
-    params->chat_template_kwargs = *kwargs;
+    tc.template_kwargs = *kwargs;
   }
   return absl::OkStatus();
 }

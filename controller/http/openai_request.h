@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "controller/serving/engine.h"
 #include "controller/serving/structured_output.h"
+#include "controller/serving/tool_calling.h"
 #include "nlohmann/json.hpp"
 
 namespace tessera::http {
@@ -51,18 +52,9 @@ struct CompletionParams {
   serving::StructuredOutput structured_output;
   std::string grammar;
 
-  // Tool calling (chat): the request's OpenAI `tools` (null when none), `tool_choice`
-  // ("auto", "none", "required", or "function" with tool_choice_name), and
-  // `parallel_tool_calls`. "none" (or no tools) turns tool-call parsing of the output off.
-  nlohmann::ordered_json tools;
-  std::string tool_choice = "auto";
-  std::string tool_choice_name;
-  bool parallel_tool_calls = true;
-  // `chat_template_kwargs`: an object of extra chat template variables (null when none).
-  nlohmann::ordered_json chat_template_kwargs;
-  // Per message (parallel to `messages`): an assistant message's `tool_calls` and a tool
-  // message's `tool_call_id` and `name`, as sent (null when none).
-  std::vector<nlohmann::ordered_json> message_extras;
+  // Tool calling (chat): `tools`, `tool_choice`, `parallel_tool_calls`,
+  // `chat_template_kwargs` and the messages' `tool_calls` / `tool_call_id` / `name`.
+  serving::ToolCalling tool_calling;
 };
 
 // Most choices one request may ask for with `n`.

@@ -19,11 +19,16 @@ json ResponseObject(const ResponseHeader& header) {
   return object;
 }
 
-json UsageJson(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
-  return {{"prompt_tokens", prompt_tokens},
-          {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
+json UsageJson(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens,
+               int64_t reasoning_tokens) {
+  json usage = {{"prompt_tokens", prompt_tokens},
+                {"completion_tokens", completion_tokens},
+                {"total_tokens", prompt_tokens + completion_tokens},
+                {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
+  if (reasoning_tokens >= 0) {
+    usage["completion_tokens_details"] = {{"reasoning_tokens", reasoning_tokens}};
+  }
+  return usage;
 }
 
 json TokenBytes(const std::string& text) {

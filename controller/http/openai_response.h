@@ -26,7 +26,9 @@ nlohmann::json ResponseObject(const ResponseHeader& header);
 
 // {prompt_tokens, completion_tokens, total_tokens, prompt_tokens_details: {cached_tokens}}:
 // cached_tokens are the prompt tokens the prefix cache served (OpenAI's field).
-nlohmann::json UsageJson(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);
+// `reasoning_tokens` >= 0 adds completion_tokens_details.reasoning_tokens.
+nlohmann::json UsageJson(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens,
+                         int64_t reasoning_tokens = -1);
 
 // The UTF-8 bytes of a token's text as a JSON list of integers (OpenAI's `bytes`): the raw
 // bytes, so that a client can reassemble characters split across tokens.

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -161,6 +162,12 @@ class Engine {
   }
   // The text of one token as the detokenizer renders it (for logprobs' "token" fields).
   virtual std::string TokenText(int32_t id) const = 0;
+  // The id of the token whose text is `text` when it is a special token (any type but normal
+  // and byte: control, user-defined, ...), which grammars must name by id; nullopt otherwise.
+  virtual std::optional<int32_t> SpecialTokenId(std::string_view text) const {
+    (void)text;
+    return std::nullopt;
+  }
 
   virtual bool ready() const = 0;
   // Stop admitting requests (Submit answers UNAVAILABLE); running ones go on.

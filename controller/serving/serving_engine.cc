@@ -259,6 +259,17 @@ std::string ServingEngine::TokenText(int32_t id) const {
   return SanitizeUtf8(tokenizer_.Piece(id));
 }
 
+std::optional<int32_t> ServingEngine::SpecialTokenId(std::string_view text) const {
+  const tokenizer::Vocabulary& v = tokenizer_.vocab();
+  const tokenizer::TokenId id = v.Find(text);
+  if (!v.Contains(id)) return std::nullopt;
+  const tokenizer::TokenType type = v.type(id);
+  if (type == tokenizer::TokenType::kNormal || type == tokenizer::TokenType::kByte) {
+    return std::nullopt;
+  }
+  return id;
+}
+
 bool ServingEngine::ready() const {
   if (!runner_->ready()) return false;
   std::lock_guard<std::mutex> l(mu_);

@@ -124,6 +124,7 @@ class ServingEngine : public Engine {
   absl::StatusOr<std::string> RenderChat(const std::vector<ChatMessage>& messages,
                                          bool add_generation_prompt) const override;
   std::string TokenText(int32_t id) const override;
+  std::optional<int32_t> SpecialTokenId(std::string_view text) const override;
   absl::StatusOr<std::vector<int32_t>> ChatPromptTokens(
       const std::vector<ChatMessage>& messages, bool add_generation_prompt,
       const ChatTemplateExtras& extras = {}) const override;

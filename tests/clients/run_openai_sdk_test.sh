@@ -10,6 +10,8 @@
 # --test FILE.mjs runs another test of this folder the same way (default
 # openai_sdk_test.mjs; structured_output_test.mjs needs a real daemon).
 #
+# --daemon-arg ARG (repeatable) passes ARG to that tesserad (e.g. --chat-template glm4).
+#
 # --daemon starts that tesserad on ephemeral ports (with the embedded default model, and a key)
 # through tesserad_harness.py, runs the test against it in --url mode, and checks that it
 # drains and exits 0 on SIGTERM.
@@ -21,6 +23,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 server="" url="" api_key="" model="" daemon="" test_file="openai_sdk_test.mjs"
+daemon_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --server) server="$2"; shift 2 ;;
@@ -29,6 +32,7 @@ while [ $# -gt 0 ]; do
     --api-key) api_key="$2"; shift 2 ;;
     --model) model="$2"; shift 2 ;;
     --test) test_file="$2"; shift 2 ;;
+    --daemon-arg) daemon_args+=("--daemon-arg=$2"); shift 2 ;;
     *) echo "usage: $0 (--server PATH | --url URL | --daemon PATH) [--api-key KEY] [--model NAME] [--test FILE.mjs]" >&2
        exit 2 ;;
   esac
@@ -41,7 +45,7 @@ done
 
 if [ -n "$daemon" ]; then
   exec /usr/bin/python3 "$here/tesserad_harness.py" --tesserad "$daemon" \
-    --api-key "${api_key:-sk-tessera-test}" -- bash "$0" --url "{http}" --api-key "{api_key}" \
+    --api-key "${api_key:-sk-tessera-test}" "${daemon_args[@]}" -- bash "$0" --url "{http}" --api-key "{api_key}" \
     --test "$test_file"
 fi
 

@@ -30,6 +30,28 @@ if(TARGET tesserad AND TARGET tessera-worker AND TARGET tessera)
     set_tests_properties(tesserad_structured_output_test PROPERTIES
       LABELS "clients;http;daemon;grammar" TIMEOUT 600 SKIP_RETURN_CODE 77)
 
+    # Tool calls through the OpenAI SDK (the built-in GLM template: glm45 calls): named and
+    # required forced calls at temperature 1.0 validated by Ajv, streamed through the SDK's
+    # stream helper and not; tool results sent back; 200 "auto" requests without a 5xx. Then
+    # a template that opens <think>: reasoning_content and reasoning_tokens.
+    add_test(NAME tesserad_tool_calls_test
+             COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_openai_sdk_test.sh
+                     --daemon $<TARGET_FILE:tesserad> --api-key sk-tesserad-client-test
+                     --daemon-arg --chat-template --daemon-arg glm4
+                     --test tool_calls_test.mjs)
+    set_tests_properties(tesserad_tool_calls_test PROPERTIES
+      LABELS "clients;http;daemon;grammar" TIMEOUT 600 SKIP_RETURN_CODE 77
+      ENVIRONMENT "TESSERA_TOOL_TEST=tools")
+    add_test(NAME tesserad_reasoning_test
+             COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_openai_sdk_test.sh
+                     --daemon $<TARGET_FILE:tesserad> --api-key sk-tesserad-client-test
+                     --daemon-arg --chat-template
+                     --daemon-arg ${CMAKE_CURRENT_LIST_DIR}/think_template.jinja
+                     --test tool_calls_test.mjs)
+    set_tests_properties(tesserad_reasoning_test PROPERTIES
+      LABELS "clients;http;daemon" TIMEOUT 180 SKIP_RETURN_CODE 77
+      ENVIRONMENT "TESSERA_TOOL_TEST=reasoning")
+
     # 77: python3-grpcio is not installed (tools/install-deps.sh installs it).
     add_test(NAME tesserad_grpc_reflection_client
              COMMAND ${tessera_daemon_harness} -- ${TESSERA_SYSTEM_PYTHON3}

@@ -47,3 +47,17 @@ tessera_test(chat_tool_calls_test
   DEPS tessera_chat nlohmann_json::nlohmann_json
   LABELS chat unit sanitize
   TIMEOUT 60)
+# Forced tool calls (common/chat/tool_call_grammar): random sentences of each format's grammar
+# parse back as calls of the allowed functions with arguments that satisfy their schemas.
+tessera_test(chat_tool_call_grammar_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/chat_tool_call_grammar_test.cc
+  DEPS tessera_chat tessera_grammar nlohmann_json::nlohmann_json
+  LABELS chat grammar unit sanitize
+  TIMEOUT 120)
+# The same grammars against independent truth: `tessera grammar --tools --sample` read back by
+# a Python parser of each format and validated with python3-jsonschema. Skips (77) without it.
+add_test(NAME chat_tool_call_grammar_validate
+  COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/chat_tool_call_grammar_validate.py
+          --tessera $<TARGET_FILE:tessera>)
+set_tests_properties(chat_tool_call_grammar_validate PROPERTIES
+  LABELS "unit;chat;grammar" TIMEOUT 180 SKIP_RETURN_CODE 77)

@@ -714,8 +714,6 @@ TEST(OpenAiGatewayTest, ToolFieldsAreAcceptedAndCheckedByShape) {
           {"role":"tool","tool_call_id":"call_1","content":"sunny"}])";
   for (const std::string& extra :
        {std::string(R"("tool_choice":"auto")"), std::string(R"("tool_choice":"none")"),
-        std::string(R"("tool_choice":"required","parallel_tool_calls":false)"),
-        std::string(R"("tool_choice":{"type":"function","function":{"name":"get_weather"}})"),
         std::string(R"("chat_template_kwargs":{"enable_thinking":false})"),
         // Fields vLLM accepts that Tessera does not use are ignored.
         std::string(R"("skip_special_tokens":true,"some_future_field":{"x":1})")}) {
@@ -737,6 +735,10 @@ TEST(OpenAiGatewayTest, ToolFieldsAreAcceptedAndCheckedByShape) {
        "tool_choice.function.name"},
       {tools + R"(,"tool_choice":{"type":"function"})", "tool_choice.function.name"},
       {R"("tool_choice":"required")", "tool_choice"},
+      // This gateway's model has no tool-call format: a call cannot be forced.
+      {tools + R"(,"tool_choice":"required")", "tool_choice"},
+      {tools + R"(,"tool_choice":{"type":"function","function":{"name":"get_weather"}})",
+       "tool_choice"},
       {R"("parallel_tool_calls":"yes")", "parallel_tool_calls"},
       {R"("chat_template_kwargs":[1])", "chat_template_kwargs"},
   };
@@ -851,8 +853,8 @@ TEST(OpenAiResponseTest, StreamedOutputAsDeltas) {
 // message carrying the markup comes back as the model's output.
 TEST(OpenAiGatewayTest, ToolCallsAndReasoningInResponses) {
   http::GatewayOptions o;
-  o.tool_call_format = "hermes";
-  o.parse_reasoning = true;
+  o.chat_output.tool_call_format = "hermes";
+  o.chat_output.parse_reasoning = true;
   GatewayUnderTest g(o);
   const std::string markup =
       json(std::string("<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": "
@@ -915,6 +917,75 @@ TEST(OpenAiGatewayTest, ToolCallsAndReasoningInResponses) {
     const json m = Body(r)["choices"][0]["message"];
     EXPECT_TRUE(m["content"].is_string()) << m;
   }
+}
+
+// A forced call (tool_choice "required" or named) reaches the engine as a grammar of calls in
+// the model's format: checked by matching documents with the grammar engine, written by hand.
+TEST(OpenAiGatewayTest, ForcedToolCallsAreDecodedUnderAGrammar) {
+  http::GatewayOptions o;
+  o.chat_output.tool_call_format = "hermes";
+  o.chat_output.parse_reasoning = true;
+  GatewayUnderTest g(o);
+  const std::string base =
+      R"({"messages":[{"role":"user","content":"x"}],"max_tokens":2,"tools":[)"
+      R"({"type":"function","function":{"name":"get_weather","parameters":{"type":"object",)"
+      R"("properties":{"city":{"type":"string"}},"required":["city"],)"
+      R"("additionalProperties":false}}},)"
+      R"({"type":"function","function":{"name":"ping"}}])";
+  auto grammar_of = [&](const std::string& extra) -> std::string {
+    const size_t before = g.engine->requests().size();
+    const auto r = HttpCall(g.port(), "POST", "/v1/chat/completions", base + extra + "}");
+    EXPECT_EQ(r.status, 200) << extra << ": " << r.body;
+    if (g.engine->requests().size() != before + 1) return "<not submitted>";
+    return g.engine->requests().back().grammar;
+  };
+  auto accepts = [](const std::string& gbnf, const std::string& text) {
+    auto parsed = grammar::ParseGbnf(gbnf);
+    if (!parsed.ok()) return false;
+    auto compiled =
+        grammar::CompiledGrammar::Create(*std::move(parsed), grammar::TokenTrie::Build({}, {}));
+    grammar::Matcher matcher(compiled);
+    return matcher.AcceptBytes(text) && matcher.CanEnd();
+  };
+  EXPECT_EQ(grammar_of(""), "");
+  EXPECT_EQ(grammar_of(R"(,"tool_choice":"auto")"), "");
+  const std::string weather =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+      "</tool_call>";
+  const std::string ping = "<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>";
+  const std::string required = grammar_of(R"(,"tool_choice":"required")");
+  EXPECT_TRUE(accepts(required, weather)) << required;
+  EXPECT_TRUE(accepts(required, ping));
+  EXPECT_TRUE(accepts(required, weather + "\n" + ping));
+  EXPECT_FALSE(accepts(required, "Sure! " + weather));
+  EXPECT_FALSE(accepts(required, ""));
+  EXPECT_FALSE(accepts(required,
+                       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                       "{}}\n</tool_call>"));  // city is required
+  const std::string one = grammar_of(R"(,"tool_choice":"required","parallel_tool_calls":false)");
+  EXPECT_TRUE(accepts(one, weather));
+  EXPECT_FALSE(accepts(one, weather + "\n" + ping));
+  const std::string named =
+      grammar_of(R"(,"tool_choice":{"type":"function","function":{"name":"ping"}})");
+  EXPECT_TRUE(accepts(named, ping));
+  EXPECT_FALSE(accepts(named, weather));
+
+  // A forced call and another constraint on the same output: 400 naming tool_choice.
+  ExpectErrorShape(HttpCall(g.port(), "POST", "/v1/chat/completions",
+                            base + R"(,"tool_choice":"required",)"
+                                   R"("response_format":{"type":"json_object"}})"),
+                   400, "tool_choice");
+  // A schema the grammar cannot write: 400 naming the tool's parameters.
+  ExpectErrorShape(
+      HttpCall(g.port(), "POST", "/v1/chat/completions",
+               R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required",)"
+               R"("tools":[{"type":"function","function":{"name":"f","parameters":{)"
+               R"("type":"object","properties":{"n":{"type":"integer","multipleOf":2}}}}}]})"),
+      400, "tools[0].function.parameters");
+  // Reasoning tokens are counted in usage (none here: the echo does not open <think>).
+  const auto r = HttpCall(g.port(), "POST", "/v1/chat/completions", base + "}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["usage"]["completion_tokens_details"]["reasoning_tokens"], 0) << r.body;
 }
 
 }  // namespace

@@ -1,0 +1,247 @@
+// Forced tool-call grammars (common/chat/tool_call_grammar.h). Random sentences of each
+// format's grammar (GrammarSampler: walks of the same Matcher that masks tokens while
+// serving) are read back by the tool-call parser, and must be calls and nothing else: of the
+// allowed function, one unless parallel calls are allowed, with arguments that are objects
+// holding every required parameter and values of the declared types and bounds (checked
+// here by hand against the fixture's schemas; tests/unit/chat_tool_call_grammar_validate.py
+// validates the same samples with Python's jsonschema and its own parser of each format).
+#include "common/chat/tool_call_grammar.h"
+
+#include <random>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/chat/tool_calls.h"
+#include "common/grammar/gbnf_parser.h"
+#include "common/grammar/sampler.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace tessera::chat {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+const char* const kFormats[] = {"glm45", "deepseek_v31", "hermes", "llama3_json", "mistral"};
+
+Json Tools() {
+  return Json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather",
+      "parameters": {"type": "object", "properties": {
+        "location": {"type": "string", "minLength": 1, "maxLength": 24},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+        "days": {"type": "integer", "minimum": 1, "maximum": 14}},
+       "required": ["location", "unit"], "additionalProperties": false}}},
+    {"type": "function", "function": {"name": "create_event",
+      "parameters": {"type": "object", "properties": {
+        "title": {"type": "string", "maxLength": 30},
+        "date": {"type": "string", "format": "date"},
+        "attendees": {"type": "array", "items": {"type": "string", "format": "email"},
+                      "maxItems": 3},
+        "priority": {"type": "integer", "minimum": 0, "maximum": 5},
+        "meta": {"$ref": "#/$defs/meta"}},
+       "required": ["title", "date", "priority"],
+       "$defs": {"meta": {"type": "object", "properties": {"urgent": {"type": "boolean"}},
+                          "required": ["urgent"], "additionalProperties": false}}}}},
+    {"type": "function", "function": {"name": "ping"}}
+  ])");
+}
+
+// The checks of the fixture's schemas, written by hand.
+void CheckArguments(const std::string& name, const std::string& arguments) {
+  SCOPED_TRACE(name + " " + arguments);
+  const nlohmann::json a = nlohmann::json::parse(arguments, nullptr, false);
+  ASSERT_TRUE(a.is_object());
+  if (name == "ping") {
+    EXPECT_TRUE(a.empty());
+    return;
+  }
+  if (name == "get_weather") {
+    ASSERT_TRUE(a.contains("location") && a["location"].is_string());
+    const std::string loc = a["location"];
+    EXPECT_FALSE(loc.empty());
+    ASSERT_TRUE(a.contains("unit") && a["unit"].is_string());
+    EXPECT_TRUE(a["unit"] == "celsius" || a["unit"] == "fahrenheit");
+    if (a.contains("days")) {
+      ASSERT_TRUE(a["days"].is_number_integer());
+      EXPECT_GE(a["days"].get<int64_t>(), 1);
+      EXPECT_LE(a["days"].get<int64_t>(), 14);
+    }
+    for (const auto& [k, v] : a.items()) {
+      EXPECT_TRUE(k == "location" || k == "unit" || k == "days") << k;
+    }
+    return;
+  }
+  ASSERT_EQ(name, "create_event");
+  ASSERT_TRUE(a.contains("title") && a["title"].is_string());
+  ASSERT_TRUE(a.contains("date") && a["date"].is_string());
+  EXPECT_TRUE(std::regex_match(a["date"].get<std::string>(),
+                               std::regex("[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])")));
+  ASSERT_TRUE(a.contains("priority") && a["priority"].is_number_integer());
+  EXPECT_GE(a["priority"].get<int64_t>(), 0);
+  EXPECT_LE(a["priority"].get<int64_t>(), 5);
+  if (a.contains("attendees")) {
+    ASSERT_TRUE(a["attendees"].is_array());
+    EXPECT_LE(a["attendees"].size(), 3u);
+    for (const auto& e : a["attendees"]) {
+      ASSERT_TRUE(e.is_string());
+      EXPECT_TRUE(
+          std::regex_match(e.get<std::string>(), std::regex("[^@\\s]+@[^@\\s]+\\.[^@\\s.]+")));
+    }
+  }
+  if (a.contains("meta")) {
+    ASSERT_TRUE(a["meta"].is_object());
+    ASSERT_TRUE(a["meta"].contains("urgent"));
+    EXPECT_TRUE(a["meta"]["urgent"].is_boolean());
+    EXPECT_EQ(a["meta"].size(), 1u);
+  }
+}
+
+std::vector<std::string> Samples(const std::string& gbnf, int n, uint64_t seed) {
+  absl::StatusOr<grammar::Grammar> g = grammar::ParseGbnf(gbnf);
+  EXPECT_TRUE(g.ok()) << g.status() << "\n" << gbnf;
+  if (!g.ok()) return {};
+  grammar::GrammarSampler sampler(*std::move(g));
+  std::mt19937_64 rng(seed);
+  grammar::SampleOptions so;
+  so.max_bytes = 8192;
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) {
+    absl::StatusOr<std::string> s = sampler.Sample(rng, so);
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (s.ok()) out.push_back(*s);
+  }
+  return out;
+}
+
+struct Case {
+  std::string function;
+  bool parallel;
+};
+
+TEST(ToolCallGrammar, SentencesParseBackAsValidCalls) {
+  const Json tools = Tools();
+  for (const char* format : kFormats) {
+    for (const Case& c : {Case{"", true}, Case{"", false}, Case{"create_event", true},
+                          Case{"get_weather", false}}) {
+      SCOPED_TRACE(std::string(format) + " function='" + c.function +
+                   "' parallel=" + (c.parallel ? "true" : "false"));
+      ToolCallGrammarOptions o;
+      o.format = format;
+      o.tools = tools;
+      o.function = c.function;
+      o.parallel = c.parallel;
+      absl::StatusOr<std::string> gbnf = ToolCallGbnf(o);
+      ASSERT_TRUE(gbnf.ok()) << gbnf.status();
+      ChatOutputOptions po;
+      po.format = format;
+      po.tools = tools;
+      po.parse_reasoning = false;
+      std::set<std::string> names;
+      size_t most_calls = 0;
+      for (const std::string& text : Samples(*gbnf, 40, 7)) {
+        SCOPED_TRACE(text);
+        absl::StatusOr<ParsedChatOutput> out = ParseChatOutput(text, po);
+        ASSERT_TRUE(out.ok());
+        EXPECT_EQ(out->content, "");
+        ASSERT_GE(out->tool_calls.size(), 1u);
+        if (!c.parallel) {
+          EXPECT_EQ(out->tool_calls.size(), 1u);
+        }
+        most_calls = std::max(most_calls, out->tool_calls.size());
+        for (const ToolCall& call : out->tool_calls) {
+          if (!c.function.empty()) {
+            EXPECT_EQ(call.name, c.function);
+          }
+          names.insert(call.name);
+          CheckArguments(call.name, call.arguments);
+        }
+      }
+      // The walks reach every allowed function, and several calls where allowed (the walks
+      // head for an end after 200 bytes: the short calls of `ping` leave room for more).
+      EXPECT_EQ(names.size(), c.function.empty() ? 3u : 1u);
+      if (c.parallel && c.function.empty() && std::string(format) != "llama3_json") {
+        EXPECT_GT(most_calls, 1u);
+      }
+    }
+  }
+}
+
+TEST(ToolCallGrammar, ReasoningComesFirstWhenThePromptOpenedIt) {
+  ToolCallGrammarOptions o;
+  o.format = "glm45";
+  o.tools = Tools();
+  o.function = "get_weather";
+  o.starts_in_reasoning = true;
+  absl::StatusOr<std::string> gbnf = ToolCallGbnf(o);
+  ASSERT_TRUE(gbnf.ok()) << gbnf.status();
+  ChatOutputOptions po;
+  po.format = "glm45";
+  po.tools = o.tools;
+  po.starts_in_reasoning = true;
+  int with_reasoning = 0;
+  for (const std::string& text : Samples(*gbnf, 30, 3)) {
+    SCOPED_TRACE(text);
+    EXPECT_NE(text.find("</think>"), std::string::npos);
+    absl::StatusOr<ParsedChatOutput> out = ParseChatOutput(text, po);
+    ASSERT_TRUE(out.ok());
+    EXPECT_EQ(out->content, "");
+    ASSERT_EQ(out->tool_calls.size(), 1u);
+    EXPECT_EQ(out->tool_calls[0].name, "get_weather");
+    with_reasoning += !out->reasoning_content.empty();
+  }
+  EXPECT_GT(with_reasoning, 0);
+}
+
+TEST(ToolCallGrammar, MarkersThatAreSpecialTokensAreNamedById) {
+  ToolCallGrammarOptions o;
+  o.format = "glm45";
+  o.tools = Tools();
+  o.special_token = [](std::string_view text) -> std::optional<int32_t> {
+    if (text == "<tool_call>") return 151352;
+    if (text == "</tool_call>") return 151353;
+    return std::nullopt;
+  };
+  absl::StatusOr<std::string> gbnf = ToolCallGbnf(o);
+  ASSERT_TRUE(gbnf.ok()) << gbnf.status();
+  EXPECT_NE(gbnf->find("<[151352]>"), std::string::npos);
+  EXPECT_NE(gbnf->find("<[151353]>"), std::string::npos);
+  EXPECT_EQ(gbnf->find("\"<tool_call>\""), std::string::npos);
+  EXPECT_NE(gbnf->find("\"<arg_key>\""), std::string::npos);  // not special here: text
+  EXPECT_TRUE(grammar::ParseGbnf(*gbnf).ok());
+}
+
+TEST(ToolCallGrammar, ErrorsNameTheProblem) {
+  auto error = [](const std::string& format, const Json& tools, const std::string& function) {
+    ToolCallGrammarOptions o;
+    o.format = format;
+    o.tools = tools;
+    o.function = function;
+    absl::StatusOr<std::string> g = ToolCallGbnf(o);
+    EXPECT_FALSE(g.ok());
+    return g.ok() ? std::string() : std::string(g.status().message());
+  };
+  EXPECT_NE(error("none", Tools(), "").find("--tool-call-parser"), std::string::npos);
+  EXPECT_NE(error("hermes", Tools(), "nope").find("'nope' is not among the tools"),
+            std::string::npos);
+  const Json bad = Json::parse(R"([{"type": "function", "function": {"name": "f",
+      "parameters": {"type": "object", "properties": {"x": {"type": "integer",
+      "multipleOf": 3}}}}}])");
+  EXPECT_EQ(error("hermes", bad, ""),
+            "tools[0].function.parameters at /properties/x: unsupported keyword 'multipleOf'");
+  EXPECT_EQ(error("glm45", bad, ""),
+            "tools[0].function.parameters at /properties/x: unsupported keyword 'multipleOf'");
+  const Json raw = Json::parse(R"([{"type": "function", "function": {"name": "f",
+      "parameters": {"type": "object", "properties": {"s": {"type": "string",
+      "anyOf": [{"maxLength": 3}]}}}}}])");
+  EXPECT_NE(error("glm45", raw, "").find("tools[0].function.parameters at /properties/s: 'anyOf'"),
+            std::string::npos);
+  const Json missing = Json::parse(R"([{"type": "function", "function": {"name": "f",
+      "parameters": {"type": "object", "required": ["q"]}}}])");
+  EXPECT_NE(error("glm45", missing, "").find("required parameter 'q'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::chat
