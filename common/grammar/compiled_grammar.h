@@ -1,8 +1,9 @@
 // A Grammar bound to a vocabulary, with a cache of token classifications that makes token
 // masks cheap (the idea of XGrammar, Dong et al. 2024, "adaptive token mask cache").
 //
-// A stack's top frames decide most tokens on their own. For a stack context — the positions
-// of its top kContextDepth nodes, top first — each eligible token is classified once:
+// A stack's top frames decide most tokens on their own. For a stack context — the frames
+// (positions and copy counts) of its top kContextDepth nodes, top first, repetition frames
+// not counted — each eligible token is classified once:
 //   accepted   - some path consumes the whole token without popping below those frames:
 //                allowed whatever the rest of the stack is;
 //   rejected   - every path fails within the frames, or pops below them at a byte that
@@ -16,11 +17,12 @@
 // every matcher of this grammar: the cost of a grammar is paid by its first requests. One
 // instance per (grammar, vocabulary) pair, shared; thread-safe (the cache takes a lock).
 //
-// The copies of a bounded repetition (x{0,40} is 40 nested rules) would each be contexts of
-// their own. A context whose frames repetition_levels.h maps elsewhere is classified from
-// the mapped context's walk instead, which is shared by all the copies and exact for every
-// token it decides within CompiledGrammarOptions::repetition_horizon bytes; only the tokens
-// still alive there are walked again from the context's own frames.
+// A bounded repetition x{m,n} is one grammar element whose frame counts its copies
+// (stack_arena.h), so the contexts inside its n copies differ only in that count. A context
+// with a repetition frame among its top frames is classified for every count at once
+// (repetition_tokens.h: one vocabulary walk with the count left relative), and each count
+// met is read from that classification (a bitset copy and a few adjustments) into the
+// context's own entry, exact for every token.
 #pragma once
 
 #include <cstdint>
@@ -30,17 +32,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "common/grammar/grammar.h"
+#include "common/grammar/repetition_tokens.h"
 #include "common/grammar/stack_arena.h"
 #include "common/grammar/token_trie.h"
 
 namespace tessera::grammar {
-
-struct CompiledGrammarOptions {
-  // Bytes of a token that a shared classification of repetition copies decides; longer
-  // tokens alive there are walked again per context. 0 classifies every copy on its own
-  // (the baseline of grammar_bench).
-  uint32_t repetition_horizon = 16;
-};
 
 class CompiledGrammar {
  public:
@@ -58,8 +54,7 @@ class CompiledGrammar {
   };
 
   static std::shared_ptr<const CompiledGrammar> Create(Grammar grammar,
-                                                       std::shared_ptr<const TokenTrie> vocab,
-                                                       const CompiledGrammarOptions& options = {});
+                                                       std::shared_ptr<const TokenTrie> vocab);
 
   const Grammar& grammar() const { return grammar_; }
   const TokenTrie& vocab() const { return *vocab_; }
@@ -71,40 +66,31 @@ class CompiledGrammar {
 
   // Contexts classified so far.
   size_t cached_contexts() const;
-  // Walks over the whole vocabulary so far: contexts classified from scratch plus shared
-  // classifications of repetition copies (at most cached_contexts() + the shared ones).
+  // Walks over the whole vocabulary so far: contexts without a repetition frame plus the
+  // classifications of repetition contexts for every count (at most cached_contexts()).
   size_t vocabulary_walks() const;
 
  private:
-  // The classification of a mapped context, shared by the contexts that map to it: exact
-  // for the accepted (a bitset) and uncertain ids; `deferred` (trie order) still to be
-  // walked per context.
-  struct SharedTokens {
-    std::vector<uint64_t> accepted_bits;
-    std::vector<uint32_t> uncertain, deferred, deferred_shared_prefix;
-  };
+  // Top frames of a stack, top first; a trailing kWholeStack frame marks a whole stack.
+  using ContextKey = std::vector<Frame>;
+  static constexpr Frame kWholeStack = {UINT32_MAX, UINT32_MAX};
 
-  CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenTrie> vocab,
-                  const CompiledGrammarOptions& options);
-  // Key: positions of the top frames, top first; a trailing kAcceptNode marks a whole stack.
-  std::unique_ptr<ContextTokens> Classify(const std::vector<uint32_t>& key) const;
-  // `key` whose mapped form is `canonical` (!= key), through the shared classification.
-  std::unique_ptr<ContextTokens> ClassifyCopy(const std::vector<uint32_t>& key,
-                                              const std::vector<uint32_t>& canonical) const;
-  std::unique_ptr<SharedTokens> ClassifyShared(const std::vector<uint32_t>& canonical) const;
-  // `base_bits`, when given, are accepted too (the result is then a bitset).
+  CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenTrie> vocab);
+  std::unique_ptr<ContextTokens> Classify(const ContextKey& key) const;
+  // `key` whose frame `at` is a repetition's, through the classification for every count.
+  std::unique_ptr<ContextTokens> ClassifyRepetition(const ContextKey& key, size_t at) const;
   std::unique_ptr<ContextTokens> Pack(std::vector<uint32_t> accepted,
-                                      std::vector<uint32_t> uncertain,
-                                      const std::vector<uint64_t>* base_bits = nullptr) const;
+                                      std::vector<uint32_t> uncertain) const;
+  std::unique_ptr<ContextTokens> PackBits(std::vector<uint64_t> accepted_bits,
+                                          std::vector<uint32_t> uncertain) const;
 
   Grammar grammar_;
   std::shared_ptr<const TokenTrie> vocab_;
-  CompiledGrammarOptions options_;
-  std::vector<uint32_t> canonical_;  // position -> its repetition_levels.h equivalent
-  std::vector<uint32_t> trie_rank_;  // token id -> index in vocab sorted order (if needed)
   mutable std::mutex mu_;
-  mutable absl::flat_hash_map<std::vector<uint32_t>, std::unique_ptr<ContextTokens>> cache_;
-  mutable absl::flat_hash_map<std::vector<uint32_t>, std::unique_ptr<SharedTokens>> shared_;
+  mutable absl::flat_hash_map<ContextKey, std::unique_ptr<ContextTokens>> cache_;
+  // Keyed by the context with the repetition frame's count set to 0.
+  mutable absl::flat_hash_map<ContextKey, std::unique_ptr<RepetitionTokens>> repetitions_;
+  mutable size_t plain_walks_ = 0;
 };
 
 }  // namespace tessera::grammar

@@ -476,8 +476,11 @@ class GbnfParser {
     return std::optional<Repeat>(repeat);
   }
 
-  // Lowers `item` repeated per `repeat` to plain sequences and helper rules:
-  // x{m,n} = x ... x (m times) then n-m nested optionals; x{m,} = m times then R ::= x R | "".
+  // Lowers `item` repeated per `repeat` to symbols and helper rules: x{m,n} with n >= 2 is
+  // one counted repetition (Symbol::Repeat); x{m,} is x{m} then R ::= x R | ""; x? is
+  // R ::= x | "". With expand_repetitions, x{m,n} is x ... x (m times) then n-m nested
+  // optionals (R1 ::= x | "", Ri ::= x R(i-1) | ""). The element count is that of the
+  // expanded form either way, so GrammarLimits bound both alike.
   absl::StatusOr<Sequence> Repetition(Sequence item, Repeat repeat) {
     Symbol x;
     if (item.size() == 1) {
@@ -489,6 +492,25 @@ class GbnfParser {
     }
     size_t optional_count = repeat.max ? *repeat.max - repeat.min : 0;
     TESSERA_RETURN_IF_ERROR(CountElements(repeat.min + 3 * optional_count));
+    const size_t counted = repeat.max ? *repeat.max : repeat.min;
+    if (!options_.expand_repetitions && counted >= 2) {
+      uint32_t body = x.rule;
+      if (x.kind != Symbol::Kind::kRule) {
+        absl::StatusOr<uint32_t> helper = NewHelperRule({{x}});
+        if (!helper.ok()) return helper.status();
+        body = *helper;
+      }
+      Sequence out = {
+          Symbol::Repeat(body, static_cast<uint32_t>(repeat.min), static_cast<uint32_t>(counted))};
+      if (!repeat.max) {
+        uint32_t star = static_cast<uint32_t>(rules_.size());
+        absl::StatusOr<uint32_t> helper = NewHelperRule({{x, Symbol::Rule(star)}, {}});
+        if (!helper.ok()) return helper.status();
+        TESSERA_RETURN_IF_ERROR(CountElements(4));
+        out.push_back(Symbol::Rule(star));
+      }
+      return out;
+    }
     Sequence out(repeat.min, x);
     if (!repeat.max) {
       uint32_t star = static_cast<uint32_t>(rules_.size());

@@ -36,6 +36,10 @@ struct GbnfOptions {
   size_t max_nesting = 200;
   // The start rule.
   std::string_view root = "root";
+  // Lower x{m,n} to n copies of x (nested rules for the optional ones) instead of one
+  // counted repetition: the same language, the form the engine used before counted
+  // repetitions; a reference for tests and benchmarks.
+  bool expand_repetitions = false;
 };
 
 absl::StatusOr<Grammar> ParseGbnf(std::string_view text, const GbnfOptions& options = {});

@@ -31,7 +31,8 @@ std::vector<std::vector<uint32_t>> LeadingCalls(const std::vector<RuleDefinition
       for (const Symbol& s : alt) {
         if (s.kind == Symbol::Kind::kBytes) break;
         calls[r].push_back(s.rule);
-        if (!nullable[s.rule]) break;
+        const bool skippable = s.kind == Symbol::Kind::kRepeat && s.min == 0;
+        if (!skippable && !nullable[s.rule]) break;
       }
     }
   }
@@ -54,12 +55,18 @@ std::vector<bool> Nullable(const std::vector<RuleDefinition>& rules) {
       bool has_bytes = false;
       for (const Symbol& s : alt) has_bytes |= s.kind == Symbol::Kind::kBytes;
       if (has_bytes) continue;
-      if (alt.empty() && !nullable[r]) {
+      // A repetition that may match no copy is satisfied already; others wait for their rule.
+      size_t pending = 0;
+      for (const Symbol& s : alt) {
+        if (s.kind == Symbol::Kind::kRepeat && s.min == 0) continue;
+        used_in[s.rule].push_back(alts.size());
+        ++pending;
+      }
+      if (pending == 0 && !nullable[r]) {
         nullable[r] = true;
         work.push_back(static_cast<uint32_t>(r));
       }
-      for (const Symbol& s : alt) used_in[s.rule].push_back(alts.size());
-      alts.push_back({static_cast<uint32_t>(r), alt.size()});
+      alts.push_back({static_cast<uint32_t>(r), pending});
     }
   }
   while (!work.empty()) {
@@ -156,9 +163,15 @@ absl::StatusOr<Grammar> Grammar::Compile(std::vector<RuleDefinition> rules, uint
     for (const auto& alt : rule.alternatives) {
       elements += alt.size() + 1;
       for (const Symbol& s : alt) {
-        if (s.kind == Symbol::Kind::kRule && s.rule >= rules.size()) {
+        if (s.kind != Symbol::Kind::kBytes && s.rule >= rules.size()) {
           return absl::InvalidArgumentError(absl::StrCat(
               "grammar rule '", rule.name, "' refers to rule ", s.rule, ", which does not exist"));
+        }
+        if (s.kind == Symbol::Kind::kRepeat &&
+            (s.max == 0 || s.min > s.max || s.max > kMaxRepetitionCount)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "grammar rule '", rule.name, "' repeats rule '", rules[s.rule].name, "' {", s.min,
+              ",", s.max, "}: expected 0 <= min <= max, 1 <= max <= ", kMaxRepetitionCount));
         }
       }
     }
@@ -196,6 +209,9 @@ void Grammar::Lay(const std::vector<RuleDefinition>& rules) {
         Element e;
         if (s.kind == Symbol::Kind::kRule) {
           e = {Element::Kind::kRule, s.rule};
+        } else if (s.kind == Symbol::Kind::kRepeat) {
+          e = {Element::Kind::kRepeat, static_cast<uint32_t>(repetitions_.size())};
+          repetitions_.push_back({s.rule, s.min, s.max});
         } else {
           auto [it, inserted] =
               set_index.try_emplace(s.bytes.words, static_cast<uint32_t>(byte_sets_.size()));
@@ -213,9 +229,20 @@ void Grammar::Lay(const std::vector<RuleDefinition>& rules) {
 }
 
 // FIRST and FOLLOW sets of the rules at byte level (the textbook construction, e.g. Aho et
-// al., "Compilers", 4.4.2), solved as set-inclusion constraints over a worklist.
+// al., "Compilers", 4.4.2), solved as set-inclusion constraints over a worklist. A counted
+// repetition counts as a call of its body that may follow itself (max >= 2) and may be
+// skipped (min == 0).
 void Grammar::ComputeFollow(const std::vector<bool>& nullable) {
   const size_t n = rule_count();
+  // Whether the element at a (kRule or kRepeat) position can match the empty string.
+  auto skippable = [&](const Element& e) {
+    if (e.kind == Element::Kind::kRule) return static_cast<bool>(nullable[e.value]);
+    const Repetition& rep = repetitions_[e.value];
+    return rep.min == 0 || nullable[rep.rule];
+  };
+  auto callee_of = [&](const Element& e) {
+    return e.kind == Element::Kind::kRule ? e.value : repetitions_[e.value].rule;
+  };
   std::vector<ByteSet> first(n);
   std::vector<std::vector<uint32_t>> first_edges(n);  // callee -> caller
   for (uint32_t r = 0; r < n; ++r) {
@@ -226,8 +253,8 @@ void Grammar::ComputeFollow(const std::vector<bool>& nullable) {
           first[r].AddAll(byte_sets_[e.value]);
           break;
         }
-        first_edges[e.value].push_back(r);
-        if (!nullable[e.value]) break;
+        first_edges[callee_of(e)].push_back(r);
+        if (!skippable(e)) break;
       }
     }
   }
@@ -236,8 +263,12 @@ void Grammar::ComputeFollow(const std::vector<bool>& nullable) {
   follow_.assign(n, ByteSet{});
   std::vector<std::vector<uint32_t>> follow_edges(n);  // caller -> callee at a tail
   for (uint32_t pos = 0; pos < elements_.size(); ++pos) {
-    if (elements_[pos].kind != Element::Kind::kRule) continue;
-    uint32_t callee = elements_[pos].value;
+    const Element& call = elements_[pos];
+    if (call.kind != Element::Kind::kRule && call.kind != Element::Kind::kRepeat) continue;
+    uint32_t callee = callee_of(call);
+    if (call.kind == Element::Kind::kRepeat && repetitions_[call.value].max >= 2) {
+      follow_[callee].AddAll(first[callee]);
+    }
     uint32_t next = pos + 1;
     for (; elements_[next].kind != Element::Kind::kEnd; ++next) {
       const Element& e = elements_[next];
@@ -245,8 +276,8 @@ void Grammar::ComputeFollow(const std::vector<bool>& nullable) {
         follow_[callee].AddAll(byte_sets_[e.value]);
         break;
       }
-      follow_[callee].AddAll(first[e.value]);
-      if (!nullable[e.value]) break;
+      follow_[callee].AddAll(first[callee_of(e)]);
+      if (!skippable(e)) break;
     }
     if (elements_[next].kind == Element::Kind::kEnd) {
       follow_edges[rule_of_[pos]].push_back(callee);

@@ -1,7 +1,9 @@
 // A compiled context-free grammar over bytes, the input of the structured-output matcher.
 //
 // A grammar is a list of rules; a rule is a list of alternatives; an alternative is a
-// sequence of symbols, each a set of bytes (one byte of input) or a reference to a rule.
+// sequence of symbols, each a set of bytes (one byte of input), a reference to a rule, or a
+// counted repetition of a rule (body{min,max}: one symbol however large max is; the parse
+// stack counts the copies, see stack_arena.h).
 // Literal strings, Unicode character classes and repetitions are lowered to this form by
 // the front end (gbnf_parser.h): a class like [^"\\] becomes a helper rule whose
 // alternatives are the UTF-8 byte sequences of its code points, so a multi-byte character
@@ -42,15 +44,23 @@ struct ByteSet {
   bool operator==(const ByteSet&) const = default;
 };
 
+// Largest `max` of a counted repetition (the stack's copy counts keep their top bit free).
+inline constexpr uint32_t kMaxRepetitionCount = (1u << 30) - 1;
+
 // One symbol of an alternative before compilation.
 struct Symbol {
-  enum class Kind : uint8_t { kBytes, kRule };
+  enum class Kind : uint8_t { kBytes, kRule, kRepeat };
   Kind kind = Kind::kBytes;
   ByteSet bytes;      // kBytes
-  uint32_t rule = 0;  // kRule: index into the rule list
+  uint32_t rule = 0;  // kRule, kRepeat (the body): index into the rule list
+  uint32_t min = 0;   // kRepeat: the body matches min..max times in a row
+  uint32_t max = 0;
 
   static Symbol Bytes(const ByteSet& set) { return {Kind::kBytes, set, 0}; }
   static Symbol Rule(uint32_t id) { return {Kind::kRule, {}, id}; }
+  static Symbol Repeat(uint32_t body, uint32_t min, uint32_t max) {
+    return {Kind::kRepeat, {}, body, min, max};
+  }
 };
 
 // A rule before compilation: a name (for error messages) and its alternatives; an empty
@@ -68,15 +78,23 @@ struct GrammarLimits {
 
 // One element of the flat layout.
 struct Element {
-  enum class Kind : uint8_t { kEnd, kBytes, kRule };
+  enum class Kind : uint8_t { kEnd, kBytes, kRule, kRepeat };
   Kind kind = Kind::kEnd;
-  uint32_t value = 0;  // kBytes: index into byte_sets(); kRule: rule id
+  uint32_t value = 0;  // kBytes: index into byte_sets(); kRule: rule id; kRepeat: repetition()
+};
+
+// A counted repetition: `rule` matched min..max times (1 <= max <= kMaxRepetitionCount).
+struct Repetition {
+  uint32_t rule = 0;
+  uint32_t min = 0;
+  uint32_t max = 0;
 };
 
 class Grammar {
  public:
   // Compiles `rules` with `root` as the start rule. InvalidArgument naming the rule when a
-  // reference is out of range, a rule has no alternative, a rule is left-recursive
+  // reference is out of range, a repetition's bounds are not 0 <= min <= max, 1 <= max <=
+  // kMaxRepetitionCount, a rule has no alternative, a rule is left-recursive
   // ("left recursion: rule 'expr' can reach itself without consuming input: expr -> term ->
   // expr"), or the grammar exceeds `limits`.
   static absl::StatusOr<Grammar> Compile(std::vector<RuleDefinition> rules, uint32_t root,
@@ -94,6 +112,8 @@ class Grammar {
   size_t element_count() const { return elements_.size(); }
   const Element& element(uint32_t pos) const { return elements_[pos]; }
   const ByteSet& byte_set(uint32_t index) const { return byte_sets_[index]; }
+  // The repetition of a kRepeat position.
+  const Repetition& repetition_at(uint32_t pos) const { return repetitions_[elements_[pos].value]; }
   // The byte set of a kBytes position.
   const ByteSet& bytes_at(uint32_t pos) const { return byte_sets_[elements_[pos].value]; }
   // The rule whose alternative holds `pos`.
@@ -113,6 +133,7 @@ class Grammar {
   std::vector<Element> elements_;
   std::vector<uint32_t> rule_of_;
   std::vector<ByteSet> byte_sets_;
+  std::vector<Repetition> repetitions_;
   std::vector<ByteSet> follow_;
 };
 

@@ -17,6 +17,14 @@ namespace {
 constexpr size_t kInfinite = static_cast<size_t>(-1);
 
 size_t SaturatingAdd(size_t a, size_t b) { return a + b < a ? kInfinite : a + b; }
+size_t SaturatingMultiply(size_t a, size_t b) {
+  return b != 0 && a > kInfinite / b ? kInfinite : a * b;
+}
+
+// Copies a repetition frame still owes: count c is the copy under way, done when it ends.
+size_t CopiesOwed(const Repetition& rep, uint32_t count) {
+  return rep.min > count ? rep.min - count : 0;
+}
 
 std::shared_ptr<const TokenTrie> ByteVocabulary() {
   std::vector<std::string> tokens;
@@ -51,16 +59,21 @@ GrammarSampler::GrammarSampler(Grammar grammar)
     size_t length = 0, pending = 0;
   };
   std::vector<Alternative> alts;
-  std::vector<std::vector<size_t>> callers(rules);  // rule -> alternatives, per call
+  // rule -> (alternative, times the alternative needs the rule), per call
+  std::vector<std::vector<std::pair<size_t, size_t>>> callers(rules);
   for (uint32_t r = 0; r < rules; ++r) {
     for (uint32_t start : g.alternatives(r)) {
       Alternative alt{r, start};
       for (uint32_t pos = start; g.element(pos).kind != Element::Kind::kEnd; ++pos) {
-        if (g.element(pos).kind == Element::Kind::kBytes) {
+        const Element& e = g.element(pos);
+        if (e.kind == Element::Kind::kBytes) {
           ++alt.length;
-        } else {
+        } else if (e.kind == Element::Kind::kRule) {
           ++alt.pending;
-          callers[g.element(pos).value].push_back(alts.size());
+          callers[e.value].push_back({alts.size(), 1});
+        } else if (g.repetition_at(pos).min > 0) {
+          ++alt.pending;
+          callers[g.repetition_at(pos).rule].push_back({alts.size(), g.repetition_at(pos).min});
         }
       }
       alts.push_back(alt);
@@ -80,40 +93,53 @@ GrammarSampler::GrammarSampler(Grammar grammar)
     if (rule_length_[r] != kInfinite) continue;
     rule_length_[r] = length;
     rule_best_[r] = alts[a].start;
-    for (size_t caller : callers[r]) {
+    for (const auto& [caller, times] : callers[r]) {
       Alternative& alt = alts[caller];
-      alt.length = SaturatingAdd(alt.length, length);
+      alt.length = SaturatingAdd(alt.length, SaturatingMultiply(length, times));
       if (--alt.pending == 0) queue.push({alt.length, caller});
     }
   }
 }
 
-size_t GrammarSampler::RestLength(uint32_t pos) const {
+size_t GrammarSampler::RestLength(uint32_t pos, uint32_t count) const {
   const Grammar& g = compiled_->grammar();
   size_t length = 0;
-  for (; g.element(pos).kind != Element::Kind::kEnd; ++pos) {
+  for (; g.element(pos).kind != Element::Kind::kEnd; ++pos, count = 0) {
     const Element& e = g.element(pos);
-    length = SaturatingAdd(length, e.kind == Element::Kind::kBytes ? 1 : rule_length_[e.value]);
+    if (e.kind == Element::Kind::kBytes) {
+      length = SaturatingAdd(length, 1);
+    } else if (e.kind == Element::Kind::kRule) {
+      length = SaturatingAdd(length, rule_length_[e.value]);
+    } else {
+      const Repetition& rep = g.repetition_at(pos);
+      length =
+          SaturatingAdd(length, SaturatingMultiply(rule_length_[rep.rule], CopiesOwed(rep, count)));
+    }
   }
   return length;
 }
 
-void GrammarSampler::WriteRest(uint32_t pos, std::string& out) const {
-  // An explicit stack of positions still to write: chains of calls may be deep.
+void GrammarSampler::WriteRest(uint32_t pos, uint32_t count, std::string& out) const {
+  // An explicit stack of frames still to write: chains of calls may be deep.
   const Grammar& g = compiled_->grammar();
-  std::vector<uint32_t> todo = {pos};
+  std::vector<Frame> todo = {{pos, count}};
   while (!todo.empty()) {
-    const uint32_t at = todo.back();
-    const Element& e = g.element(at);
+    const Frame at = todo.back();
+    const Element& e = g.element(at.pos);
     if (e.kind == Element::Kind::kEnd) {
       todo.pop_back();
       continue;
     }
-    todo.back() = at + 1;
+    todo.back() = {at.pos + 1, 0};
     if (e.kind == Element::Kind::kBytes) {
       out += static_cast<char>(PreferredByte(g.byte_set(e.value)));
+    } else if (e.kind == Element::Kind::kRule) {
+      todo.push_back({rule_best_[e.value], 0});
     } else {
-      todo.push_back(rule_best_[e.value]);
+      const Repetition& rep = g.repetition_at(at.pos);
+      for (size_t i = CopiesOwed(rep, at.count); i > 0; --i) {
+        todo.push_back({rule_best_[rep.rule], 0});
+      }
     }
   }
 }
@@ -136,8 +162,8 @@ absl::StatusOr<std::string> GrammarSampler::ShortestEnding(std::string_view pref
   uint32_t best = kAcceptNode;
   for (uint32_t node : stacks) {
     size_t length = 0;
-    for (uint32_t n = node; n != kAcceptNode && n != kContextNode; n = arena.parent(n)) {
-      length = SaturatingAdd(length, RestLength(arena.position(n)));
+    for (uint32_t n = node; !arena.IsBottom(n); n = arena.parent(n)) {
+      length = SaturatingAdd(length, RestLength(arena.position(n), arena.count(n)));
     }
     if (node == kAcceptNode) length = 0;
     if (length < best_length) {
@@ -150,8 +176,8 @@ absl::StatusOr<std::string> GrammarSampler::ShortestEnding(std::string_view pref
                                                       " bytes (after ", prefix.size(), " bytes)"));
   }
   std::string ending;
-  for (uint32_t n = best; n != kAcceptNode && n != kContextNode; n = arena.parent(n)) {
-    WriteRest(arena.position(n), ending);
+  for (uint32_t n = best; !arena.IsBottom(n); n = arena.parent(n)) {
+    WriteRest(arena.position(n), arena.count(n), ending);
   }
   return ending;
 }

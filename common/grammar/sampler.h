@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "common/grammar/compiled_grammar.h"
 #include "common/grammar/grammar.h"
+#include "common/grammar/stack_arena.h"
 
 namespace tessera::grammar {
 
@@ -55,10 +56,10 @@ class GrammarSampler {
   const std::shared_ptr<const CompiledGrammar>& compiled() const { return compiled_; }
 
  private:
-  // Shortest length from `pos` to the end of its alternative (saturating).
-  size_t RestLength(uint32_t pos) const;
-  // Appends a shortest completion of the alternative from `pos` to `out`.
-  void WriteRest(uint32_t pos, std::string& out) const;
+  // Shortest length from frame (pos, count) to the end of its alternative (saturating).
+  size_t RestLength(uint32_t pos, uint32_t count) const;
+  // Appends a shortest completion of the alternative from frame (pos, count) to `out`.
+  void WriteRest(uint32_t pos, uint32_t count, std::string& out) const;
 
   std::shared_ptr<const CompiledGrammar> compiled_;
   std::vector<size_t> rule_length_;  // each rule's shortest sentence length

@@ -6,6 +6,15 @@ tessera_test(grammar_test
   LABELS unit grammar sanitize
   TIMEOUT 120)
 
+# Counted repetitions (x{m,n} as one element, classified for every copy count at once)
+# against the same grammars with expanded repetitions, by brute force, on a synthetic and a
+# real vocabulary; the sampler's shortest endings inside repetitions.
+tessera_test(grammar_repetition_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/grammar_repetition_test.cc
+  DEPS tessera_grammar tessera_tokenizer
+  LABELS unit grammar sanitize
+  TIMEOUT 240)
+
 # Structured-output front ends (JSON Schema, regex, choices -> GBNF): random walks checked
 # against nlohmann::json and hand-written schema checks, std::regex both ways, integer ranges
 # against arithmetic, first-wrong-byte offsets, error pointers and offsets, real vocabularies.

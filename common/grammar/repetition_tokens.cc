@@ -1,0 +1,221 @@
+#include "common/grammar/repetition_tokens.h"
+
+#include <algorithm>
+#include <string_view>
+
+namespace tessera::grammar {
+
+namespace {
+
+// A stack's tag in the relative walk: j, the copies begun after the context's current one,
+// with kLeft set once the stack has left the repetition.
+constexpr uint32_t kLeft = 1u << 31;
+constexpr uint32_t kNoTag = UINT32_MAX;
+
+// TokenWalk (token_walk.h) for a relative repetition frame: reports, for each token in trie
+// order, the tags of the stacks alive at its end (none when it dies) and of the stacks that
+// popped below the context's frames at a byte of `follow` on the way.
+class RelativeWalk {
+ public:
+  template <typename OnToken>
+  void Run(StackArena& arena, const TokenTrie& vocab, uint32_t start, const ByteSet* follow,
+           OnToken&& on_token) {
+    const absl::Span<const uint32_t> ids = vocab.sorted_ids();
+    const absl::Span<const uint32_t> shared_prefix = vocab.shared_prefix();
+    levels_.assign(1, {start});
+    escapes_.assign(1, {});
+    UpdateTags(arena);
+    size_t valid = 0;  // levels_[0..valid] hold the states of the current prefix
+    size_t i = 0;
+    while (i < ids.size()) {
+      const std::string_view bytes = vocab.token(ids[i]);
+      size_t depth = std::min<size_t>(i == 0 ? 0 : shared_prefix[i], valid);
+      bool dead = false;
+      while (depth < bytes.size()) {
+        if (levels_.size() <= depth + 1) {
+          levels_.resize(depth + 2);
+          escapes_.resize(depth + 2);
+        }
+        const uint8_t byte = static_cast<uint8_t>(bytes[depth]);
+        escapes_[depth + 1] = escapes_[depth];
+        if (follow != nullptr && follow->Contains(byte)) {
+          for (uint32_t node : levels_[depth]) {
+            if (!arena.IsBottom(node) || arena.parent(node) != kContextNode) continue;
+            std::vector<uint32_t>& escapes = escapes_[depth + 1];
+            if (std::find(escapes.begin(), escapes.end(), tags_[node]) == escapes.end()) {
+              escapes.push_back(tags_[node]);
+            }
+          }
+        }
+        arena.Advance(levels_[depth], byte, levels_[depth + 1]);
+        UpdateTags(arena);
+        ++depth;
+        if (levels_[depth].empty()) {
+          dead = true;
+          break;
+        }
+      }
+      valid = depth;
+      if (!dead) {
+        end_tags_.clear();
+        for (uint32_t node : levels_[depth]) end_tags_.push_back(tags_[node]);
+        on_token(ids[i++], absl::MakeConstSpan(end_tags_), absl::MakeConstSpan(escapes_[depth]));
+        continue;
+      }
+      // Every following token that starts with this dead prefix ends the same way.
+      const absl::Span<const uint32_t> escapes = escapes_[depth];
+      on_token(ids[i++], absl::Span<const uint32_t>(), escapes);
+      while (i < ids.size() && shared_prefix[i] >= depth) {
+        on_token(ids[i++], absl::Span<const uint32_t>(), escapes);
+      }
+    }
+  }
+
+ private:
+  // Tags of the nodes created since the last call (a node's parent is older than it).
+  void UpdateTags(const StackArena& arena) {
+    for (uint32_t id = static_cast<uint32_t>(tags_.size()); id < arena.size(); ++id) {
+      uint32_t tag;
+      if (arena.IsBottom(id)) {
+        tag = id == kAcceptNode || id == kContextNode ? kNoTag : kLeft | arena.count(id);
+      } else if (arena.count(id) & kRelativeCount) {
+        tag = arena.count(id) & ~kRelativeCount;
+      } else {
+        tag = tags_[arena.parent(id)];
+      }
+      tags_.push_back(tag);
+    }
+  }
+
+  std::vector<std::vector<uint32_t>> levels_;
+  std::vector<std::vector<uint32_t>> escapes_;  // per depth: tags that escaped so far
+  std::vector<uint32_t> tags_;                  // per node id
+  std::vector<uint32_t> end_tags_;
+};
+
+}  // namespace
+
+std::unique_ptr<RepetitionTokens> RepetitionTokens::Classify(const Grammar& grammar,
+                                                             const TokenTrie& vocab,
+                                                             absl::Span<const Frame> frames,
+                                                             bool whole_stack, size_t at) {
+  const Repetition& rep = grammar.repetition_at(frames[at].pos);
+  auto out = std::unique_ptr<RepetitionTokens>(new RepetitionTokens());
+  out->max_ = rep.max;
+  out->always_bits_.assign(vocab.mask_words(), 0);
+
+  StackArena arena(&grammar);
+  uint32_t node = arena.StartRelativeRepetition(
+      frames[at].pos, std::vector<Frame>(frames.begin() + at + 1, frames.end()),
+      whole_stack ? kAcceptNode : kContextNode, rep.max - 1);
+  for (size_t i = at; i-- > 0;) node = arena.Push(frames[i], node);
+  const ByteSet* follow =
+      whole_stack ? nullptr : &grammar.follow(grammar.rule_of(frames.back().pos));
+
+  // Counts for which a stack with tag `tag` is possible.
+  auto possible = [&](uint32_t tag) {
+    const uint32_t j = tag & ~kLeft;
+    const uint32_t lo = (tag & kLeft) && rep.min > j + 1 ? rep.min - j : 1;
+    return Range{lo, rep.max - j};
+  };
+  auto merge = [](std::vector<Range>& ranges) {
+    if (ranges.size() < 2) return;
+    std::sort(ranges.begin(), ranges.end(), [](Range a, Range b) { return a.lo < b.lo; });
+    size_t kept = 0;
+    for (size_t k = 1; k < ranges.size(); ++k) {
+      if (ranges[k].lo <= ranges[kept].hi + 1) {
+        ranges[kept].hi = std::max(ranges[kept].hi, ranges[k].hi);
+      } else {
+        ranges[++kept] = ranges[k];
+      }
+    }
+    ranges.resize(kept + 1);
+  };
+  std::vector<std::pair<uint32_t, uint32_t>> thresholds;  // (t, id)
+  std::vector<Range> accepted, uncertain;
+  RelativeWalk walk;
+  walk.Run(arena, vocab, node, follow,
+           [&](uint32_t id, absl::Span<const uint32_t> end_tags,
+               absl::Span<const uint32_t> escape_tags) {
+             if (end_tags.empty() && escape_tags.empty()) return;  // rejected for every count
+             accepted.clear();
+             uncertain.clear();
+             for (uint32_t tag : end_tags) accepted.push_back(possible(tag));
+             for (uint32_t tag : escape_tags) uncertain.push_back(possible(tag));
+             merge(accepted);
+             merge(uncertain);
+             const bool from_one = accepted.size() == 1 && accepted[0].lo == 1;
+             bool uncertain_inside = true;  // every uncertain count is an accepted one
+             for (Range r : uncertain) {
+               uncertain_inside &= from_one && r.hi <= accepted[0].hi;
+             }
+             if (from_one && accepted[0].hi >= rep.max) {
+               out->always_bits_[id >> 6] |= uint64_t{1} << (id & 63);
+             } else if (from_one && uncertain_inside) {
+               thresholds.push_back({accepted[0].hi, id});
+             } else {
+               Varying v{id, static_cast<uint32_t>(out->ranges_.size()), 0, 0};
+               out->ranges_.insert(out->ranges_.end(), accepted.begin(), accepted.end());
+               v.accepted_end = static_cast<uint32_t>(out->ranges_.size());
+               out->ranges_.insert(out->ranges_.end(), uncertain.begin(), uncertain.end());
+               v.end = static_cast<uint32_t>(out->ranges_.size());
+               out->varying_.push_back(v);
+             }
+           });
+
+  // Thresholds by counting sort: below_threshold_[c] = how many have t < c.
+  out->below_threshold_.assign(rep.max + 2, 0);
+  for (const auto& [t, id] : thresholds) ++out->below_threshold_[t + 1];
+  for (uint32_t c = 1; c < out->below_threshold_.size(); ++c) {
+    out->below_threshold_[c] += out->below_threshold_[c - 1];
+  }
+  out->threshold_ids_.resize(thresholds.size());
+  std::vector<uint32_t> next(out->below_threshold_.begin(), out->below_threshold_.end() - 1);
+  for (const auto& [t, id] : thresholds) out->threshold_ids_[next[t]++] = id;
+  out->all_bits_ = out->always_bits_;
+  for (uint32_t id : out->threshold_ids_) out->all_bits_[id >> 6] |= uint64_t{1} << (id & 63);
+  return out;
+}
+
+void RepetitionTokens::Resolve(uint32_t count, std::vector<uint64_t>& accepted_bits,
+                               std::vector<uint32_t>& uncertain) const {
+  count = std::clamp<uint32_t>(count, 1, max_);
+  // Start from whichever of the two bitsets is nearer: every threshold token or none.
+  const size_t below = below_threshold_[count];
+  const size_t n = threshold_ids_.size();
+  if (below <= n - below) {
+    accepted_bits = all_bits_;
+    for (size_t k = 0; k < below; ++k) {
+      const uint32_t id = threshold_ids_[k];
+      accepted_bits[id >> 6] &= ~(uint64_t{1} << (id & 63));
+    }
+  } else {
+    accepted_bits = always_bits_;
+    for (size_t k = below; k < n; ++k) {
+      const uint32_t id = threshold_ids_[k];
+      accepted_bits[id >> 6] |= uint64_t{1} << (id & 63);
+    }
+  }
+  uncertain.clear();
+  auto contains = [&](uint32_t begin, uint32_t end) {
+    for (uint32_t r = begin; r < end; ++r) {
+      if (ranges_[r].lo <= count && count <= ranges_[r].hi) return true;
+    }
+    return false;
+  };
+  for (const Varying& v : varying_) {
+    if (contains(v.begin, v.accepted_end)) {
+      accepted_bits[v.id >> 6] |= uint64_t{1} << (v.id & 63);
+    } else if (contains(v.accepted_end, v.end)) {
+      uncertain.push_back(v.id);
+    }
+  }
+}
+
+size_t RepetitionTokens::memory_bytes() const {
+  return sizeof(*this) + (always_bits_.size() + all_bits_.size()) * sizeof(uint64_t) +
+         (threshold_ids_.size() + below_threshold_.size()) * sizeof(uint32_t) +
+         varying_.size() * sizeof(Varying) + ranges_.size() * sizeof(Range);
+}
+
+}  // namespace tessera::grammar
