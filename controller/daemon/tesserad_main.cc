@@ -381,6 +381,7 @@ int Serve(const config::DaemonConfig& c) {
   gso.api_key = c.api_key;
   gso.max_message_bytes = static_cast<int>(std::min<uint64_t>(c.max_body_size, 1u << 30));
   gso.prep_pool = &prep_pool;
+  gso.chat_output = chat_output;
   gso.observer = [&m](const std::string& method, grpc::StatusCode code) {
     m.GrpcRequest(method, absl::StatusCodeToString(static_cast<absl::StatusCode>(code)))
         .Increment();

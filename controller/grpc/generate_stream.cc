@@ -30,21 +30,21 @@ std::optional<std::chrono::steady_clock::time_point> EngineDeadline(
 
 GenerateStream* GenerateStream::Start(CallGuard* guard, grpc::CallbackServerContext* context,
                                       std::string method, grpc::Status refusal,
-                                      absl::StatusOr<serving::GenerateRequest> request) {
+                                      absl::StatusOr<PreparedCall> call) {
   auto* stream = new GenerateStream(guard, context, std::move(method));
   if (!refusal.ok()) {
     stream->FinishNow(std::move(refusal));
-  } else if (!request.ok()) {
-    stream->FinishNow(ToGrpcStatus(request.status()));
+  } else if (!call.ok()) {
+    stream->FinishNow(ToGrpcStatus(call.status()));
   } else {
-    stream->Submit(*std::move(request));
+    stream->Submit(*std::move(call));
   }
   return stream;
 }
 
 GenerateStream* GenerateStream::StartPrepared(
     CallGuard* guard, grpc::CallbackServerContext* context, std::string method,
-    serving::PrepPool* pool, std::function<absl::StatusOr<serving::GenerateRequest>()> prepare) {
+    serving::PrepPool* pool, std::function<absl::StatusOr<PreparedCall>()> prepare) {
   auto* stream = new GenerateStream(guard, context, std::move(method));
   // gRPC keeps the reactor until Finish is called and OnDone runs: the task may use it.
   const absl::Status queued = pool->TrySubmit([stream, prepare = std::move(prepare)] {
@@ -52,9 +52,9 @@ GenerateStream* GenerateStream::StartPrepared(
       return stream->FinishNow(grpc::Status(grpc::StatusCode::CANCELLED,
                                             "the client went away while the request was prepared"));
     }
-    absl::StatusOr<serving::GenerateRequest> request = prepare();
-    if (!request.ok()) return stream->FinishNow(ToGrpcStatus(request.status()));
-    stream->Submit(*std::move(request));
+    absl::StatusOr<PreparedCall> call = prepare();
+    if (!call.ok()) return stream->FinishNow(ToGrpcStatus(call.status()));
+    stream->Submit(*std::move(call));
   });
   if (!queued.ok()) stream->FinishNow(ToGrpcStatus(queued));
   return stream;
@@ -79,10 +79,15 @@ void GenerateStream::FinishNow(grpc::Status status) {
   Finish(status);
 }
 
-void GenerateStream::Submit(serving::GenerateRequest request) {
+void GenerateStream::Submit(PreparedCall call) {
+  serving::GenerateRequest& request = call.request;
   if (request.request_id.empty()) request.request_id = guard_->NewRequestId();
   request.deadline = EngineDeadline(*context_);
-  request_id_ = request.request_id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    request_id_ = request.request_id;
+    chunks_.emplace(std::move(call.output));
+  }
   std::shared_ptr<Mailbox> mailbox = mailbox_;
   absl::StatusOr<std::unique_ptr<serving::RequestHandle>> handle =
       guard_->engine().Submit(std::move(request), [mailbox](serving::GenerateEvent event) {
@@ -116,7 +121,7 @@ void GenerateStream::OnEvent(serving::GenerateEvent event) {
     } else if (event.finished) {
       engine_finished_ = true;
     }
-    AppendEvent(event, guard_->engine(), &pending_);
+    chunks_->Append(event, guard_->engine(), &pending_);
     action = NextActionLocked();
   }
   Act(action);

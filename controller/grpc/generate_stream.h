@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
@@ -23,6 +24,8 @@
 
 #include "absl/status/statusor.h"
 #include "controller/grpc/call_guard.h"
+#include "controller/grpc/request_convert.h"
+#include "controller/grpc/response_convert.h"
 #include "controller/serving/engine.h"
 #include "controller/serving/prep_pool.h"
 #include "tessera/v1/inference.pb.h"
@@ -31,18 +34,19 @@ namespace tessera::grpc_api {
 
 class GenerateStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  // Starts the call: finishes it at once with `refusal` (non-OK) or a failed `request`,
-  // otherwise submits the request. `method` names the call for the observer.
+  // Starts the call: finishes it at once with `refusal` (non-OK) or a failed `call`,
+  // otherwise submits its request (its chunks built as ChunkBuilder says, with the call's
+  // output options). `method` names the call for the observer.
   static GenerateStream* Start(CallGuard* guard, grpc::CallbackServerContext* context,
                                std::string method, grpc::Status refusal,
-                               absl::StatusOr<serving::GenerateRequest> request);
+                               absl::StatusOr<PreparedCall> call);
 
   // As Start with an OK refusal, but `prepare` (parsing, rendering, tokenizing) runs on
   // `pool`, off the gRPC callback thread; RESOURCE_EXHAUSTED when the pool's queue is full,
   // CANCELLED when the client left while the request waited.
-  static GenerateStream* StartPrepared(
-      CallGuard* guard, grpc::CallbackServerContext* context, std::string method,
-      serving::PrepPool* pool, std::function<absl::StatusOr<serving::GenerateRequest>()> prepare);
+  static GenerateStream* StartPrepared(CallGuard* guard, grpc::CallbackServerContext* context,
+                                       std::string method, serving::PrepPool* pool,
+                                       std::function<absl::StatusOr<PreparedCall>()> prepare);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -53,7 +57,7 @@ class GenerateStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   enum class Action { kNone, kWrite, kFinish };
 
   GenerateStream(CallGuard* guard, grpc::CallbackServerContext* context, std::string method);
-  void Submit(serving::GenerateRequest request);
+  void Submit(PreparedCall call);
   void OnEvent(serving::GenerateEvent event);  // engine thread, under the mailbox's lock
   // What gRPC reported (a write completed, the client went away) applied under mu_, then the
   // engine request cancelled (the first time the client is gone) and the next step taken.
@@ -71,6 +75,7 @@ class GenerateStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   std::mutex mu_;
   std::unique_ptr<serving::RequestHandle> handle_;  // set once Submit returned
   std::string request_id_;
+  std::optional<ChunkBuilder> chunks_;     // set once Submit began
   tessera::v1::GenerateResponse pending_;  // not yet handed to gRPC
   grpc::ByteBuffer in_flight_;             // being written; untouched until OnWriteDone
   bool writing_ = false;

@@ -77,7 +77,8 @@ GrpcServer::GrpcServer(serving::Engine* engine, GrpcServerOptions options)
     : engine_(engine), options_(std::move(options)) {
   guard_ = std::make_unique<CallGuard>(engine_, options_.api_key, options_.retry_after_seconds,
                                        options_.observer);
-  service_ = std::make_unique<InferenceService>(guard_.get(), options_.prep_pool);
+  service_ =
+      std::make_unique<InferenceService>(guard_.get(), options_.prep_pool, options_.chat_output);
   health_ = std::make_unique<HealthService>();
 }
 

@@ -28,6 +28,7 @@
 #include "controller/grpc/reflection_service.h"
 #include "controller/serving/engine.h"
 #include "controller/serving/prep_pool.h"
+#include "controller/serving/tool_calling.h"
 
 namespace tessera::grpc_api {
 
@@ -42,6 +43,10 @@ struct GrpcServerOptions {
   // Where Generate / Chat requests above 16 KiB are parsed, rendered and tokenized (never on
   // a gRPC callback thread); null: inline. Must outlive the server's calls.
   serving::PrepPool* prep_pool = nullptr;
+  // How Chat output is split into reasoning, content and tool calls (tesserad's
+  // --tool-call-parser and --reasoning-parser, as the REST gateway's
+  // GatewayOptions::chat_output). Default: no parsing, the output is all text.
+  serving::ChatOutputSettings chat_output;
 };
 
 class GrpcServer {

@@ -14,48 +14,40 @@ namespace {
 
 namespace v1 = tessera::v1;
 
-// The engine request shared by Generate and Chat, less the prompt.
-template <typename Request>
-absl::StatusOr<serving::GenerateRequest> BaseRequest(const Request& request,
-                                                     const serving::Engine& engine) {
-  if (absl::Status s = CheckModelName(request.model(), engine.info()); !s.ok()) return s;
-  return ToEngineRequest(request.request_id(), request.sampling(), request.options(), engine);
-}
-
 }  // namespace
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   return StartStream<v1::GenerateRequest>(context, "/tessera.v1.Inference/Generate", *request,
-                                          &PromptTokens);
+                                          [guard = guard_](const v1::GenerateRequest& r) {
+                                            return PrepareGenerate(r, guard->engine());
+                                          });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::Chat(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
-  return StartStream<v1::ChatRequest>(context, "/tessera.v1.Inference/Chat", *request,
-                                      &ChatPromptTokens);
+  return StartStream<v1::ChatRequest>(
+      context, "/tessera.v1.Inference/Chat", *request,
+      [guard = guard_, settings = chat_output_](const v1::ChatRequest& r) {
+        return PrepareChat(r, guard->engine(), settings);
+      });
 }
 
 template <typename Request>
 grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::StartStream(
     grpc::CallbackServerContext* context, const char* method, const grpc::ByteBuffer& bytes,
-    absl::StatusOr<std::vector<int32_t>> (*prompt_tokens)(const Request&, const serving::Engine&)) {
+    std::function<absl::StatusOr<PreparedCall>(const Request&)> prepare_request) {
   grpc::Status refusal = guard_->Admit(*context);
   if (!refusal.ok()) {
     return GenerateStream::Start(guard_, context, method, std::move(refusal),
                                  absl::CancelledError("refused"));
   }
   // Parsing, checking, rendering and tokenizing: on the pool for large requests.
-  auto prepare = [guard = guard_, bytes = grpc::ByteBuffer(bytes),
-                  prompt_tokens]() -> absl::StatusOr<serving::GenerateRequest> {
+  auto prepare = [bytes = grpc::ByteBuffer(bytes),
+                  prepare_request = std::move(prepare_request)]() -> absl::StatusOr<PreparedCall> {
     Request request;
     if (absl::Status parsed = ParseRequest(bytes, &request); !parsed.ok()) return parsed;
-    absl::StatusOr<serving::GenerateRequest> engine_request = BaseRequest(request, guard->engine());
-    if (!engine_request.ok()) return engine_request;
-    absl::StatusOr<std::vector<int32_t>> prompt = prompt_tokens(request, guard->engine());
-    if (!prompt.ok()) return prompt.status();
-    engine_request->prompt_tokens = *std::move(prompt);
-    return engine_request;
+    return prepare_request(request);
   };
   if (prep_pool_ != nullptr && bytes.Length() > serving::kInlinePrepBytes) {
     return GenerateStream::StartPrepared(guard_, context, method, prep_pool_, std::move(prepare));

@@ -5,11 +5,15 @@
 // was wrong; the API key is checked before the bytes are looked at.
 #pragma once
 
+#include <functional>
+
 #include <grpcpp/support/byte_buffer.h>
 
 #include "absl/status/status.h"
 #include "controller/grpc/call_guard.h"
+#include "controller/grpc/request_convert.h"
 #include "controller/serving/prep_pool.h"
+#include "controller/serving/tool_calling.h"
 #include "tessera/v1/inference.grpc.pb.h"
 
 namespace tessera::grpc_api {
@@ -27,8 +31,11 @@ class InferenceService final : public RawInferenceService {
  public:
   // `guard` must outlive the service.
   // `prep_pool` (may be null) prepares large Generate / Chat requests off the callback threads.
-  InferenceService(CallGuard* guard, serving::PrepPool* prep_pool)
-      : guard_(guard), prep_pool_(prep_pool) {}
+  // `chat_output`: how Chat output is parsed (tool calls, reasoning; tesserad's
+  // --tool-call-parser and --reasoning-parser).
+  InferenceService(CallGuard* guard, serving::PrepPool* prep_pool,
+                   serving::ChatOutputSettings chat_output)
+      : guard_(guard), prep_pool_(prep_pool), chat_output_(std::move(chat_output)) {}
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request) override;
@@ -48,13 +55,12 @@ class InferenceService final : public RawInferenceService {
                                          grpc::ByteBuffer* response) override;
 
  private:
-  // Admission, parsing, request conversion and prompt tokenization shared by Generate and
-  // Chat; any failure finishes the stream with its status.
+  // Admission and parsing shared by Generate and Chat, then `prepare` (request conversion,
+  // prompt tokenization); any failure finishes the stream with its status.
   template <typename Request>
   grpc::ServerWriteReactor<grpc::ByteBuffer>* StartStream(
       grpc::CallbackServerContext* context, const char* method, const grpc::ByteBuffer& bytes,
-      absl::StatusOr<std::vector<int32_t>> (*prompt_tokens)(const Request&,
-                                                            const serving::Engine&));
+      std::function<absl::StatusOr<PreparedCall>(const Request&)> prepare);
   // Admission, parsing, `answer` and the response's serialization shared by the unary calls.
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, const char* method,
@@ -73,6 +79,7 @@ class InferenceService final : public RawInferenceService {
 
   CallGuard* const guard_;
   serving::PrepPool* const prep_pool_;
+  const serving::ChatOutputSettings chat_output_;
 };
 
 }  // namespace tessera::grpc_api

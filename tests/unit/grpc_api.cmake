@@ -4,4 +4,10 @@ if(TARGET tessera_grpc_api)
     DEPS tessera_grpc_api
     LABELS unit grpc
     TIMEOUT 120)
+  # Tools, tool calls and reasoning in Chat (request fields, errors, parsed chunks).
+  tessera_test(grpc_chat_tools_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/grpc_chat_tools_test.cc
+    DEPS tessera_grpc_api
+    LABELS unit grpc
+    TIMEOUT 120)
 endif()
