@@ -261,6 +261,102 @@ bool EndsInsideJsonString(std::string_view body) {
 
 }  // namespace
 
+// A call read so far, for streaming its arguments: the name (known once its terminator is
+// read) and the arguments text it determines (complete when `closed`). Each later read of
+// the same call extends the text (appends only). nullopt until the name is known, or when
+// the text does not have the shape a grammar writes (then the call is sent whole).
+struct PartialCall {
+  std::string name;
+  std::string arguments;
+};
+
+// GLM: the arguments as a JSON object built one complete <arg_key>/<arg_value> pair at a time.
+std::optional<PartialCall> PartialGlmCall(std::string_view body, bool closed, const Json& tools) {
+  size_t name_end = std::min(body.find('\n'), body.find(kArgKeyOpen));
+  if (name_end == std::string_view::npos && !closed) return std::nullopt;
+  PartialCall call{std::string(Trim(body.substr(0, name_end))), "{"};
+  if (call.name.empty()) return std::nullopt;
+  std::string_view rest = name_end == std::string_view::npos ? "" : body.substr(name_end);
+  bool first = true;
+  while (true) {
+    size_t at = rest.find_first_not_of(kWhitespace);
+    if (at == std::string_view::npos) break;
+    rest = rest.substr(at);
+    if (!StartsWith(rest, kArgKeyOpen)) break;
+    size_t key_end = rest.find(kArgKeyClose);
+    if (key_end == std::string_view::npos) break;
+    std::string key(Trim(rest.substr(kArgKeyOpen.size(), key_end - kArgKeyOpen.size())));
+    std::string_view after = rest.substr(key_end + kArgKeyClose.size());
+    at = after.find_first_not_of(kWhitespace);
+    if (at == std::string_view::npos || !StartsWith(after.substr(at), kArgValueOpen)) break;
+    after = after.substr(at + kArgValueOpen.size());
+    size_t value_end = after.find(kArgValueClose);
+    if (value_end == std::string_view::npos) break;
+    std::string_view value = after.substr(0, value_end);
+    rest = after.substr(value_end + kArgValueClose.size());
+    std::vector<std::string> types = ParameterTypes(tools, call.name, key);
+    std::optional<Json> typed;
+    if (std::find(types.begin(), types.end(), "string") == types.end()) typed = ParseJson(value);
+    call.arguments += first ? "" : ",";
+    call.arguments += Dump(Json(key)) + ":" + Dump(typed ? *typed : Json(std::string(value)));
+    first = false;
+  }
+  if (closed) call.arguments += "}";
+  return call;
+}
+
+// {"name": "...", "arguments"/"parameters": ARGS} as the grammar writes it (name first): the
+// arguments' JSON text as read.
+std::optional<PartialCall> PartialJsonCall(std::string_view body, bool closed) {
+  size_t i = body.find_first_not_of(kWhitespace);
+  auto skip = [&] {
+    while (i < body.size() && kWhitespace.find(body[i]) != std::string_view::npos) ++i;
+  };
+  auto take = [&](std::string_view token) {
+    skip();
+    if (i == std::string_view::npos || body.substr(i, token.size()) != token) return false;
+    i += token.size();
+    return true;
+  };
+  if (!take("{") || !take("\"name\"") || !take(":") || !take("\"")) return std::nullopt;
+  size_t name_end = body.find('"', i);
+  if (name_end == std::string_view::npos) return std::nullopt;
+  PartialCall call{std::string(body.substr(i, name_end - i)), ""};
+  i = name_end + 1;
+  if (call.name.empty() || call.name.find('\\') != std::string::npos || !take(",")) {
+    return std::nullopt;
+  }
+  if (!take("\"arguments\"") && !take("\"parameters\"")) return std::nullopt;
+  if (!take(":")) return std::nullopt;
+  skip();
+  if (i >= body.size() || body[i] != '{') return std::nullopt;
+  JsonScan scan;
+  std::string_view args = body.substr(i);
+  size_t end = JsonArrayEnd(args, &scan);
+  if (end == std::string_view::npos && closed) return std::nullopt;
+  call.arguments.assign(
+      args.substr(0, end == std::string_view::npos ? Utf8SafeEnd(args, args.size()) : end + 1));
+  return call;
+}
+
+// DeepSeek-V3.1: name<｜tool▁sep｜>{json}, the JSON text as read.
+std::optional<PartialCall> PartialDeepSeekCall(std::string_view body, bool closed) {
+  size_t sep = body.find(kDeepSeekSep);
+  if (sep == std::string_view::npos) return std::nullopt;
+  PartialCall call{std::string(Trim(body.substr(0, sep))), ""};
+  if (call.name.empty()) return std::nullopt;
+  std::string_view args = body.substr(sep + kDeepSeekSep.size());
+  if (closed) {
+    args = Trim(args);
+  } else {
+    size_t lead = args.find_first_not_of(kWhitespace);
+    args = lead == std::string_view::npos ? "" : args.substr(lead);
+    args = args.substr(0, Utf8SafeEnd(args, args.size()));
+  }
+  call.arguments.assign(args);
+  return call;
+}
+
 const std::vector<std::string>& ToolCallFormats() {
   static const std::vector<std::string> formats = {"glm45",       "deepseek_v31", "hermes",
                                                    "llama3_json", "mistral",      "none"};
@@ -409,6 +505,32 @@ void ChatOutputParser::ResolveCall(std::string_view body, bool closed, ChatOutpu
   for (auto& c : calls) EmitCall(std::move(c.name), std::move(c.arguments), std::move(c.id), out);
 }
 
+bool ChatOutputParser::StreamCall(std::string_view body, bool closed, ChatOutputDelta* out) {
+  const std::string& f = options_.format;
+  if (!options_.stream_arguments || (f != "glm45" && f != "hermes" && f != "deepseek_v31")) {
+    return false;
+  }
+  std::optional<PartialCall> call = f == "glm45"    ? PartialGlmCall(body, closed, options_.tools)
+                                    : f == "hermes" ? PartialJsonCall(body, closed)
+                                                    : PartialDeepSeekCall(body, closed);
+  if (!call) return streaming_index_ >= 0;  // not started: the call is resolved whole
+  // Later reads only extend the text; anything else (never from a grammar) stops the pieces.
+  if (streaming_index_ >= 0 && !StartsWith(call->arguments, streamed_arguments_)) return true;
+  if (streaming_index_ < 0) {
+    if (options_.max_calls > 0 && next_index_ >= options_.max_calls) return true;  // dropped
+    content_.pending_ws.clear();
+    streaming_index_ = next_index_;
+    EmitCall(std::move(call->name), call->arguments, "", out);
+  } else if (call->arguments.size() > streamed_arguments_.size()) {
+    ToolCallDelta d;
+    d.index = streaming_index_;
+    d.arguments = call->arguments.substr(streamed_arguments_.size());
+    out->tool_calls.push_back(std::move(d));
+  }
+  streamed_arguments_ = std::move(call->arguments);
+  return true;
+}
+
 bool ChatOutputParser::Step(bool final, ChatOutputDelta* out) {
   switch (state_) {
     case State::kDone:
@@ -524,13 +646,25 @@ bool ChatOutputParser::Step(bool final, ChatOutputDelta* out) {
         }
         scan_.pos = buf.size();
         if (p != std::string_view::npos) {
-          ResolveCall(buf.substr(0, p), true, out);
+          if (!StreamCall(buf.substr(0, p), true, out)) ResolveCall(buf.substr(0, p), true, out);
+          streaming_index_ = -1;
+          streamed_arguments_.clear();
           buffer_.erase(0, p + call_end_.size());
           state_ = State::kContent;
           return true;
         }
+        // What can no longer be the start of the end marker is read so far.
+        if (!final) StreamCall(buf.substr(0, HoldFrom(buf, {call_end_})), false, out);
       }
       if (!final) return false;
+      if (streaming_index_ >= 0) {
+        // Cut inside a streamed call (max_tokens): its pieces stand, it is not content.
+        streaming_index_ = -1;
+        streamed_arguments_.clear();
+        buffer_.clear();
+        state_ = State::kContent;
+        return false;
+      }
       // The output ended inside a call: take it if it reads as one without its end marker.
       ResolveCall(buf, false, out);
       buffer_.clear();
@@ -551,7 +685,9 @@ bool ChatOutputParser::Step(bool final, ChatOutputDelta* out) {
 
 absl::StatusOr<ParsedChatOutput> ParseChatOutput(std::string_view text,
                                                  const ChatOutputOptions& options) {
-  auto parser = ChatOutputParser::Create(options);
+  ChatOutputOptions whole = options;
+  whole.stream_arguments = false;  // normalized arguments, as non-streamed responses send them
+  auto parser = ChatOutputParser::Create(std::move(whole));
   if (!parser.ok()) return parser.status();
   ParsedChatOutput result;
   auto take = [&](ChatOutputDelta d) {

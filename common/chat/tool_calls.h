@@ -66,6 +66,12 @@ struct ChatOutputOptions {
   // At most this many calls are returned (0: any number); later ones are dropped
   // (OpenAI's parallel_tool_calls: false is 1).
   int max_calls = 0;
+  // Streaming: send a call's arguments in pieces as they are read (glm45: one argument at a
+  // time; hermes and deepseek_v31: the arguments' JSON text as it comes) instead of whole at
+  // its end. For calls decoded under a grammar (valid by construction): a call that turned
+  // out malformed after its first piece could no longer become content. Other formats, and
+  // ParseChatOutput, always send whole calls.
+  bool stream_arguments = false;
 };
 
 struct ToolCall {
@@ -81,9 +87,10 @@ struct ParsedChatOutput {
 };
 
 // A piece of a tool call in a streamed delta. The first delta of a call carries its id and
-// name; arguments are appended across deltas of the same index. (This parser sends each call
-// whole, in one delta, once its end marker is seen: until then it may still turn out to be
-// malformed, and then it is content.)
+// name; arguments are appended across deltas of the same index. Without
+// ChatOutputOptions::stream_arguments the parser sends each call whole, in one delta, once its
+// end marker is seen: until then it may still turn out to be malformed, and then it is
+// content.
 struct ToolCallDelta {
   int index = 0;
   std::string id;
@@ -145,6 +152,9 @@ class ChatOutputParser {
   // Resolves a call whose body (between its start marker and end marker, or to the end of
   // output) is `body`: a tool call, or, when malformed, content.
   void ResolveCall(std::string_view body, bool closed, ChatOutputDelta* out);
+  // stream_arguments: sends what `body` (the call read so far, or whole when `closed`) adds
+  // to the call's deltas; false when the format does not stream (then ResolveCall does).
+  bool StreamCall(std::string_view body, bool closed, ChatOutputDelta* out);
   std::string NewId();
 
   ChatOutputOptions options_;
@@ -157,6 +167,10 @@ class ChatOutputParser {
   std::string call_end_;
   tool_calls_internal::JsonScan scan_;
   int next_index_ = 0;
+  // The call being streamed (stream_arguments): its index (-1 before its first delta) and
+  // the arguments text sent so far.
+  int streaming_index_ = -1;
+  std::string streamed_arguments_;
   std::mt19937_64 rng_;
 };
 

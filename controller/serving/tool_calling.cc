@@ -121,6 +121,8 @@ absl::StatusOr<ChatOutputPlan> PlanChatOutput(const ToolCalling& tc,
       return InvalidField("tool_choice", absl::StrCat("'tool_choice' cannot be forced: ", message));
     }
     plan.grammar = *std::move(gbnf);
+    // Valid by construction: the arguments can be streamed as they are read.
+    o.stream_arguments = true;
   }
   if (o.format != "none" || o.parse_reasoning) plan.parse = std::move(o);
   return plan;

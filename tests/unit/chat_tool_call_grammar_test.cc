@@ -169,6 +169,69 @@ TEST(ToolCallGrammar, SentencesParseBackAsValidCalls) {
   }
 }
 
+// Forced calls stream their arguments in pieces (stream_arguments): fed in random pieces,
+// the deltas assemble into the calls the whole parse gives (the same JSON values), the first
+// delta of each call carries its id and name, and arguments arrive in more than one piece.
+TEST(ToolCallGrammar, ArgumentsStreamInPiecesThatAssembleIntoTheCalls) {
+  const Json tools = Tools();
+  for (const char* format : {"glm45", "hermes", "deepseek_v31"}) {
+    SCOPED_TRACE(format);
+    ToolCallGrammarOptions o;
+    o.format = format;
+    o.tools = tools;
+    absl::StatusOr<std::string> gbnf = ToolCallGbnf(o);
+    ASSERT_TRUE(gbnf.ok()) << gbnf.status();
+    ChatOutputOptions po;
+    po.format = format;
+    po.tools = tools;
+    po.stream_arguments = true;
+    std::mt19937_64 rng(11);
+    int multi_piece_calls = 0;
+    for (const std::string& text : Samples(*gbnf, 30, 5)) {
+      SCOPED_TRACE(text);
+      absl::StatusOr<ParsedChatOutput> whole = ParseChatOutput(text, po);
+      ASSERT_TRUE(whole.ok());
+      absl::StatusOr<ChatOutputParser> parser = ChatOutputParser::Create(po);
+      ASSERT_TRUE(parser.ok());
+      std::vector<ToolCall> calls;
+      std::vector<int> pieces;
+      std::string content;
+      auto take = [&](const ChatOutputDelta& d) {
+        content += d.content;
+        for (const ToolCallDelta& t : d.tool_calls) {
+          if (t.index == static_cast<int>(calls.size())) {
+            EXPECT_FALSE(t.id.empty());
+            EXPECT_FALSE(t.name.empty());
+            calls.push_back({t.id, t.name, ""});
+            pieces.push_back(0);
+          } else {
+            ASSERT_LT(t.index, static_cast<int>(calls.size()));
+            EXPECT_TRUE(t.id.empty() && t.name.empty()) << "only the first delta names the call";
+          }
+          calls[t.index].arguments += t.arguments;
+          pieces[t.index] += !t.arguments.empty();
+        }
+      };
+      for (size_t at = 0; at < text.size();) {
+        const size_t n = std::uniform_int_distribution<size_t>(1, 6)(rng);
+        take(parser->Feed(text.substr(at, n)));
+        at += n;
+      }
+      take(parser->Finish());
+      EXPECT_EQ(content, "");
+      ASSERT_EQ(calls.size(), whole->tool_calls.size());
+      for (size_t i = 0; i < calls.size(); ++i) {
+        EXPECT_EQ(calls[i].name, whole->tool_calls[i].name);
+        EXPECT_EQ(nlohmann::json::parse(calls[i].arguments, nullptr, false),
+                  nlohmann::json::parse(whole->tool_calls[i].arguments))
+            << calls[i].arguments;
+        multi_piece_calls += pieces[i] > 1;
+      }
+    }
+    EXPECT_GT(multi_piece_calls, 10);
+  }
+}
+
 TEST(ToolCallGrammar, ReasoningComesFirstWhenThePromptOpenedIt) {
   ToolCallGrammarOptions o;
   o.format = "glm45";
