@@ -44,7 +44,7 @@ tessera_test(chat_prompt_injection_test
 # conformance template that writes tool calls, and the streaming parser's edge cases.
 tessera_test(chat_tool_calls_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/chat_tool_calls_test.cc
-  DEPS tessera_chat nlohmann_json::nlohmann_json
+  DEPS tessera_chat tessera_tokenizer nlohmann_json::nlohmann_json
   LABELS chat unit sanitize
   TIMEOUT 60)
 # Forced tool calls (common/chat/tool_call_grammar): random sentences of each format's grammar

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/chat/template.h"
+#include "common/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/shared_data.h"
@@ -94,6 +95,46 @@ ChatOutputOptions Options(const std::string& format, Json tools = nullptr) {
   o.format = format;
   o.tools = std::move(tools);
   return o;
+}
+
+// Byte-level BPE tokenizers of the conformance set (their pieces concatenate back to any
+// text), or none when the files are absent.
+const std::vector<tokenizer::Tokenizer>& Tokenizers() {
+  static const std::vector<tokenizer::Tokenizer>* tokenizers = [] {
+    auto* out = new std::vector<tokenizer::Tokenizer>();
+    for (const char* name : {"ggml-vocab-deepseek-llm.gguf", "ggml-vocab-gpt-2.gguf"}) {
+      auto path = testing::ConformancePath(std::string("tokenizer/") + name);
+      if (!path) continue;
+      auto tok = tokenizer::Tokenizer::Open(path->string());
+      if (tok.ok()) out->push_back(*std::move(tok));
+    }
+    return out;
+  }();
+  return *tokenizers;
+}
+
+// `text` as a server streams it: tokenized, then each token's bytes detokenized, a piece
+// sent once it ends on a whole UTF-8 character (the serving path holds back the rest).
+std::vector<std::string> TokenPieces(const tokenizer::Tokenizer& tok, const std::string& text) {
+  std::vector<std::string> pieces;
+  std::string pending;
+  for (tokenizer::TokenId id : tok.Encode(text, {.parse_special = true})) {
+    pending.append(tok.Piece(id));
+    size_t end = pending.size();
+    size_t lead = end;
+    while (lead > 0 && (static_cast<unsigned char>(pending[lead - 1]) & 0xC0) == 0x80) --lead;
+    if (lead > 0) {
+      const unsigned char c = static_cast<unsigned char>(pending[lead - 1]);
+      const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+      if (end - (lead - 1) < need) end = lead - 1;
+    }
+    if (end > 0) {
+      pieces.push_back(pending.substr(0, end));
+      pending.erase(0, end);
+    }
+  }
+  if (!pending.empty()) pieces.push_back(pending);
+  return pieces;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -180,6 +221,7 @@ struct Variant {
 
 TEST(ChatToolCalls, RoundTripThroughConformanceTemplates) {
   TESSERA_REQUIRE_CONFORMANCE(dir, "chat");
+  ASSERT_EQ(Tokenizers().size(), 2u) << "the conformance tokenizers did not load";
   const std::vector<Variant> variants = {
       {"default", Json::object(), true},
       // Thinking off: GLM and Qwen3 close the think block in the generation prompt.
@@ -246,6 +288,14 @@ TEST(ChatToolCalls, RoundTripThroughConformanceTemplates) {
           pieces.push_back(output.substr(at, n));
           at += n;
         }
+        results.push_back(StreamPieces(pieces, options));
+      }
+      // Token by token, as a model's tokens are detokenized while serving.
+      for (const tokenizer::Tokenizer& tok : Tokenizers()) {
+        std::vector<std::string> pieces = TokenPieces(tok, output);
+        std::string joined;
+        for (const std::string& p : pieces) joined += p;
+        ASSERT_EQ(joined, output) << "the tokenizer's pieces do not give the text back";
         results.push_back(StreamPieces(pieces, options));
       }
       for (size_t r = 0; r < results.size(); ++r) {
