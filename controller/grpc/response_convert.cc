@@ -43,6 +43,13 @@ void AppendDelta(chat::ChatOutputDelta delta, tessera::v1::GenerateResponse* chu
   chunk->mutable_text()->append(ToValidUtf8(delta.content));
   chunk->mutable_reasoning_content()->append(ToValidUtf8(delta.reasoning_content));
   for (chat::ToolCallDelta& call : delta.tool_calls) {
+    auto& calls = *chunk->mutable_tool_calls();
+    if (!calls.empty() && calls.rbegin()->index() == call.index && call.id.empty() &&
+        call.name.empty()) {
+      // More arguments of the call this chunk already holds a piece of: one piece.
+      calls.rbegin()->mutable_arguments()->append(ToValidUtf8(call.arguments));
+      continue;
+    }
     tessera::v1::ToolCallDelta* out = chunk->add_tool_calls();
     out->set_index(call.index);
     out->set_id(ToValidUtf8(call.id));

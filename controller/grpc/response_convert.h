@@ -24,11 +24,13 @@ bool IsEmptyChunk(const tessera::v1::GenerateResponse& chunk);
 // The events of one call into its chunks. Without `output` (Generate, or a Chat whose output
 // is not parsed) this is AppendEvent. With it, the event text goes through a
 // chat::ChatOutputParser as the REST chat API's does: content into `text`, reasoning into
-// reasoning_content, each completed call into tool_calls (text that may still be markup is
-// held back until a later event, or the finished one, decides it); the finished event's
-// finish_reason is "tool_calls" when calls were returned and the engine said "stop"; with
-// reasoning parsing on, usage.reasoning_tokens counts the tokens whose text was read inside
-// the reasoning (or closed it). An unknown format name in `output` leaves the text unparsed.
+// reasoning_content, calls into tool_calls as the parser sends them (whole, or for a forced
+// call its arguments as they are read; pieces of one call that land in the same chunk are
+// joined). Text that may still be markup is held back until a later event, or the finished
+// one, decides it. The finished event's finish_reason is "tool_calls" when calls were
+// returned and the engine said "stop"; with reasoning parsing on, usage.reasoning_tokens
+// counts the tokens whose text was read inside the reasoning (or closed it). An unknown
+// format name in `output` leaves the text unparsed.
 class ChunkBuilder {
  public:
   explicit ChunkBuilder(std::optional<chat::ChatOutputOptions> output);

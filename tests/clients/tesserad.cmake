@@ -60,6 +60,27 @@ if(TARGET tesserad AND TARGET tessera-worker AND TARGET tessera)
     set_tests_properties(tesserad_grpc_reflection_client PROPERTIES
       LABELS "clients;grpc;daemon" TIMEOUT 180 SKIP_RETURN_CODE 77)
 
+    # Tools, tool calls and reasoning in gRPC Chat, from the reflection-only client: with the
+    # built-in GLM template (glm45 calls) named and "required" forced calls at temperature 1.0
+    # validated by python3-jsonschema, a conversation sending the result back, errors naming
+    # the fields, "auto"; then a template that opens <think>: reasoning_content and
+    # usage.reasoning_tokens. 77: python3-grpcio or python3-jsonschema is not installed.
+    add_test(NAME tesserad_grpc_tool_calls_test
+             COMMAND ${tessera_daemon_harness}
+                     --daemon-arg=--chat-template --daemon-arg=glm4
+                     -- ${TESSERA_SYSTEM_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/grpc_tool_calls_client.py
+                     --target {grpc} --api-key {api_key} --mode tools)
+    set_tests_properties(tesserad_grpc_tool_calls_test PROPERTIES
+      LABELS "clients;grpc;daemon;grammar" TIMEOUT 300 SKIP_RETURN_CODE 77)
+    add_test(NAME tesserad_grpc_reasoning_test
+             COMMAND ${tessera_daemon_harness}
+                     --daemon-arg=--chat-template
+                     --daemon-arg=${CMAKE_CURRENT_LIST_DIR}/think_template.jinja
+                     -- ${TESSERA_SYSTEM_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/grpc_tool_calls_client.py
+                     --target {grpc} --api-key {api_key} --mode reasoning)
+    set_tests_properties(tesserad_grpc_reasoning_test PROPERTIES
+      LABELS "clients;grpc;daemon" TIMEOUT 180 SKIP_RETURN_CODE 77)
+
     add_test(NAME tesserad_api_test
              COMMAND ${TESSERA_SYSTEM_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/tesserad_api_test.py
                      --tesserad $<TARGET_FILE:tesserad> --worker $<TARGET_FILE:tessera-worker>

@@ -323,6 +323,52 @@ TEST(GrpcChunkBuilderTest, WithoutOutputOptionsTheTextIsUntouched) {
   EXPECT_EQ(last.finish_reason(), "length");
 }
 
+// A forced call streams its arguments in pieces (ChatOutputOptions::stream_arguments): the
+// first piece names the call, later ones of its index carry more arguments; pieces that land
+// in one chunk (a slow reader) are one entry.
+TEST(GrpcChunkBuilderTest, StreamedArgumentsAssembleByIndexAndJoinWithinAChunk) {
+  ScriptedEngine engine;
+  chat::ChatOutputOptions o;
+  o.format = "hermes";
+  o.stream_arguments = true;
+  const std::vector<std::string> pieces = {"<tool_call>\n{\"name\": \"get_weather\", ",
+                                           "\"arguments\": {\"city\": \"Pa", "ris\", \"unit\"",
+                                           ": \"c\"}}\n</tool_call>"};
+  ChunkBuilder separate(o);
+  std::vector<v1::GenerateResponse> chunks(pieces.size());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    separate.Append(Event(pieces[i], 1, i + 1 == pieces.size()), engine, &chunks[i]);
+  }
+  std::string arguments, id;
+  int entries = 0;
+  for (const auto& c : chunks) {
+    for (const v1::ToolCallDelta& d : c.tool_calls()) {
+      EXPECT_EQ(d.index(), 0);
+      if (entries++ == 0) {
+        EXPECT_EQ(d.name(), "get_weather");
+        id = d.id();
+      } else {
+        EXPECT_EQ(d.name(), "");
+        EXPECT_EQ(d.id(), "");
+      }
+      arguments += d.arguments();
+    }
+  }
+  EXPECT_GT(entries, 1);  // streamed, not whole at the end
+  EXPECT_THAT(id, StartsWith("call_"));
+  EXPECT_EQ(ojson::parse(arguments), ojson({{"city", "Paris"}, {"unit", "c"}}));
+  EXPECT_EQ(chunks.back().finish_reason(), "tool_calls");
+
+  ChunkBuilder joined(o);
+  v1::GenerateResponse one;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    joined.Append(Event(pieces[i], 1, i + 1 == pieces.size()), engine, &one);
+  }
+  ASSERT_EQ(one.tool_calls_size(), 1);
+  EXPECT_EQ(one.tool_calls(0).name(), "get_weather");
+  EXPECT_EQ(ojson::parse(one.tool_calls(0).arguments()), ojson({{"city", "Paris"}, {"unit", "c"}}));
+}
+
 // Through the server: the echo engine returns the rendered prompt, so a user message holding
 // call markup comes back as a model's call would.
 TEST(GrpcChatServerTest, ChunksCarryToolCallsAndFinishWithToolCalls) {
