@@ -336,14 +336,20 @@ def check_auto(client, count):
 
 
 def transcript(client):
-    """One forced call as grpcurl would print it: the request, then each chunk."""
-    body = forced_body(7, "get_weather")
-    body["messages"][0]["content"] = "What is the weather in Oslo?"
-    print("$ grpcurl -plaintext -d @ ADDRESS tessera.v1.Inference/Chat <<'EOF'")
-    print(json.dumps(body, indent=2))
-    print("EOF")
+    """One forced call as grpcurl sends it, then its chunks (one line each)."""
+    schema = {"type": "object",
+              "properties": {"city": {"type": "string", "maxLength": 12},
+                             "unit": {"type": "string", "enum": ["c", "f"]}},
+              "required": ["city", "unit"]}
+    body = {"messages": [{"role": "user", "content": "Weather in Paris?"}],
+            "tools": [{"function": {"name": "get_weather",
+                                    "parameters_json": json.dumps(schema)}}],
+            "tool_choice_function": "get_weather",
+            "sampling": {"temperature": 1.0, "seed": "7"}, "options": {"max_tokens": 200}}
+    print("$ grpcurl -plaintext -d '" + json.dumps(body) + "' \\\n"
+          "    ADDRESS tessera.v1.Inference/Chat")
     for chunk in client.chat(body):
-        print(json_format.MessageToJson(chunk, indent=2))
+        print(json.dumps(json_format.MessageToDict(chunk)))
 
 
 def check_reasoning(client):
@@ -376,7 +382,7 @@ def main():
     parser.add_argument("--forced", type=int, default=50, help="named forced calls to check")
     parser.add_argument("--auto", type=int, default=50, help="'auto' requests to check")
     parser.add_argument("--transcript", action="store_true",
-                        help="print one forced call's request and chunks as grpcurl would")
+                        help="print one forced call's request and its chunks (one line each)")
     args = parser.parse_args()
     try:
         client = ChatClient(args.target, args.api_key, REFLECTION_PACKAGES)
