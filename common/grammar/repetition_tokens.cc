@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string_view>
 
+#include "common/grammar/token_walk.h"
+
 namespace tessera::grammar {
 
 namespace {
@@ -22,9 +24,9 @@ class RelativeWalk {
            OnToken&& on_token) {
     const absl::Span<const uint32_t> ids = vocab.sorted_ids();
     const absl::Span<const uint32_t> shared_prefix = vocab.shared_prefix();
-    levels_.assign(1, {start});
+    sets_.Clear();
+    levels_.assign(1, sets_.Intern({start}));
     escapes_.assign(1, {});
-    UpdateTags(arena);
     size_t valid = 0;  // levels_[0..valid] hold the states of the current prefix
     size_t i = 0;
     while (i < ids.size()) {
@@ -39,27 +41,25 @@ class RelativeWalk {
         const uint8_t byte = static_cast<uint8_t>(bytes[depth]);
         escapes_[depth + 1] = escapes_[depth];
         if (follow != nullptr && follow->Contains(byte)) {
-          for (uint32_t node : levels_[depth]) {
-            if (!arena.IsBottom(node) || arena.parent(node) != kContextNode) continue;
-            std::vector<uint32_t>& escapes = escapes_[depth + 1];
-            if (std::find(escapes.begin(), escapes.end(), tags_[node]) == escapes.end()) {
-              escapes.push_back(tags_[node]);
+          UpdateSetTags(arena);
+          std::vector<uint32_t>& escapes = escapes_[depth + 1];
+          for (uint32_t tag : Tags(context_tags_, levels_[depth])) {
+            if (std::find(escapes.begin(), escapes.end(), tag) == escapes.end()) {
+              escapes.push_back(tag);
             }
           }
         }
-        arena.Advance(levels_[depth], byte, levels_[depth + 1]);
-        UpdateTags(arena);
+        levels_[depth + 1] = sets_.Next(arena, levels_[depth], byte);
         ++depth;
-        if (levels_[depth].empty()) {
+        if (levels_[depth] == StackSets::kEmpty) {
           dead = true;
           break;
         }
       }
       valid = depth;
       if (!dead) {
-        end_tags_.clear();
-        for (uint32_t node : levels_[depth]) end_tags_.push_back(tags_[node]);
-        on_token(ids[i++], absl::MakeConstSpan(end_tags_), absl::MakeConstSpan(escapes_[depth]));
+        UpdateSetTags(arena);
+        on_token(ids[i++], Tags(end_tags_, levels_[depth]), absl::MakeConstSpan(escapes_[depth]));
         continue;
       }
       // Every following token that starts with this dead prefix ends the same way.
@@ -72,25 +72,47 @@ class RelativeWalk {
   }
 
  private:
-  // Tags of the nodes created since the last call (a node's parent is older than it).
-  void UpdateTags(const StackArena& arena) {
-    for (uint32_t id = static_cast<uint32_t>(tags_.size()); id < arena.size(); ++id) {
+  struct TagLists {
+    std::vector<uint32_t> begin = {0};  // per set (size sets + 1)
+    std::vector<uint32_t> tags;
+  };
+  static absl::Span<const uint32_t> Tags(const TagLists& lists, uint32_t set) {
+    return absl::MakeConstSpan(lists.tags)
+        .subspan(lists.begin[set], lists.begin[set + 1] - lists.begin[set]);
+  }
+
+  // Tags of the nodes and sets created since the last call (a node's parent is older).
+  void UpdateSetTags(const StackArena& arena) {
+    for (uint32_t id = static_cast<uint32_t>(node_tags_.size()); id < arena.size(); ++id) {
       uint32_t tag;
       if (arena.IsBottom(id)) {
         tag = id == kAcceptNode || id == kContextNode ? kNoTag : kLeft | arena.count(id);
       } else if (arena.count(id) & kRelativeCount) {
         tag = arena.count(id) & ~kRelativeCount;
       } else {
-        tag = tags_[arena.parent(id)];
+        tag = node_tags_[arena.parent(id)];
       }
-      tags_.push_back(tag);
+      node_tags_.push_back(tag);
+    }
+    for (uint32_t set = static_cast<uint32_t>(end_tags_.begin.size() - 1); set < sets_.size();
+         ++set) {
+      for (uint32_t node : sets_.stacks(set)) {
+        end_tags_.tags.push_back(node_tags_[node]);
+        if (arena.IsBottom(node) && arena.parent(node) == kContextNode) {
+          context_tags_.tags.push_back(node_tags_[node]);
+        }
+      }
+      end_tags_.begin.push_back(static_cast<uint32_t>(end_tags_.tags.size()));
+      context_tags_.begin.push_back(static_cast<uint32_t>(context_tags_.tags.size()));
     }
   }
 
-  std::vector<std::vector<uint32_t>> levels_;
+  StackSets sets_;
+  std::vector<uint32_t> node_tags_;  // per node id
+  TagLists end_tags_;                // per set: its stacks' tags
+  TagLists context_tags_;            // per set: the tags of its stacks that left the frames
+  std::vector<uint32_t> levels_;     // per depth: the set of the current prefix
   std::vector<std::vector<uint32_t>> escapes_;  // per depth: tags that escaped so far
-  std::vector<uint32_t> tags_;                  // per node id
-  std::vector<uint32_t> end_tags_;
 };
 
 }  // namespace

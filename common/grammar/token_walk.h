@@ -1,20 +1,70 @@
 // Walking a sorted token list (TokenTrie order) through the pushdown automaton, sharing the
 // parse state of common prefixes and skipping every token that starts with a prefix the
-// grammar refuses. Used to classify tokens (CompiledGrammar) and to check the uncertain ones
-// against a real stack (Matcher).
+// grammar refuses. Used to classify tokens (CompiledGrammar, RepetitionTokens) and to check
+// the uncertain ones against a real stack (Matcher).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
 #include "common/grammar/stack_arena.h"
 #include "common/grammar/token_trie.h"
 
 namespace tessera::grammar {
 
-// kDeferred: the token is longer than the walk's horizon and still alive there (below).
-enum class TokenOutcome : uint8_t { kRejected, kAccepted, kUncertain, kDeferred };
+// The sets of stacks a walk meets, interned, with the step from a set by a byte cached: a
+// walk advances the same set by the same byte over and over (inside a string every
+// character leads back to the same stacks), so each (set, byte) pair is advanced through
+// the arena once per walk and is a table lookup afterwards.
+class StackSets {
+ public:
+  static constexpr uint32_t kEmpty = 0;
+
+  // Forgets every set (the arena's nodes may be truncated between walks).
+  void Clear() {
+    begin_.assign({0, 0});
+    stacks_.clear();
+    index_.clear();
+    index_.emplace(std::vector<uint32_t>(), kEmpty);
+    next_.clear();
+  }
+  // The id of the set `stacks` (in the order given).
+  uint32_t Intern(const std::vector<uint32_t>& stacks) {
+    auto [it, inserted] = index_.try_emplace(stacks, static_cast<uint32_t>(begin_.size() - 1));
+    if (inserted) {
+      stacks_.insert(stacks_.end(), stacks.begin(), stacks.end());
+      begin_.push_back(static_cast<uint32_t>(stacks_.size()));
+    }
+    return it->second;
+  }
+  absl::Span<const uint32_t> stacks(uint32_t set) const {
+    return absl::MakeConstSpan(stacks_).subspan(begin_[set], begin_[set + 1] - begin_[set]);
+  }
+  size_t size() const { return begin_.size() - 1; }
+  // The set reached from `set` by `byte` (StackArena::Advance, cached).
+  uint32_t Next(StackArena& arena, uint32_t set, uint8_t byte) {
+    auto [it, inserted] = next_.try_emplace((uint64_t{set} << 8) | byte, kEmpty);
+    if (inserted) {
+      scratch_from_.assign(stacks(set).begin(), stacks(set).end());
+      arena.Advance(scratch_from_, byte, scratch_to_);
+      it->second = Intern(scratch_to_);
+    }
+    return it->second;
+  }
+
+ private:
+  std::vector<uint32_t> begin_ = {0, 0};  // set -> its first stack in stacks_ (size sets + 1)
+  std::vector<uint32_t> stacks_;
+  absl::flat_hash_map<std::vector<uint32_t>, uint32_t> index_;
+  absl::flat_hash_map<uint64_t, uint32_t> next_;  // (set << 8 | byte) -> set
+  std::vector<uint32_t> scratch_from_, scratch_to_;
+};
+
+enum class TokenOutcome : uint8_t { kRejected, kAccepted, kUncertain };
 
 class TokenWalk {
  public:
@@ -22,15 +72,14 @@ class TokenWalk {
   // ids[i-1]) from the stack set `start`, calling on_outcome(id, TokenOutcome) for every
   // token. `follow`, when given, is the set of bytes that may follow the rule the walk starts
   // in: a path that pops into kContextNode and meets one of them makes the token kUncertain
-  // if no path accepts it. A token longer than `horizon` bytes whose first `horizon` bytes
-  // are alive is kDeferred, unwalked past them. Scratch nodes stay in `arena` (the caller
-  // truncates).
+  // if no path accepts it. Scratch nodes stay in `arena` (the caller truncates).
   template <typename OnOutcome>
   void Run(StackArena& arena, const TokenTrie& vocab, absl::Span<const uint32_t> ids,
            absl::Span<const uint32_t> shared_prefix, const std::vector<uint32_t>& start,
-           const ByteSet* follow, OnOutcome&& on_outcome, size_t horizon = SIZE_MAX) {
-    if (levels_.empty()) levels_.resize(1);
-    levels_[0] = start;
+           const ByteSet* follow, OnOutcome&& on_outcome) {
+    sets_.Clear();
+    has_context_.clear();
+    levels_.assign(1, sets_.Intern(start));
     escaped_.assign(1, false);
     size_t valid = 0;  // levels_[0..valid] hold the states of the current prefix
     size_t i = 0;
@@ -38,36 +87,25 @@ class TokenWalk {
       std::string_view bytes = vocab.token(ids[i]);
       size_t depth = std::min<size_t>(i == 0 ? 0 : shared_prefix[i], valid);
       bool dead = false;
-      bool deferred = false;
       while (depth < bytes.size()) {
-        if (depth == horizon) {
-          deferred = true;
-          break;
+        if (levels_.size() <= depth + 1) {
+          levels_.resize(depth + 2);
+          escaped_.resize(depth + 2);
         }
-        if (levels_.size() <= depth + 1) levels_.resize(depth + 2);
-        if (escaped_.size() <= depth + 1) escaped_.resize(depth + 2);
         const uint8_t byte = static_cast<uint8_t>(bytes[depth]);
         bool escaped = escaped_[depth];
         if (follow != nullptr && !escaped && follow->Contains(byte)) {
-          for (uint32_t node : levels_[depth]) escaped |= node == kContextNode;
+          escaped = HasContext(levels_[depth]);
         }
-        arena.Advance(levels_[depth], byte, levels_[depth + 1]);
+        levels_[depth + 1] = sets_.Next(arena, levels_[depth], byte);
         escaped_[depth + 1] = escaped;
         ++depth;
-        if (levels_[depth].empty()) {
+        if (levels_[depth] == StackSets::kEmpty) {
           dead = true;
           break;
         }
       }
       valid = depth;
-      if (deferred) {
-        // Every following token that starts with this live prefix is longer than it too.
-        on_outcome(ids[i++], TokenOutcome::kDeferred);
-        while (i < ids.size() && shared_prefix[i] >= depth) {
-          on_outcome(ids[i++], TokenOutcome::kDeferred);
-        }
-        continue;
-      }
       if (!dead) {
         on_outcome(ids[i++], TokenOutcome::kAccepted);
         continue;
@@ -80,7 +118,18 @@ class TokenWalk {
   }
 
  private:
-  std::vector<std::vector<uint32_t>> levels_;
+  // Whether set `set` holds kContextNode (a path popped below the walk's frames).
+  bool HasContext(uint32_t set) {
+    while (has_context_.size() <= set) {
+      const absl::Span<const uint32_t> stacks = sets_.stacks(has_context_.size());
+      has_context_.push_back(std::find(stacks.begin(), stacks.end(), kContextNode) != stacks.end());
+    }
+    return has_context_[set];
+  }
+
+  StackSets sets_;
+  std::vector<bool> has_context_;  // per set
+  std::vector<uint32_t> levels_;   // per depth: the set of the current prefix
   std::vector<bool> escaped_;
 };
 
