@@ -87,8 +87,8 @@ class Builder {
 
   absl::StatusOr<std::string> Build() {
     const std::string& f = o_.format;
-    if (f != "glm45" && f != "deepseek_v31" && f != "hermes" && f != "llama3_json" &&
-        f != "mistral") {
+    if (f != "glm45" && f != "deepseek_v3" && f != "deepseek_v31" && f != "hermes" &&
+        f != "llama3_json" && f != "mistral") {
       return absl::InvalidArgumentError(absl::StrCat(
           "the tool-call format '", f,
           "' has no call markup to force a call in (the model's chat template writes none "
@@ -123,7 +123,7 @@ class Builder {
       list = absl::StrCat(call, " (", sep, sep.empty() ? "" : " ", call, ")*");
     }
     std::string body;
-    if (f == "deepseek_v31") {
+    if (f == "deepseek_v31" || f == "deepseek_v3") {
       body = absl::StrCat(Marker("<｜tool▁calls▁begin｜>"), " ", list, " ",
                           Marker("<｜tool▁calls▁end｜>"));
     } else if (f == "mistral") {
@@ -206,6 +206,13 @@ class Builder {
     absl::StatusOr<std::string> args = ArgumentsJson(tool, fn);
     if (!args.ok()) return args.status();
     const std::string quoted = GbnfLiteral(Json(name).dump());
+    if (f == "deepseek_v3") {
+      return rules_.Helper(
+          absl::StrCat("call-", tool),
+          absl::StrCat(Marker("<｜tool▁call▁begin｜>"), " \"function\" ", Marker("<｜tool▁sep｜>"),
+                       " ", GbnfLiteral(name + "\n```json\n"), " ", *args, " ",
+                       GbnfLiteral("\n```"), " ", Marker("<｜tool▁call▁end｜>")));
+    }
     if (f == "deepseek_v31") {
       return rules_.Helper(
           absl::StrCat("call-", tool),

@@ -22,6 +22,9 @@
 //                schema's order, each optional one present or not.
 //   deepseek_v31 <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>name<｜tool▁sep｜>{args}
 //                <｜tool▁call▁end｜>…<｜tool▁calls▁end｜>
+//   deepseek_v3  the same, each call
+//   <｜tool▁call▁begin｜>function<｜tool▁sep｜>name\n```json\n{args}
+//                \n```<｜tool▁call▁end｜>
 //   hermes       <tool_call>\n{"name": "…", "arguments": {…}}\n</tool_call>, calls separated by
 //                a newline
 //   llama3_json  {"name": "…", "parameters": {…}}: one call (the format has no list)

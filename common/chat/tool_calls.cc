@@ -25,6 +25,8 @@ constexpr std::string_view kDeepSeekCallsEnd = "<｜tool▁calls▁end｜>";
 constexpr std::string_view kDeepSeekCallBegin = "<｜tool▁call▁begin｜>";
 constexpr std::string_view kDeepSeekCallEnd = "<｜tool▁call▁end｜>";
 constexpr std::string_view kDeepSeekSep = "<｜tool▁sep｜>";
+constexpr std::string_view kDeepSeekV3Json = "```json";
+constexpr std::string_view kDeepSeekV3Type = "function";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
 constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
 
@@ -42,7 +44,7 @@ struct Marker {
 
 std::vector<Marker> ContentMarkers(const std::string& format) {
   if (format == "glm45" || format == "hermes") return {{kToolCallOpen, kToolCallClose}};
-  if (format == "deepseek_v31") {
+  if (format == "deepseek_v31" || format == "deepseek_v3") {
     return {{kDeepSeekCallsBegin, "", true},
             {kDeepSeekCallsEnd, "", true},
             {kDeepSeekCallBegin, kDeepSeekCallEnd}};
@@ -222,6 +224,25 @@ std::optional<ParsedCall> ParseDeepSeekCall(std::string_view body) {
   return ParsedCall{name, Dump(*args), ""};
 }
 
+// DeepSeek-V3: function<｜tool▁sep｜>name\n```json\n{json}\n```
+std::optional<ParsedCall> ParseDeepSeekV3Call(std::string_view body) {
+  size_t sep = body.find(kDeepSeekSep);
+  if (sep == std::string_view::npos || Trim(body.substr(0, sep)) != kDeepSeekV3Type) {
+    return std::nullopt;
+  }
+  std::string_view rest = body.substr(sep + kDeepSeekSep.size());
+  size_t fence = rest.find(kDeepSeekV3Json);
+  if (fence == std::string_view::npos) return std::nullopt;
+  std::string name(Trim(rest.substr(0, fence)));
+  std::string_view json = Trim(rest.substr(fence + kDeepSeekV3Json.size()));
+  if (name.empty() || json.size() < 3 || json.substr(json.size() - 3) != "```") {
+    return std::nullopt;
+  }
+  auto args = ParseJson(json.substr(0, json.size() - 3));
+  if (!args || !args->is_object()) return std::nullopt;
+  return ParsedCall{name, Dump(*args), ""};
+}
+
 // Where the JSON array or object starting at s[0] ends (the index of its closing bracket), or
 // npos when it is not complete yet. Strings are skipped so brackets inside them do not count.
 // The scan resumes where the last one stopped, so a call streamed in many pieces is read once.
@@ -358,8 +379,8 @@ std::optional<PartialCall> PartialDeepSeekCall(std::string_view body, bool close
 }
 
 const std::vector<std::string>& ToolCallFormats() {
-  static const std::vector<std::string> formats = {"glm45",       "deepseek_v31", "hermes",
-                                                   "llama3_json", "mistral",      "none"};
+  static const std::vector<std::string> formats = {
+      "glm45", "deepseek_v3", "deepseek_v31", "hermes", "llama3_json", "mistral", "none"};
   return formats;
 }
 
@@ -367,6 +388,10 @@ std::string DetectToolCallFormat(std::string_view source) {
   auto has = [&](std::string_view s) { return source.find(s) != std::string_view::npos; };
   // Most specific first: GLM also writes <tool_call>, so its <arg_key> decides before Hermes.
   if (has(kArgKeyOpen) && has(kToolCallOpen)) return "glm45";
+  // DeepSeek-V3 writes "function<｜tool▁sep｜>name" and the arguments in a ```json block.
+  if ((has(kDeepSeekCallsBegin) || has(kDeepSeekCallBegin)) && has(kDeepSeekV3Json)) {
+    return "deepseek_v3";
+  }
   if (has(kDeepSeekCallsBegin) || has(kDeepSeekCallBegin)) return "deepseek_v31";
   if (has(kMistralCalls)) return "mistral";
   if (has(kToolCallOpen)) return "hermes";
@@ -472,6 +497,8 @@ void ChatOutputParser::ResolveCall(std::string_view body, bool closed, ChatOutpu
     one = ParseGlmCall(body, options_.tools);
   } else if (f == "deepseek_v31") {
     one = ParseDeepSeekCall(body);
+  } else if (f == "deepseek_v3") {
+    one = ParseDeepSeekV3Call(body);
   } else if (f == "hermes" || f == "llama3_json") {
     if (auto j = ParseJson(body)) one = ParseJsonCall(*j);
     // Only Mistral's ids come from the model; the others are always generated.

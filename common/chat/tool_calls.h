@@ -20,6 +20,8 @@
 //   deepseek_v31  DeepSeek-V3.1:
 //   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>name<｜tool▁sep｜>{args}
 //                 <｜tool▁call▁end｜>…<｜tool▁calls▁end｜>
+//   deepseek_v3   DeepSeek-V3 / R1: the same markers, each call
+//                 <｜tool▁call▁begin｜>function<｜tool▁sep｜>name\n```json\n{args}\n```<｜tool▁call▁end｜>
 //   hermes        Qwen2.5/Qwen3: <tool_call>\n{"name": …, "arguments": {…}}\n</tool_call>
 //   llama3_json   Llama 3.1: the whole message is {"name": …, "parameters": {…}}, possibly after
 //                 <|python_tag|>

@@ -51,11 +51,11 @@ const OptionSpec kOptions[] = {
      "NAME",
      "How tool calls are read from chat output when a request sends `tools` (returned as "
      "message.tool_calls, finish_reason tool_calls): auto detects the format from the chat "
-     "template; glm45, deepseek_v31, hermes, llama3_json or mistral name one; none returns "
-     "calls as content.",
+     "template; glm45, deepseek_v3, deepseek_v31, hermes, llama3_json or mistral name one; "
+     "none returns calls as content.",
      &C::tool_call_parser,
      {},
-     "auto|none|glm45|deepseek_v31|hermes|llama3_json|mistral"},
+     "auto|none|glm45|deepseek_v3|deepseek_v31|hermes|llama3_json|mistral"},
     {"reasoning-parser",
      T::kEnum,
      S::kModel,

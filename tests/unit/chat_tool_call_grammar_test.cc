@@ -24,7 +24,8 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-const char* const kFormats[] = {"glm45", "deepseek_v31", "hermes", "llama3_json", "mistral"};
+const char* const kFormats[] = {"glm45",  "deepseek_v3", "deepseek_v31",
+                                "hermes", "llama3_json", "mistral"};
 
 Json Tools() {
   return Json::parse(R"([

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Forced tool calls (`tessera grammar --tools`) against independent checks.
 
-For each tool-call format (glm45, deepseek_v31, hermes, llama3_json, mistral) and each way of
+For each tool-call format (glm45, deepseek_v3, deepseek_v31, hermes, llama3_json, mistral) and each way of
 forcing a call (`tool_choice: "required"` with and without parallel calls, a named function),
 it samples random sentences of the grammar and reads them back with a parser of the format
 written here from the templates' markup (not Tessera's): the whole text must be calls and
@@ -70,11 +70,13 @@ TOOLS = [
 CASES = [  # (function, parallel)
     ("", True), ("", False), ("create_ticket", True), ("get_weather", False)]
 
-FORMATS = ["glm45", "deepseek_v31", "hermes", "llama3_json", "mistral"]
+FORMATS = ["glm45", "deepseek_v3", "deepseek_v31", "hermes", "llama3_json", "mistral"]
 
 DS_CALLS_BEGIN = "<｜tool▁calls▁begin｜>"
 DS_CALLS_END = "<｜tool▁calls▁end｜>"
 DS_CALL = re.compile("<｜tool▁call▁begin｜>(.*?)<｜tool▁sep｜>(.*?)<｜tool▁call▁end｜>", re.S)
+DS_V3_CALL = re.compile(
+    "<｜tool▁call▁begin｜>function<｜tool▁sep｜>(.*?)\n```json\n(.*?)\n```<｜tool▁call▁end｜>", re.S)
 GLM_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 GLM_PAIR = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
 HERMES_CALL = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.S)
@@ -123,11 +125,12 @@ def parse(fmt, text):
             pairs = only(GLM_PAIR, body[cut:])
             calls.append((name, {p[1]: glm_value(name, p[1], p[2]) for p in pairs}))
         return calls
-    if fmt == "deepseek_v31":
+    if fmt in ("deepseek_v3", "deepseek_v31"):
         if not (text.startswith(DS_CALLS_BEGIN) and text.endswith(DS_CALLS_END)):
             raise Malformed("not wrapped in the calls markers")
         inner = text[len(DS_CALLS_BEGIN):-len(DS_CALLS_END)]
-        return [(m[1], json.loads(m[2])) for m in only(DS_CALL, inner)]
+        return [(m[1], json.loads(m[2]))
+                for m in only(DS_V3_CALL if fmt == "deepseek_v3" else DS_CALL, inner)]
     if fmt == "hermes":
         calls = []
         for m in only(HERMES_CALL, text):

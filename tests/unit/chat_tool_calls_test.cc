@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/chat/builtin_templates.h"
 #include "common/chat/template.h"
 #include "common/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
@@ -466,6 +467,48 @@ TEST(ChatToolCalls, GlmValuesAreTypedByTheSchema) {
   EXPECT_EQ(Unordered(got.tool_calls[0].arguments), Unordered(R"({"limit": 5})"));
   EXPECT_EQ(got.tool_calls[1].name, "ping");
   EXPECT_EQ(got.tool_calls[1].arguments, "{}");
+}
+
+// DeepSeek-V3's format (function<｜tool▁sep｜>name and a ```json block), through the built-in
+// deepseek3 template, which writes it as DeepSeek-V3's own template does.
+TEST(ChatToolCalls, DeepSeekV3RoundTripThroughTheBuiltinTemplate) {
+  std::optional<std::string> source = BuiltinTemplate("deepseek3");
+  ASSERT_TRUE(source.has_value());
+  EXPECT_EQ(DetectToolCallFormat(*source), "deepseek_v3");
+  auto tmpl = ChatTemplate::Parse(*source);
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+  Json calls = Json::array(
+      {ToolCallJson("a", "get_weather", kCall1Args), ToolCallJson("b", "search", kCall2Args)});
+  Json user = {{"role", "user"}, {"content", "Weather?"}};
+  Json assistant = {{"role", "assistant"}, {"content", "Checking."}, {"tool_calls", calls}};
+  auto render = [&](Json messages, bool add_generation_prompt) {
+    Json vars = {{"messages", std::move(messages)},
+                 {"tools", kTools},
+                 {"add_generation_prompt", add_generation_prompt},
+                 {"bos_token", "<｜begin▁of▁sentence｜>"},
+                 {"eos_token", "<｜end▁of▁sentence｜>"}};
+    AddHuggingFaceDefaults(&vars);
+    auto r = tmpl->Render(vars, kNow);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : std::string();
+  };
+  const std::string prompt = render(Json::array({user}), true);
+  std::string output = render(Json::array({user, assistant}), false).substr(prompt.size());
+  const std::string eos = "<｜end▁of▁sentence｜>";
+  ASSERT_EQ(output.substr(output.size() - eos.size()), eos) << output;
+  output.resize(output.size() - eos.size());
+  SCOPED_TRACE(output);
+  for (size_t piece : {size_t{0}, size_t{1}, size_t{5}}) {
+    ParsedChatOutput got = Stream(output, Options("deepseek_v3", kTools), piece);
+    EXPECT_EQ(got.content, "Checking.");
+    ASSERT_EQ(got.tool_calls.size(), 2u);
+    EXPECT_EQ(got.tool_calls[0].name, "get_weather");
+    EXPECT_EQ(Unordered(got.tool_calls[0].arguments), UnorderedJson(kCall1Args));
+    EXPECT_EQ(got.tool_calls[1].name, "search");
+    EXPECT_EQ(Unordered(got.tool_calls[1].arguments), UnorderedJson(kCall2Args));
+  }
+  // V3.1's parser does not read V3's calls as calls.
+  EXPECT_TRUE(Parse(output, Options("deepseek_v31", kTools)).tool_calls.empty());
 }
 
 TEST(ChatToolCalls, DeepSeekTextBeforeCalls) {
