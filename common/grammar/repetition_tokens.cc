@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string_view>
 
+#include "absl/container/flat_hash_map.h"
 #include "common/grammar/token_walk.h"
 
 namespace tessera::grammar {
@@ -15,10 +16,13 @@ constexpr uint32_t kLeft = 1u << 31;
 constexpr uint32_t kNoTag = UINT32_MAX;
 
 // TokenWalk (token_walk.h) for a relative repetition frame: reports, for each token in trie
-// order, the tags of the stacks alive at its end (none when it dies) and of the stacks that
-// popped below the context's frames at a byte of `follow` on the way.
+// order, the set of stacks alive at its end (StackSets::kEmpty when it dies) and the list of
+// tags of the stacks that popped below the context's frames at a byte of `follow` on the way
+// (kNoEscapes for none). Both are ids: a token's outcome depends on nothing else.
 class RelativeWalk {
  public:
+  static constexpr uint32_t kNoEscapes = 0;
+
   template <typename OnToken>
   void Run(StackArena& arena, const TokenTrie& vocab, uint32_t start, const ByteSet* follow,
            OnToken&& on_token) {
@@ -26,7 +30,7 @@ class RelativeWalk {
     const absl::Span<const uint32_t> shared_prefix = vocab.shared_prefix();
     sets_.Clear();
     levels_.assign(1, sets_.Intern({start}));
-    escapes_.assign(1, {});
+    escapes_.assign(1, kNoEscapes);
     size_t valid = 0;  // levels_[0..valid] hold the states of the current prefix
     size_t i = 0;
     while (i < ids.size()) {
@@ -41,13 +45,7 @@ class RelativeWalk {
         const uint8_t byte = static_cast<uint8_t>(bytes[depth]);
         escapes_[depth + 1] = escapes_[depth];
         if (follow != nullptr && follow->Contains(byte)) {
-          UpdateSetTags(arena);
-          std::vector<uint32_t>& escapes = escapes_[depth + 1];
-          for (uint32_t tag : Tags(context_tags_, levels_[depth])) {
-            if (std::find(escapes.begin(), escapes.end(), tag) == escapes.end()) {
-              escapes.push_back(tag);
-            }
-          }
+          escapes_[depth + 1] = AddEscapes(arena, escapes_[depth], levels_[depth]);
         }
         levels_[depth + 1] = sets_.Next(arena, levels_[depth], byte);
         ++depth;
@@ -58,31 +56,30 @@ class RelativeWalk {
       }
       valid = depth;
       if (!dead) {
-        UpdateSetTags(arena);
-        on_token(ids[i++], Tags(end_tags_, levels_[depth]), absl::MakeConstSpan(escapes_[depth]));
+        on_token(ids[i++], levels_[depth], escapes_[depth]);
         continue;
       }
       // Every following token that starts with this dead prefix ends the same way.
-      const absl::Span<const uint32_t> escapes = escapes_[depth];
-      on_token(ids[i++], absl::Span<const uint32_t>(), escapes);
+      const uint32_t escapes = escapes_[depth];
+      on_token(ids[i++], StackSets::kEmpty, escapes);
       while (i < ids.size() && shared_prefix[i] >= depth) {
-        on_token(ids[i++], absl::Span<const uint32_t>(), escapes);
+        on_token(ids[i++], StackSets::kEmpty, escapes);
       }
     }
   }
 
- private:
-  struct TagLists {
-    std::vector<uint32_t> begin = {0};  // per set (size sets + 1)
+  // The tags of the stacks of `set`.
+  std::vector<uint32_t> EndTags(const StackArena& arena, uint32_t set) {
+    UpdateNodeTags(arena);
     std::vector<uint32_t> tags;
-  };
-  static absl::Span<const uint32_t> Tags(const TagLists& lists, uint32_t set) {
-    return absl::MakeConstSpan(lists.tags)
-        .subspan(lists.begin[set], lists.begin[set + 1] - lists.begin[set]);
+    for (uint32_t node : sets_.stacks(set)) tags.push_back(node_tags_[node]);
+    return tags;
   }
+  const std::vector<uint32_t>& Escapes(uint32_t escapes) const { return escape_lists_[escapes]; }
 
-  // Tags of the nodes and sets created since the last call (a node's parent is older).
-  void UpdateSetTags(const StackArena& arena) {
+ private:
+  // Tags of the nodes created since the last call (a node's parent is older than it).
+  void UpdateNodeTags(const StackArena& arena) {
     for (uint32_t id = static_cast<uint32_t>(node_tags_.size()); id < arena.size(); ++id) {
       uint32_t tag;
       if (arena.IsBottom(id)) {
@@ -94,25 +91,36 @@ class RelativeWalk {
       }
       node_tags_.push_back(tag);
     }
-    for (uint32_t set = static_cast<uint32_t>(end_tags_.begin.size() - 1); set < sets_.size();
-         ++set) {
-      for (uint32_t node : sets_.stacks(set)) {
-        end_tags_.tags.push_back(node_tags_[node]);
-        if (arena.IsBottom(node) && arena.parent(node) == kContextNode) {
-          context_tags_.tags.push_back(node_tags_[node]);
-        }
+  }
+
+  // The escape list `escapes` with the tags of the stacks of `set` that left the frames.
+  uint32_t AddEscapes(const StackArena& arena, uint32_t escapes, uint32_t set) {
+    auto [it, inserted] = added_.try_emplace((uint64_t{escapes} << 32) | set, escapes);
+    if (!inserted) return it->second;
+    UpdateNodeTags(arena);
+    std::vector<uint32_t> list = escape_lists_[escapes];
+    for (uint32_t node : sets_.stacks(set)) {
+      if (!arena.IsBottom(node) || arena.parent(node) != kContextNode) continue;
+      if (std::find(list.begin(), list.end(), node_tags_[node]) == list.end()) {
+        list.push_back(node_tags_[node]);
       }
-      end_tags_.begin.push_back(static_cast<uint32_t>(end_tags_.tags.size()));
-      context_tags_.begin.push_back(static_cast<uint32_t>(context_tags_.tags.size()));
     }
+    std::sort(list.begin(), list.end());
+    auto [list_it, added] =
+        escape_index_.try_emplace(list, static_cast<uint32_t>(escape_lists_.size()));
+    if (added) escape_lists_.push_back(std::move(list));
+    it = added_.find((uint64_t{escapes} << 32) | set);  // escape_index_ does not move added_
+    it->second = list_it->second;
+    return list_it->second;
   }
 
   StackSets sets_;
   std::vector<uint32_t> node_tags_;  // per node id
-  TagLists end_tags_;                // per set: its stacks' tags
-  TagLists context_tags_;            // per set: the tags of its stacks that left the frames
   std::vector<uint32_t> levels_;     // per depth: the set of the current prefix
-  std::vector<std::vector<uint32_t>> escapes_;  // per depth: tags that escaped so far
+  std::vector<uint32_t> escapes_;    // per depth: the escape list so far
+  std::vector<std::vector<uint32_t>> escape_lists_ = {{}};
+  absl::flat_hash_map<std::vector<uint32_t>, uint32_t> escape_index_ = {{{}, kNoEscapes}};
+  absl::flat_hash_map<uint64_t, uint32_t> added_;  // (escapes << 32 | set) -> escapes
 };
 
 }  // namespace
@@ -153,37 +161,70 @@ std::unique_ptr<RepetitionTokens> RepetitionTokens::Classify(const Grammar& gram
     }
     ranges.resize(kept + 1);
   };
-  std::vector<std::pair<uint32_t, uint32_t>> thresholds;  // (t, id)
-  std::vector<Range> accepted, uncertain;
+  // A token's outcome over the counts, the same for every token with the same end set and
+  // escape list.
+  struct Outcome {
+    enum Kind : uint8_t { kUnknown, kRejected, kAlways, kThreshold, kVarying } kind = kUnknown;
+    uint32_t threshold = 0;                         // kThreshold
+    uint32_t begin = 0, accepted_end = 0, end = 0;  // kVarying: ranges_
+  };
   RelativeWalk walk;
-  walk.Run(arena, vocab, node, follow,
-           [&](uint32_t id, absl::Span<const uint32_t> end_tags,
-               absl::Span<const uint32_t> escape_tags) {
-             if (end_tags.empty() && escape_tags.empty()) return;  // rejected for every count
-             accepted.clear();
-             uncertain.clear();
-             for (uint32_t tag : end_tags) accepted.push_back(possible(tag));
-             for (uint32_t tag : escape_tags) uncertain.push_back(possible(tag));
-             merge(accepted);
-             merge(uncertain);
-             const bool from_one = accepted.size() == 1 && accepted[0].lo == 1;
-             bool uncertain_inside = true;  // every uncertain count is an accepted one
-             for (Range r : uncertain) {
-               uncertain_inside &= from_one && r.hi <= accepted[0].hi;
-             }
-             if (from_one && accepted[0].hi >= rep.max) {
-               out->always_bits_[id >> 6] |= uint64_t{1} << (id & 63);
-             } else if (from_one && uncertain_inside) {
-               thresholds.push_back({accepted[0].hi, id});
-             } else {
-               Varying v{id, static_cast<uint32_t>(out->ranges_.size()), 0, 0};
-               out->ranges_.insert(out->ranges_.end(), accepted.begin(), accepted.end());
-               v.accepted_end = static_cast<uint32_t>(out->ranges_.size());
-               out->ranges_.insert(out->ranges_.end(), uncertain.begin(), uncertain.end());
-               v.end = static_cast<uint32_t>(out->ranges_.size());
-               out->varying_.push_back(v);
-             }
-           });
+  auto outcome_of = [&](uint32_t end_set, uint32_t escapes) {
+    Outcome o;
+    std::vector<Range> accepted, uncertain;
+    if (end_set != StackSets::kEmpty) {
+      for (uint32_t tag : walk.EndTags(arena, end_set)) accepted.push_back(possible(tag));
+    }
+    for (uint32_t tag : walk.Escapes(escapes)) uncertain.push_back(possible(tag));
+    merge(accepted);
+    merge(uncertain);
+    const bool from_one = accepted.size() == 1 && accepted[0].lo == 1;
+    bool uncertain_inside = true;  // every uncertain count is an accepted one
+    for (Range r : uncertain) uncertain_inside &= from_one && r.hi <= accepted[0].hi;
+    if (accepted.empty() && uncertain.empty()) {
+      o.kind = Outcome::kRejected;
+    } else if (from_one && accepted[0].hi >= rep.max) {
+      o.kind = Outcome::kAlways;
+    } else if (from_one && uncertain_inside) {
+      o.kind = Outcome::kThreshold;
+      o.threshold = accepted[0].hi;
+    } else {
+      o.kind = Outcome::kVarying;
+      o.begin = static_cast<uint32_t>(out->ranges_.size());
+      out->ranges_.insert(out->ranges_.end(), accepted.begin(), accepted.end());
+      o.accepted_end = static_cast<uint32_t>(out->ranges_.size());
+      out->ranges_.insert(out->ranges_.end(), uncertain.begin(), uncertain.end());
+      o.end = static_cast<uint32_t>(out->ranges_.size());
+    }
+    return o;
+  };
+  std::vector<Outcome> by_set;                            // escapes == kNoEscapes
+  absl::flat_hash_map<uint64_t, Outcome> by_set_escapes;  // the others
+  std::vector<std::pair<uint32_t, uint32_t>> thresholds;  // (t, id)
+  walk.Run(arena, vocab, node, follow, [&](uint32_t id, uint32_t end_set, uint32_t escapes) {
+    if (end_set == StackSets::kEmpty && escapes == RelativeWalk::kNoEscapes) return;
+    Outcome* o;
+    if (escapes == RelativeWalk::kNoEscapes) {
+      if (by_set.size() <= end_set) by_set.resize(end_set + 1);
+      o = &by_set[end_set];
+    } else {
+      o = &by_set_escapes[(uint64_t{escapes} << 32) | end_set];
+    }
+    if (o->kind == Outcome::kUnknown) *o = outcome_of(end_set, escapes);
+    switch (o->kind) {
+      case Outcome::kAlways:
+        out->always_bits_[id >> 6] |= uint64_t{1} << (id & 63);
+        break;
+      case Outcome::kThreshold:
+        thresholds.push_back({o->threshold, id});
+        break;
+      case Outcome::kVarying:
+        out->varying_.push_back({id, o->begin, o->accepted_end, o->end});
+        break;
+      default:
+        break;
+    }
+  });
 
   // Thresholds by counting sort: below_threshold_[c] = how many have t < c.
   out->below_threshold_.assign(rep.max + 2, 0);

@@ -95,6 +95,14 @@ std::vector<std::string> Vocabulary() {
     tokens.push_back(std::string(n, 'b') + "\"");
     tokens.push_back(std::string(n - 1, 'c') + ".");
   }
+  // Tokens that end a repetition and climb out through Wrapped's rules.
+  for (const char* head : {"", "a", "ab", "aaa", "b\"", "1", "é"}) {
+    for (const char* end : {"\"", "]", ".", "!", "@", ")", "}", "c"}) {
+      for (const char* tail : {",", "!,", ",!,", "@,!,", ",!", "!,!", "@,"}) {
+        tokens.push_back(std::string(head) + end + tail);
+      }
+    }
+  }
   std::mt19937 rng(77);
   for (int i = 0; i < 500; ++i) {
     std::string t;
@@ -137,13 +145,15 @@ void ExpectSameMasks(std::string_view gbnf, const std::shared_ptr<const TokenTri
   }
 }
 
-// `gbnf` called three rules deep, each call followed by a byte, so that its repetitions'
+// `gbnf` called five rules deep, each call followed by a byte, so that its repetitions'
 // contexts are not whole stacks: tokens that leave a repetition and pop below a context's
 // frames are decided per request (uncertain), for the counts where they may leave.
 std::string Wrapped(std::string_view gbnf) {
   std::string inner(gbnf);
   inner.replace(inner.find("root ::="), 8, "inner ::=");
-  return "root ::= w1 \"!\"\nw1 ::= w2 \",\"\nw2 ::= inner \"@\"?\n" + inner;
+  return "root ::= w1 \"!\"\nw1 ::= w2 \",\"\nw2 ::= w3 \"!\"?\nw3 ::= w4 \",\"?\n"
+         "w4 ::= inner \"@\"?\n" +
+         inner;
 }
 
 TEST(CountedRepetitionTest, MasksMatchTheExpandedGrammarOnSyntheticVocabulary) {
