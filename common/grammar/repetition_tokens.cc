@@ -16,9 +16,10 @@ constexpr uint32_t kLeft = 1u << 31;
 constexpr uint32_t kNoTag = UINT32_MAX;
 
 // TokenWalk (token_walk.h) for a relative repetition frame: reports, for each token in trie
-// order, the set of stacks alive at its end (StackSets::kEmpty when it dies) and the list of
-// tags of the stacks that popped below the context's frames at a byte of `follow` on the way
-// (kNoEscapes for none). Both are ids: a token's outcome depends on nothing else.
+// order that is not rejected for every count, the set of stacks alive at its end (StackSets::kEmpty
+// when it dies) and the list of tags of the stacks that popped below the context's frames at a byte
+// of `follow` on the way (kNoEscapes for none). Both are ids: a token's outcome depends on nothing
+// else.
 class RelativeWalk {
  public:
   static constexpr uint32_t kNoEscapes = 0;
@@ -61,6 +62,10 @@ class RelativeWalk {
       }
       // Every following token that starts with this dead prefix ends the same way.
       const uint32_t escapes = escapes_[depth];
+      if (escapes == kNoEscapes) {
+        i = SkipDeadPrefix(vocab, ids, shared_prefix, i, depth);
+        continue;
+      }
       on_token(ids[i++], StackSets::kEmpty, escapes);
       while (i < ids.size() && shared_prefix[i] >= depth) {
         on_token(ids[i++], StackSets::kEmpty, escapes);

@@ -42,6 +42,14 @@ std::shared_ptr<const TokenTrie> TokenTrie::Build(const std::vector<std::string>
     trie->shared_prefix_[i] = SharedPrefixLength(trie->token(trie->sorted_ids_[i - 1]),
                                                  trie->token(trie->sorted_ids_[i]));
   }
+  // Sorted as unsigned bytes (char_traits<char>::lt), so each first byte is one run.
+  for (size_t i = 0; i < trie->sorted_ids_.size(); ++i) {
+    const uint8_t first = static_cast<uint8_t>(trie->token(trie->sorted_ids_[i])[0]);
+    trie->first_byte_end_[first] = static_cast<uint32_t>(i + 1);
+  }
+  for (int b = 1; b < 256; ++b) {
+    trie->first_byte_end_[b] = std::max(trie->first_byte_end_[b], trie->first_byte_end_[b - 1]);
+  }
   return trie;
 }
 

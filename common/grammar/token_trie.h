@@ -7,6 +7,7 @@
 // Built once per vocabulary and shared (immutable) by every grammar compiled against it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -38,6 +39,9 @@ class TokenTrie {
   // the length of the prefix it shares with the (i-1)-th (0 for the first).
   absl::Span<const uint32_t> sorted_ids() const { return sorted_ids_; }
   absl::Span<const uint32_t> shared_prefix() const { return shared_prefix_; }
+  // The index in sorted_ids() past the last token whose first byte is at most `byte` (a
+  // walk that finds a first byte dead skips every token that starts with it at once).
+  uint32_t first_byte_end(uint8_t byte) const { return first_byte_end_[byte]; }
 
  private:
   uint32_t vocab_size_ = 0;
@@ -46,6 +50,7 @@ class TokenTrie {
   std::vector<bool> eligible_;
   std::vector<uint32_t> sorted_ids_;
   std::vector<uint32_t> shared_prefix_;
+  std::array<uint32_t, 256> first_byte_end_ = {};
 };
 
 // Length of the common prefix of two byte strings.

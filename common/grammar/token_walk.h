@@ -66,13 +66,25 @@ class StackSets {
 
 enum class TokenOutcome : uint8_t { kRejected, kAccepted, kUncertain };
 
+// The index past the tokens of `ids` from `i` on that start with the first `depth` bytes of
+// ids[i]; a dead first byte of a walk over the whole vocabulary skips in one step.
+inline size_t SkipDeadPrefix(const TokenTrie& vocab, absl::Span<const uint32_t> ids,
+                             absl::Span<const uint32_t> shared_prefix, size_t i, size_t depth) {
+  if (depth == 1 && ids.data() == vocab.sorted_ids().data()) {
+    return vocab.first_byte_end(static_cast<uint8_t>(vocab.token(ids[i])[0]));
+  }
+  ++i;
+  while (i < ids.size() && shared_prefix[i] >= depth) ++i;
+  return i;
+}
+
 class TokenWalk {
  public:
   // Walks `ids` (token ids in trie order; `shared_prefix[i]` is the prefix ids[i] shares with
   // ids[i-1]) from the stack set `start`, calling on_outcome(id, TokenOutcome) for every
-  // token. `follow`, when given, is the set of bytes that may follow the rule the walk starts
-  // in: a path that pops into kContextNode and meets one of them makes the token kUncertain
-  // if no path accepts it. Scratch nodes stay in `arena` (the caller truncates).
+  // token that is not rejected. `follow`, when given, is the set of bytes that may follow the rule
+  // the walk starts in: a path that pops into kContextNode and meets one of them makes the token
+  // kUncertain if no path accepts it. Scratch nodes stay in `arena` (the caller truncates).
   template <typename OnOutcome>
   void Run(StackArena& arena, const TokenTrie& vocab, absl::Span<const uint32_t> ids,
            absl::Span<const uint32_t> shared_prefix, const std::vector<uint32_t>& start,
@@ -111,9 +123,14 @@ class TokenWalk {
         continue;
       }
       // Every following token that starts with this dead prefix ends the same way.
-      TokenOutcome outcome = escaped_[depth] ? TokenOutcome::kUncertain : TokenOutcome::kRejected;
-      on_outcome(ids[i++], outcome);
-      while (i < ids.size() && shared_prefix[i] >= depth) on_outcome(ids[i++], outcome);
+      if (!escaped_[depth]) {
+        i = SkipDeadPrefix(vocab, ids, shared_prefix, i, depth);
+        continue;
+      }
+      on_outcome(ids[i++], TokenOutcome::kUncertain);
+      while (i < ids.size() && shared_prefix[i] >= depth) {
+        on_outcome(ids[i++], TokenOutcome::kUncertain);
+      }
     }
   }
 
