@@ -1,6 +1,7 @@
 #include "common/chat/tool_call_grammar.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -81,6 +82,51 @@ bool IsStringTyped(const Json& schema) {
   return false;
 }
 
+// The body of the reasoning rule: any text up to </think>. Special tokens are not characters,
+// so `.` never takes a special closing token. As text: any text that does not contain
+// "</think>" (a "<" run may end it when </think> follows; a partial "</thin" followed by
+// another "<" is the one spelling left out).
+std::string ReasoningBody(bool close_is_special) {
+  if (close_is_special) return "(.)*";
+  return "([^<] | \"<\"+ ([^</] | \"/\" ([^<t] | \"t\" ([^<h] | \"h\" ([^<i] | \"i\" "
+         "([^<n] | \"n\" ([^<k] | \"k\" [^<>])))))))* "
+         "(\"<\"+ (\"/\" (\"t\" (\"h\" (\"i\" (\"n\" \"k\"?)?)?)?)?)?)?";
+}
+
+bool IsGbnfNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_';
+}
+
+// Calls `name(begin, end)` for every rule name of GBNF `text` (definitions and references),
+// skipping literals, classes, token references, repetition bounds and comments.
+template <typename F>
+void ForEachGbnfName(std::string_view text, F name) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == '"' || c == '[') {
+      const char close = c == '"' ? '"' : ']';
+      for (++i; i < text.size() && text[i] != close; ++i) {
+        if (text[i] == '\\') ++i;
+      }
+      ++i;
+    } else if (c == '<' || c == '{') {
+      const size_t end = text.find(c == '<' ? '>' : '}', i);
+      i = end == std::string_view::npos ? text.size() : end + 1;
+    } else if (c == '#') {
+      const size_t end = text.find('\n', i);
+      i = end == std::string_view::npos ? text.size() : end;
+    } else if (IsGbnfNameChar(c)) {
+      const size_t begin = i;
+      while (i < text.size() && IsGbnfNameChar(text[i])) ++i;
+      name(begin, i);
+    } else {
+      ++i;
+    }
+  }
+}
+
 class Builder {
  public:
   explicit Builder(const ToolCallGrammarOptions& o) : o_(o) {}
@@ -132,11 +178,8 @@ class Builder {
       body = list;
     }
     if (o_.starts_in_reasoning) {
-      const std::optional<int32_t> close = SpecialId("</think>");
       const std::string reasoning = rules_.Reserve("reasoning");
-      // Any text: special tokens are not characters, so `.` never takes the closing token;
-      // as text, "</" cannot occur inside.
-      rules_.Define(reasoning, close ? "(.)*" : "([^<] | \"<\" [^/])*");
+      rules_.Define(reasoning, ReasoningBody(SpecialId("</think>").has_value()));
       body = absl::StrCat(reasoning, " ", Marker("</think>"), " \"\\n\"? ", body);
     }
     rules_.Define(root, body);
@@ -418,6 +461,35 @@ class Builder {
 
 absl::StatusOr<std::string> ToolCallGbnf(const ToolCallGrammarOptions& options) {
   return Builder(options).Build();
+}
+
+std::string GbnfAfterReasoning(
+    std::string_view gbnf,
+    const std::function<std::optional<int32_t>(std::string_view text)>& special_token) {
+  std::set<std::string, std::less<>> names;
+  ForEachGbnfName(gbnf, [&](size_t b, size_t e) { names.emplace(gbnf.substr(b, e - b)); });
+  auto fresh = [&](std::string base) {
+    std::string name = base;
+    for (int n = 2; names.count(name) != 0; ++n) name = absl::StrCat(base, "-", n);
+    names.insert(name);
+    return name;
+  };
+  const std::string answer = fresh("answer-root");
+  const std::string reasoning = fresh("reasoning");
+  // The grammar with its start rule renamed.
+  std::string renamed;
+  size_t copied = 0;
+  ForEachGbnfName(gbnf, [&](size_t b, size_t e) {
+    if (gbnf.substr(b, e - b) != "root") return;
+    renamed.append(gbnf.substr(copied, b - copied));
+    renamed.append(answer);
+    copied = e;
+  });
+  renamed.append(gbnf.substr(copied));
+  const std::optional<int32_t> close = special_token ? special_token("</think>") : std::nullopt;
+  const std::string marker = close ? absl::StrCat("<[", *close, "]>") : GbnfLiteral("</think>");
+  return absl::StrCat("root ::= ", reasoning, " ", marker, " \"\\n\"? ", answer, "\n", reasoning,
+                      " ::= ", ReasoningBody(close.has_value()), "\n", renamed, "\n");
 }
 
 }  // namespace tessera::chat

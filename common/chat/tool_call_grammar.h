@@ -73,4 +73,13 @@ struct ToolCallGrammarOptions {
 // The grammar (start rule `root`). See above for what it writes and the errors.
 absl::StatusOr<std::string> ToolCallGbnf(const ToolCallGrammarOptions& options);
 
+// `gbnf` (start rule `root`; a structured-output constraint) preceded by free reasoning and
+// </think>, for a prompt that left the model inside <think>: the model thinks, then its answer
+// follows the grammar (as vLLM applies structured output after the reasoning parser's end).
+// The grammar's rules keep their meaning under new names where they collide. `special_token`
+// as in ToolCallGrammarOptions. The text is assumed to be valid GBNF (ParseGbnf checks it).
+std::string GbnfAfterReasoning(
+    std::string_view gbnf,
+    const std::function<std::optional<int32_t>(std::string_view text)>& special_token);
+
 }  // namespace tessera::chat

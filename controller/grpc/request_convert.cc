@@ -343,18 +343,10 @@ absl::StatusOr<PreparedCall> PrepareChat(const tessera::v1::ChatRequest& request
   absl::StatusOr<std::vector<int32_t>> prompt = ChatPromptTokens(*chat, engine);
   if (!prompt.ok()) return prompt.status();
   absl::StatusOr<serving::ChatOutputPlan> plan =
-      serving::PlanChatOutput(chat->tool_calling, settings, engine, *prompt);
+      serving::PlanChatOutput(chat->tool_calling, settings, engine, *prompt, call.request.grammar,
+                              ToStructuredOutput(request.options().structured_output()).field);
   if (!plan.ok()) return InRequestTerms(plan.status());
-  if (!plan->grammar.empty()) {
-    if (!call.request.grammar.empty()) {
-      return serving::InvalidField(
-          "tool_choice",
-          absl::StrCat("tool_choice: a forced tool call is decoded under its own grammar; ",
-                       ToStructuredOutput(request.options().structured_output()).field,
-                       " cannot constrain the same output"));
-    }
-    call.request.grammar = std::move(plan->grammar);
-  }
+  call.request.grammar = std::move(plan->grammar);
   call.request.prompt_tokens = *std::move(prompt);
   call.output = std::move(plan->parse);
   return call;

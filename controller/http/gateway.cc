@@ -368,19 +368,10 @@ void Gateway::PrepareGeneration(const HttpRequest& request, std::shared_ptr<Exch
   std::optional<chat::ChatOutputOptions> output;
   if (chat) {
     absl::StatusOr<serving::ChatOutputPlan> plan =
-        serving::PlanChatOutput(params->tool_calling, options_.chat_output, *engine, prompt);
+        serving::PlanChatOutput(params->tool_calling, options_.chat_output, *engine, prompt,
+                                params->grammar, params->structured_output.field);
     if (!plan.ok()) return exchange->Respond(ErrorResponse(ApiErrorFromStatus(plan.status())));
-    if (!plan->grammar.empty()) {
-      if (!params->grammar.empty()) {
-        return exchange->Respond(Error(
-            400,
-            absl::StrCat("'tool_choice' forces a tool call, which is decoded under its own "
-                         "grammar; '",
-                         params->structured_output.field, "' cannot constrain the same output"),
-            "tool_choice"));
-      }
-      params->grammar = plan->grammar;
-    }
+    params->grammar = plan->grammar;
     output = std::move(plan->parse);
   }
   StartGeneration(engine, *params, std::move(prompt), std::move(header), std::move(exchange),

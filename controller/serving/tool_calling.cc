@@ -84,7 +84,9 @@ ChatTemplateExtras TemplateExtras(const ToolCalling& tc) {
 absl::StatusOr<ChatOutputPlan> PlanChatOutput(const ToolCalling& tc,
                                               const ChatOutputSettings& settings,
                                               const Engine& engine,
-                                              const std::vector<int32_t>& prompt) {
+                                              const std::vector<int32_t>& prompt,
+                                              const std::string& constraint,
+                                              const std::string& constraint_field) {
   ChatOutputPlan plan;
   const bool tools = tc.tools.is_array() && !tc.tools.empty() && tc.choice != "none";
   const bool forced = tools && (tc.choice == "required" || tc.choice == "function");
@@ -102,6 +104,17 @@ absl::StatusOr<ChatOutputPlan> PlanChatOutput(const ToolCalling& tc,
         std::vector<int32_t>(prompt.end() - static_cast<std::ptrdiff_t>(tail), prompt.end()));
     o.starts_in_reasoning = end.ok() && chat::PromptEndsInReasoning(*end);
   }
+  auto special = [&engine](std::string_view text) { return engine.SpecialTokenId(text); };
+  if (forced && !constraint.empty()) {
+    return InvalidField("tool_choice",
+                        absl::StrCat("tool_choice: a forced tool call is decoded under its own "
+                                     "grammar; '",
+                                     constraint_field, "' cannot constrain the same output"));
+  }
+  if (!constraint.empty()) {
+    plan.grammar =
+        o.starts_in_reasoning ? chat::GbnfAfterReasoning(constraint, special) : constraint;
+  }
   if (forced) {
     chat::ToolCallGrammarOptions g;
     g.format = settings.tool_call_format;
@@ -111,7 +124,7 @@ absl::StatusOr<ChatOutputPlan> PlanChatOutput(const ToolCalling& tc,
     // unless parallel_tool_calls is false.
     g.parallel = tc.parallel && tc.choice != "function";
     g.starts_in_reasoning = o.starts_in_reasoning;
-    g.special_token = [&engine](std::string_view text) { return engine.SpecialTokenId(text); };
+    g.special_token = special;
     absl::StatusOr<std::string> gbnf = chat::ToolCallGbnf(g);
     if (!gbnf.ok()) {
       const std::string message(gbnf.status().message());

@@ -62,17 +62,23 @@ ChatTemplateExtras TemplateExtras(const ToolCalling& tc);
 struct ChatOutputPlan {
   // How the output is split into reasoning, content and calls; nullopt: it is all content.
   std::optional<chat::ChatOutputOptions> parse;
-  // A forced call's grammar (GBNF), "" when the model is free.
+  // The grammar the output is decoded under (GBNF; "" when the model is free): a forced
+  // call's, or the request's structured-output constraint — after free reasoning and
+  // </think> when the prompt opened <think> and reasoning is parsed, so that a thinking model
+  // thinks first and its answer (the content) follows the constraint.
   std::string grammar;
 };
 
 // `prompt` is the rendered chat prompt's ids (its end tells whether the model starts inside
-// <think>). INVALID_ARGUMENT naming `tool_choice` or the tool (`tools[i].function.parameters`)
-// when a forced call cannot be compiled (a format without call markup, a schema the grammar
-// cannot write).
+// <think>); `constraint` the request's compiled structured-output grammar ("" when none) and
+// `constraint_field` the field it came from. INVALID_ARGUMENT naming `tool_choice` or the tool
+// (`tools[i].function.parameters`) when a forced call cannot be compiled (a format without
+// call markup, a schema the grammar cannot write) or comes with a constraint.
 absl::StatusOr<ChatOutputPlan> PlanChatOutput(const ToolCalling& tc,
                                               const ChatOutputSettings& settings,
                                               const Engine& engine,
-                                              const std::vector<int32_t>& prompt);
+                                              const std::vector<int32_t>& prompt,
+                                              const std::string& constraint = "",
+                                              const std::string& constraint_field = "");
 
 }  // namespace tessera::serving

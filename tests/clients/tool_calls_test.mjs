@@ -285,4 +285,30 @@ if (mode === 'reasoning') {
     assert.equal(off.choices[0].message.reasoning_content, undefined, JSON.stringify(off.choices[0]));
     assert.equal(off.usage.completion_tokens_details.reasoning_tokens, 0);
   });
+
+  test('structured output after reasoning: the constraint applies to the answer, not the thinking',
+    async () => {
+      const schema = { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'],
+        additionalProperties: false };
+      const format = { type: 'json_schema', json_schema: { name: 'r', schema, strict: true } };
+      // Thinking on: the model thinks freely first (a random model never closes it: the
+      // reasoning runs to max_tokens and nothing of it is forced into JSON).
+      const on = await client.chat.completions.create({
+        model: await model(), messages: [{ role: 'user', content: 'Answer in JSON.' }],
+        temperature: 1.0, seed: 12, max_tokens: 24, response_format: format,
+      });
+      const m = on.choices[0].message;
+      assert.equal(on.choices[0].finish_reason, 'length', JSON.stringify(on.choices[0]));
+      assert.ok(m.reasoning_content.length > 0 && !m.reasoning_content.startsWith('{'),
+        JSON.stringify(m));
+      assert.ok(!m.content, JSON.stringify(m));
+      // Thinking off: the answer follows the schema from its first token.
+      const off = await client.chat.completions.create({
+        model: modelName, messages: [{ role: 'user', content: 'Answer in JSON.' }],
+        temperature: 1.0, seed: 12, max_tokens: 64, response_format: format,
+        chat_template_kwargs: { enable_thinking: false },
+      });
+      assert.equal(off.choices[0].finish_reason, 'stop');
+      assert.equal(typeof JSON.parse(off.choices[0].message.content).ok, 'boolean');
+    });
 }

@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "common/chat/tool_calls.h"
+#include "common/grammar/compiled_grammar.h"
 #include "common/grammar/gbnf_parser.h"
+#include "common/grammar/matcher.h"
 #include "common/grammar/sampler.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -257,6 +259,42 @@ TEST(ToolCallGrammar, ReasoningComesFirstWhenThePromptOpenedIt) {
     with_reasoning += !out->reasoning_content.empty();
   }
   EXPECT_GT(with_reasoning, 0);
+}
+
+// A structured-output grammar after reasoning: free text, </think>, then the grammar's own
+// sentences. The grammar's rule names survive (a recursive reference to root follows the
+// rename; a literal "root" and names that collide with the new rules stay what they were).
+TEST(ToolCallGrammar, ConstraintAfterReasoning) {
+  const std::string gbnf =
+      "# a comment naming root\n"
+      "root ::= \"(\" reasoning answer-root? \")\" | \"root\"\n"
+      "reasoning ::= [a-c]\n"
+      "answer-root ::= root\n";
+  const std::string wrapped = GbnfAfterReasoning(gbnf, nullptr);
+  SCOPED_TRACE(wrapped);
+  auto accepts = [&](const std::string& text) {
+    auto g = grammar::ParseGbnf(wrapped);
+    EXPECT_TRUE(g.ok()) << g.status();
+    if (!g.ok()) return false;
+    auto compiled =
+        grammar::CompiledGrammar::Create(*std::move(g), grammar::TokenTrie::Build({}, {}));
+    grammar::Matcher m(compiled);
+    return m.AcceptBytes(text) && m.CanEnd();
+  };
+  EXPECT_TRUE(accepts("Let me think.</think>\n(a)"));
+  EXPECT_TRUE(accepts("</think>(b(c))"));
+  EXPECT_TRUE(accepts("hmm <b>x</b> ok</think>root"));
+  EXPECT_TRUE(accepts("a << </thin </thinker <</think>(a)"));
+  EXPECT_FALSE(accepts("(a)"));                   // the reasoning must be closed first
+  EXPECT_FALSE(accepts("x</think>(d)"));          // [a-c] kept its meaning
+  EXPECT_FALSE(accepts("x</think>(a)</think>"));  // one answer, nothing after it
+  // With </think> a special token, it is named by id.
+  const std::string special =
+      GbnfAfterReasoning(gbnf, [](std::string_view t) -> std::optional<int32_t> {
+        return t == "</think>" ? std::optional<int32_t>(151351) : std::nullopt;
+      });
+  EXPECT_NE(special.find("<[151351]>"), std::string::npos) << special;
+  EXPECT_TRUE(grammar::ParseGbnf(special).ok());
 }
 
 TEST(ToolCallGrammar, MarkersThatAreSpecialTokensAreNamedById) {
