@@ -75,7 +75,7 @@ void StackArena::Advance(absl::Span<const uint32_t> from, uint8_t byte,
 
 uint32_t StackArena::StartRelativeRepetition(uint32_t pos, std::vector<Frame> below,
                                              uint32_t bottom, uint32_t max_relative) {
-  relative_ = {pos, max_relative, bottom, std::move(below), {}};
+  relative_ = {max_relative, bottom, std::move(below), {}};
   return Intern(pos, kRelativeCount, RelativeParent(0));
 }
 
@@ -91,7 +91,7 @@ uint32_t StackArena::RelativeParent(uint32_t j) {
   return relative_.parents[j];
 }
 
-void StackArena::ExpandRepetition(const Node& item, uint32_t body) {
+void StackArena::ExpandRepetition(const Node& item) {
   const Repetition& rep = grammar_->repetition_at(item.pos);
   uint32_t next_copy = 0;  // the return frame of another copy, or 0 when none may start
   if (item.count & kRelativeCount) {
@@ -104,7 +104,7 @@ void StackArena::ExpandRepetition(const Node& item, uint32_t body) {
     next_copy = Intern(item.pos, item.count + 1, item.parent);
   }
   if (next_copy != 0) {
-    for (uint32_t alt : grammar_->alternatives(body)) work_.push_back({alt, 0, next_copy});
+    for (uint32_t alt : grammar_->alternatives(rep.rule)) work_.push_back({alt, 0, next_copy});
   }
   if ((item.count & kRelativeCount) || item.count >= rep.min) {
     work_.push_back({item.pos + 1, 0, item.parent});
@@ -137,7 +137,7 @@ void StackArena::Close(std::vector<uint32_t>& out) {
       continue;
     }
     if (e.kind == Element::Kind::kRepeat) {
-      ExpandRepetition(item, grammar_->repetition_at(item.pos).rule);
+      ExpandRepetition(item);
       continue;
     }
     // A call: push the return position unless the call is the alternative's last element.

@@ -108,7 +108,7 @@ class StackArena {
   // Expands the pending nodes in work_ into `out`.
   void Close(std::vector<uint32_t>& out);
   // A repetition's frame reached when a copy ends (or the repetition starts, count 0).
-  void ExpandRepetition(const Node& item, uint32_t body);
+  void ExpandRepetition(const Node& item);
   // The relative stack below for relative count j, built on first use.
   uint32_t RelativeParent(uint32_t j);
 
@@ -122,7 +122,6 @@ class StackArena {
   std::vector<Node> work_;
   // StartRelativeRepetition's frames and the parents built so far (by relative count).
   struct RelativeRepetition {
-    uint32_t pos = kNoPosition;
     uint32_t max_relative = 0;
     uint32_t bottom = kContextNode;
     std::vector<Frame> below;
