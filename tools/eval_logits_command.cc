@@ -10,6 +10,7 @@
 #include "tools/executor_flags.h"
 #include "tools/step_backend.h"
 #include "worker/executor/executor.h"
+#include "worker/executor/mtp_logits.h"
 
 namespace tessera::cli {
 namespace {
@@ -18,11 +19,15 @@ constexpr char kUsage[] =
     "usage: tessera eval-logits --model FILE --tokens 1,2,3,... --out PATH\n"
     "                           [--exact] [--dtype auto|float32|bfloat16|float16] [--threads N]\n"
     "                           [--device cpu|cuda|cuda:N] [--tp N [--worker-binary PATH]]\n"
-    "                           [--repack-weights auto|on|off] [--verbose]\n"
+    "                           [--repack-weights auto|on|off] [--mtp] [--verbose]\n"
     "\n"
     "Runs the tokens through the model in ONE batch (teacher forcing) and writes float32\n"
     "little-endian logits [n_tokens x n_vocab] to PATH: row i holds the logits after token i.\n"
     "\n"
+    "  --mtp        the NextN/MTP draft head's logits instead, [n_tokens - 1 x n_vocab]: row i\n"
+    "               is its prediction of token i + 2 from token i + 1 and the trunk's\n"
+    "               final-norm hidden state of position i (teacher-forced, the convention of\n"
+    "               the conformance vectors' mtp_logits.f32); in this process only (no --tp)\n"
     "  --exact      float32 activations and KV cache, weights dequantized, no activation\n"
     "               quantization (the path checked against reference logits)\n"
     "  --dtype D    compute dtype of the fast path's activations and KV cache (default auto)\n"
@@ -38,8 +43,34 @@ constexpr char kUsage[] =
 
 }  // namespace
 
+// The MTP head's teacher-forced logits, in this process (the step protocol of --tp workers
+// has no MTP step yet).
+absl::StatusOr<std::vector<float>> MtpLogits(const std::string& model,
+                                             executor::ExecutorOptions options,
+                                             const BackendOptions& backend,
+                                             const std::vector<int32_t>& tokens) {
+  if (backend.tp > 0) {
+    return absl::UnimplementedError("--mtp runs in this process only; drop --tp");
+  }
+  options.load_mtp = true;
+  if (backend.gpu >= 0) {
+    options.device = executor::Device::kCuda;
+    options.gpu = backend.gpu;
+  }
+  auto ex = executor::Executor::Create(model, options);
+  if (!ex.ok()) return ex.status();
+  return executor::TeacherForcedMtpLogits(**ex, tokens);
+}
+
+bool WriteFloats(const std::string& path, const float* data, size_t n) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(n * sizeof(float)));
+  return static_cast<bool>(f.flush());
+}
+
 int RunEvalLogits(const Args& args) {
   std::string model, tokens_arg, out;
+  bool mtp = false;
   executor::ExecutorOptions options;
   BackendOptions backend;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -47,6 +78,10 @@ int RunEvalLogits(const Args& args) {
     if (a == "--help" || a == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
+    }
+    if (a == "--mtp") {
+      mtp = true;
+      continue;
     }
     int used = ParseExecutorFlag(args, i, options, "eval-logits");
     if (used == 0) used = ParseBackendFlag(args, i, backend, "eval-logits");
@@ -85,6 +120,21 @@ int RunEvalLogits(const Args& args) {
     return 2;
   }
   options.kv_tokens = static_cast<int64_t>(tokens->size());
+  if (mtp) {
+    auto logits = MtpLogits(model, options, backend, *tokens);
+    if (!logits.ok()) {
+      std::fprintf(stderr, "tessera eval-logits: %s\n",
+                   std::string(logits.status().message()).c_str());
+      return 1;
+    }
+    if (!WriteFloats(out, logits->data(), logits->size())) {
+      std::fprintf(stderr, "tessera eval-logits: cannot write %s\n", out.c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "wrote %s: %zu x %zu float32 MTP logits\n", out.c_str(),
+                 tokens->size() - 1, logits->size() / (tokens->size() - 1));
+    return 0;
+  }
   auto runner = OpenStepRunner(model, options, backend, /*verbose=*/false);
   if (!runner.ok()) {
     std::fprintf(stderr, "tessera eval-logits: %s\n",
@@ -106,10 +156,7 @@ int RunEvalLogits(const Args& args) {
   }
   const auto& logits = result->seqs(0).logits();
   const size_t n_vocab = logits.size() / tokens->size();
-  std::ofstream f(out, std::ios::binary | std::ios::trunc);
-  f.write(reinterpret_cast<const char*>(logits.data()),
-          static_cast<std::streamsize>(logits.size() * sizeof(float)));
-  if (!f.flush()) {
+  if (!WriteFloats(out, logits.data(), static_cast<size_t>(logits.size()))) {
     std::fprintf(stderr, "tessera eval-logits: cannot write %s\n", out.c_str());
     return 1;
   }

@@ -1,6 +1,7 @@
 // tessera validate: reads a model's metadata only and reports, in seconds, whether and how
 // Tessera would load it: hyper-parameters, every tensor's mapping, fixups and split, what is
 // skipped and why, per-rank memory, KV capacity, and every problem found.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -90,6 +91,59 @@ std::optional<uint64_t> ParseSize(const std::string& s) {
   uint64_t v;
   if (absl::SimpleAtoi(s, &v) && v > 0) return v;
   return std::nullopt;
+}
+
+// The NextN/MTP draft head (what ExecutorOptions::load_mtp and `eval-logits --mtp` load):
+// whether the model has one, its blocks and tensors, and what it adds to each rank's weights
+// and KV cache over `trunk` (the plan without it). Never a problem of the model: the trunk
+// loads without it; problems of the block itself are listed in the report.
+Json MtpReport(const model::ArchSpec& arch, const HyperParams& hp, const std::string& prefix,
+               const gguf::GgufModel& gg, const model::TensorMap& trunk_map,
+               const model::ShardPlan& trunk, int tp, const model::KvOptions& kv) {
+  Json j;
+  const std::string why = model::MtpUnavailable(arch, hp, prefix);
+  j["available"] = why.empty();
+  if (!why.empty()) {
+    j["reason"] = why;
+    return j;
+  }
+  model::TensorMap map = model::MapTensors(arch, hp, gg, {.mtp = true});
+  Json blocks = Json::array();
+  for (uint32_t l = hp.n_layer; l < hp.n_layer_all; ++l) blocks.push_back(l);
+  j["blocks"] = blocks;
+  size_t loaded = 0, skipped = 0;
+  for (const model::TensorMapping& m : map.tensors) {
+    if (m.layer < hp.n_layer || (m.spec == nullptr && m.status != model::MapStatus::kSkipped)) {
+      continue;
+    }
+    if (m.loaded()) ++loaded;
+    if (m.status == model::MapStatus::kSkipped) ++skipped;
+  }
+  j["tensors_loaded"] = loaded;
+  j["tensors_skipped"] = skipped;
+  Json problems = Json::array();
+  for (const std::string& p : map.problems) {
+    if (std::find(trunk_map.problems.begin(), trunk_map.problems.end(), p) ==
+        trunk_map.problems.end()) {
+      problems.push_back(p);
+    }
+  }
+  model::ShardPlan plan = model::BuildShardPlan(map, hp, tp, kv);
+  for (const std::string& p : plan.problems) {
+    if (std::find(trunk.problems.begin(), trunk.problems.end(), p) == trunk.problems.end()) {
+      problems.push_back(p);
+    }
+  }
+  j["problems"] = problems;
+  Json ranks = Json::array();
+  for (size_t r = 0; r < plan.ranks.size() && r < trunk.ranks.size(); ++r) {
+    ranks.push_back({{"rank", r},
+                     {"weight_bytes", plan.ranks[r].weight_bytes - trunk.ranks[r].weight_bytes},
+                     {"kv_bytes_per_token",
+                      plan.ranks[r].kv_bytes_per_token - trunk.ranks[r].kv_bytes_per_token}});
+  }
+  j["ranks"] = ranks;
+  return j;
 }
 
 Json HyperParamsJson(const HyperParams& hp) {
@@ -240,6 +294,8 @@ int Validate(const Options& o) {
   }
   r["tp"] = o.tp;
   r["valid_tp"] = valid;
+  r["mtp"] =
+      MtpReport(*arch, hp, file_arch.empty() ? arch->name : file_arch, *gg, map, plan, o.tp, kv);
 
   // Per-tensor mapping, with each rank's split range.
   Json tensors = Json::array();
@@ -356,6 +412,26 @@ int Validate(const Options& o) {
           HumanBytes(j["weight_bytes"].get<uint64_t>()).c_str(),
           HumanBytes(j["kv_bytes_per_token"].get<uint64_t>()).c_str(),
           j.contains("kv_tokens") ? std::to_string(j["kv_tokens"].get<uint64_t>()).c_str() : "");
+    }
+    const Json& mtp = r["mtp"];
+    if (!mtp["available"].get<bool>()) {
+      std::printf("MTP draft head: none (%s)\n", mtp["reason"].get<std::string>().c_str());
+    } else {
+      std::vector<std::string> per_rank;
+      for (const Json& j : mtp["ranks"]) {
+        per_rank.push_back(absl::StrCat(
+            "rank ", j["rank"].get<int>(), " +", HumanBytes(j["weight_bytes"].get<uint64_t>()),
+            " weights, +", HumanBytes(j["kv_bytes_per_token"].get<uint64_t>()), " KV per token"));
+      }
+      std::printf(
+          "MTP draft head: block%s %s, %zu tensors loaded when asked for (%zu skipped: not "
+          "run); %s\n",
+          mtp["blocks"].size() == 1 ? "" : "s", JsonDump(mtp["blocks"]).c_str(),
+          mtp["tensors_loaded"].get<size_t>(), mtp["tensors_skipped"].get<size_t>(),
+          absl::StrJoin(per_rank, "; ").c_str());
+      for (const Json& p : mtp["problems"]) {
+        std::printf("MTP problem: %s\n", p.get<std::string>().c_str());
+      }
     }
     if (usable) {
       std::printf("device memory %s x %.2f = %s usable per rank; max model length %llu\n",

@@ -70,6 +70,9 @@ struct TensorSpec {
   // The split dim need not divide evenly (vocabulary rows): the last ranks get fewer.
   bool uneven_ok = false;
   const char* role = "";
+  // A block tensor the NextN/MTP block holds but does not run (its DSA indexer: the MTP
+  // block attends densely); left skipped when the MTP block is mapped.
+  bool mtp_unused = false;
 };
 
 // How an architecture's forward pass differs from the others', beyond what its tensors and
@@ -87,6 +90,9 @@ struct ArchSpec {
   std::string name;
   std::vector<KeySpec> keys;
   std::vector<TensorSpec> tensors;
+  // The NextN/MTP blocks' own tensors (blk.N.nextn.*, N >= n_layer), mapped beside the
+  // block tensors above when MTP is asked for (MapOptions::mtp); empty: no MTP support.
+  std::vector<TensorSpec> nextn_tensors;
   RopeType rope_type = RopeType::kNorm;
   ForwardTraits forward;
   GatingFunc default_gating = GatingFunc::kSoftmax;

@@ -2,6 +2,7 @@
 // numbers are given where a choice is not obvious.
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/model/arch.h"
 #include "common/util/strings.h"
@@ -425,6 +426,39 @@ void AddIndexer(std::vector<TensorSpec>& t) {
       },
       need, true, SplitKind::kReplicated, nullptr,
       "indexer head weights (HF weights_proj; float)"));
+  for (TensorSpec& spec : t) {
+    if (absl::StartsWith(spec.name, "indexer.")) spec.mtp_unused = true;
+  }
+}
+
+// The NextN/MTP block's own tensors (spec 12.6; llama.cpp src/models/glm-dsa.cpp): the
+// input norms and projection, and the optional head and embedding of its own. Small next
+// to the block's experts, so the projection is replicated; a head of its own is
+// vocabulary-parallel like output.weight.
+std::vector<TensorSpec> NextnTensors() {
+  auto d = [](const HP& hp, uint32_t) { return I(hp.n_embd); };
+  auto vocab = [](const HP& hp, uint32_t) { return Dims{I(hp.n_embd), I(hp.n_vocab)}; };
+  std::vector<TensorSpec> t;
+  t.push_back(Block(
+      "nextn.eh_proj.weight", Scope::kBlock,
+      [](const HP& hp, uint32_t) {
+        return Dims{I(2 * hp.n_embd), I(hp.n_embd)};
+      },
+      Required, false, SplitKind::kReplicated, nullptr,
+      "MTP input projection of [enorm(embedding) ; hnorm(trunk hidden)]"));
+  t.push_back(Norm("nextn.enorm.weight", Scope::kBlock, d, Required,
+                   "MTP RMSNorm of the next token's embedding"));
+  t.push_back(
+      Norm("nextn.hnorm.weight", Scope::kBlock, d, Required, "MTP RMSNorm of the trunk hidden"));
+  t.push_back(Norm("nextn.shared_head_norm.weight", Scope::kBlock, d, Optional,
+                   "MTP head RMSNorm (absent: output_norm)"));
+  t.push_back(Block("nextn.shared_head_head.weight", Scope::kBlock, vocab, Optional, false,
+                    SplitKind::kOutputRows, nullptr, "MTP LM head (absent: output.weight)"));
+  t.back().uneven_ok = true;
+  t.push_back(Block("nextn.embed_tokens.weight", Scope::kBlock, vocab, Optional, false,
+                    SplitKind::kOutputRows, nullptr, "MTP token embeddings (absent: token_embd)"));
+  t.back().uneven_ok = true;
+  return t;
 }
 
 TensorSpec FfnNorm(const char* name) {
@@ -500,6 +534,7 @@ std::vector<ArchSpec> BuildRegistry() {
     AddMoe(a.tensors, {Need::kOptional, true});
     a.rope_type = RopeType::kNorm;
     a.forward = {.mla = true, .mla_yarn_log_multiplier = true};
+    a.nextn_tensors = NextnTensors();  // DeepSeek-V3's layer 61
     a.notes = "MLA + MoE with shared experts (spec 10)";
     r.push_back(std::move(a));
   }
@@ -537,6 +572,7 @@ std::vector<ArchSpec> BuildRegistry() {
     a.rope_type = RopeType::kNorm;
     // deepseek2's MLA without its yarn_log_multiplier in the scale (spec 12.1, 17.12).
     a.forward = {.mla = true, .dsa = true};
+    a.nextn_tensors = NextnTensors();  // GLM-5's blk.78
     a.default_gating = GatingFunc::kSigmoid;
     a.mla_requires_split_kv_b = true;
     a.notes = "MLA + sigmoid MoE + DSA lightning indexer + MTP block (spec 12)";

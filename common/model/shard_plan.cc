@@ -155,14 +155,16 @@ ShardPlan BuildShardPlan(const TensorMap& map, const HyperParams& hp, int tp,
   }
 
   // KV cache per token (spec 10.3, 12.7, 16): GQA splits KV heads across ranks; MLA's latent
-  // and the DSA indexer keys are per token, replicated on every rank.
+  // and the DSA indexer keys are per token, replicated on every rank. Mapped MTP blocks have
+  // a cache layer of their own (no indexer keys: they attend densely).
   uint64_t kv = 0;
-  for (uint32_t l = 0; l < hp.n_layer; ++l) {
+  for (uint32_t l = 0; l < hp.n_layer + map.mtp_blocks && l < hp.n_layer_all; ++l) {
     if (hp.is_mla()) {
       // Legacy attn_kv_b files are split into attn_k_b/attn_v_b at load (fixup split_kv_b),
       // so every MLA model caches the latent form.
       kv += uint64_t{hp.kv_lora_rank + hp.n_rot} * kv_options.kv_element_bytes;
-      if (hp.indexer_heads > 0 && l < hp.indexer_full.size() && hp.indexer_full[l]) {
+      if (hp.indexer_heads > 0 && l < hp.n_layer && l < hp.indexer_full.size() &&
+          hp.indexer_full[l]) {
         kv += uint64_t{hp.indexer_head_dim} * kv_options.indexer_element_bytes;
       }
     } else {

@@ -82,48 +82,61 @@ std::string_view FixupKindName(FixupKind k) {
   return "?";
 }
 
-TensorMap MapTensors(const ArchSpec& arch, const HyperParams& hp, const gguf::GgufModel& model) {
+TensorMap MapTensors(const ArchSpec& arch, const HyperParams& hp, const gguf::GgufModel& model,
+                     const MapOptions& options) {
   TensorMap map;
   HasTensorFn has = [&](const std::string& n) { return model.FindTensor(n) != nullptr; };
   absl::flat_hash_set<std::string> claimed;
 
+  auto map_one = [&](const TensorSpec& spec, uint32_t l) {
+    if (!AppliesTo(spec, hp, l)) return;
+    Need need = spec.need(hp, l, has);
+    if (need == Need::kNotExpected) return;
+    TensorMapping m;
+    m.name = TensorName(spec, l);
+    m.spec = &spec;
+    m.layer = l;
+    m.need = need;
+    m.expected = spec.shape(hp, l);
+    m.info = model.FindTensor(m.name);
+    claimed.insert(m.name);
+    if (m.info == nullptr) {
+      m.status = need == Need::kRequired ? MapStatus::kMissing : MapStatus::kAbsentOptional;
+      if (m.status == MapStatus::kMissing) {
+        m.reason = absl::StrCat("required by ", arch.name, " (", spec.role, "), expected shape ",
+                                DimsString(m.expected));
+        map.problems.push_back(absl::StrCat("tensor ", m.name, ": missing; ", m.reason));
+      }
+    } else if (m.info->dims != m.expected) {
+      m.status = MapStatus::kWrongShape;
+      m.reason = absl::StrCat("expected shape ", DimsString(m.expected), ", file has ",
+                              DimsString(m.info->dims));
+      map.problems.push_back(absl::StrCat("tensor ", m.name, ": ", m.reason));
+    } else if (absl::Status s =
+                   quant::CheckTypeSupported(static_cast<uint32_t>(m.info->type), m.name);
+               !s.ok()) {
+      m.status = MapStatus::kUnsupportedType;
+      m.reason = std::string(s.message());
+      map.problems.push_back(m.reason);
+    } else {
+      m.status = MapStatus::kFound;
+      ChooseFixups(m);
+    }
+    map.tensors.push_back(std::move(m));
+  };
   for (const TensorSpec& spec : arch.tensors) {
     uint32_t n_blocks = spec.scope == Scope::kGlobal ? 1 : hp.n_layer;
-    for (uint32_t l = 0; l < n_blocks; ++l) {
-      if (!AppliesTo(spec, hp, l)) continue;
-      Need need = spec.need(hp, l, has);
-      if (need == Need::kNotExpected) continue;
-      TensorMapping m;
-      m.name = TensorName(spec, l);
-      m.spec = &spec;
-      m.layer = l;
-      m.need = need;
-      m.expected = spec.shape(hp, l);
-      m.info = model.FindTensor(m.name);
-      claimed.insert(m.name);
-      if (m.info == nullptr) {
-        m.status = need == Need::kRequired ? MapStatus::kMissing : MapStatus::kAbsentOptional;
-        if (m.status == MapStatus::kMissing) {
-          m.reason = absl::StrCat("required by ", arch.name, " (", spec.role, "), expected shape ",
-                                  DimsString(m.expected));
-          map.problems.push_back(absl::StrCat("tensor ", m.name, ": missing; ", m.reason));
-        }
-      } else if (m.info->dims != m.expected) {
-        m.status = MapStatus::kWrongShape;
-        m.reason = absl::StrCat("expected shape ", DimsString(m.expected), ", file has ",
-                                DimsString(m.info->dims));
-        map.problems.push_back(absl::StrCat("tensor ", m.name, ": ", m.reason));
-      } else if (absl::Status s =
-                     quant::CheckTypeSupported(static_cast<uint32_t>(m.info->type), m.name);
-                 !s.ok()) {
-        m.status = MapStatus::kUnsupportedType;
-        m.reason = std::string(s.message());
-        map.problems.push_back(m.reason);
-      } else {
-        m.status = MapStatus::kFound;
-        ChooseFixups(m);
+    for (uint32_t l = 0; l < n_blocks; ++l) map_one(spec, l);
+  }
+  if (options.mtp && hp.n_nextn > 0 && !arch.nextn_tensors.empty()) {
+    // The MTP blocks: a decoder block as the trunk's (MoE where the trunk's are), without
+    // its DSA indexer, plus the nextn tensors.
+    for (uint32_t l = hp.n_layer; l < hp.n_layer_all; ++l) {
+      for (const TensorSpec& spec : arch.tensors) {
+        if (spec.scope != Scope::kGlobal && !spec.mtp_unused) map_one(spec, l);
       }
-      map.tensors.push_back(std::move(m));
+      for (const TensorSpec& spec : arch.nextn_tensors) map_one(spec, l);
+      ++map.mtp_blocks;
     }
   }
 
@@ -137,8 +150,9 @@ TensorMap MapTensors(const ArchSpec& arch, const HyperParams& hp, const gguf::Gg
     int64_t block = BlockIndex(t.name);
     if (block >= static_cast<int64_t>(hp.n_layer) && block < static_cast<int64_t>(hp.n_layer_all)) {
       m.layer = static_cast<uint32_t>(block);
-      m.reason = "MTP layer, not used for decoding";
-      ++map.mtp_tensors;
+      m.reason = map.mtp_blocks > 0
+                     ? "MTP block's DSA indexer, not run (the MTP block attends densely)"
+                     : "MTP layer, not used for decoding";
     } else if (block >= static_cast<int64_t>(hp.n_layer_all)) {
       m.reason = absl::StrCat("block ", block, " is beyond block_count ", hp.n_layer_all);
     } else {
@@ -147,7 +161,30 @@ TensorMap MapTensors(const ArchSpec& arch, const HyperParams& hp, const gguf::Gg
     m.fixups.push_back({FixupKind::kSkip, m.reason});
     map.tensors.push_back(std::move(m));
   }
+  for (const gguf::TensorInfo& t : model.tensors()) {
+    const int64_t block = BlockIndex(t.name);
+    if (block >= static_cast<int64_t>(hp.n_layer) && block < static_cast<int64_t>(hp.n_layer_all)) {
+      ++map.mtp_tensors;
+    }
+  }
   return map;
+}
+
+std::string MtpUnavailable(const ArchSpec& arch, const HyperParams& hp,
+                           const std::string& key_prefix) {
+  if (arch.nextn_tensors.empty()) {
+    return absl::StrCat("architecture ", arch.name, " has no MTP (NextN) draft head in Tessera");
+  }
+  if (hp.n_nextn == 0) {
+    return absl::StrCat("the model has no MTP (NextN) block: ", key_prefix,
+                        ".nextn_predict_layers is 0 or absent");
+  }
+  if (hp.n_layer == 0) {
+    return absl::StrCat("the model holds only MTP (NextN) blocks: ", key_prefix,
+                        ".nextn_predict_layers ", hp.n_nextn, " equals block_count ",
+                        hp.n_layer_all, ", so there is no trunk to draft for");
+  }
+  return "";
 }
 
 }  // namespace tessera::model

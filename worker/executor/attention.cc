@@ -172,7 +172,7 @@ absl::Status CpuOps::AttendGqa(int layer, const AttentionShape& shape, Act q_act
 absl::Status CpuOps::AttendLatent(int layer, const AttentionShape& shape, Act q_act, Act out) {
   Batch& b = b_;
   const int64_t H = shape.heads, c = shape.d_v, dk = shape.d_k;  // dk = c + r
-  const bool dsa = impl_.config.dsa;
+  const bool dsa = shape.sparse;
   const float* qa = static_cast<const float*>(q_act.data);
   float* a = static_cast<float*>(out.data);
   PagedKvCache& cache = *impl_.cache;

@@ -26,6 +26,10 @@ struct BlockWeights {
   Mat w_gate{}, w_up{}, w_down{};
   Vec exp_probs_b{};
   Mat router{}, gate_exps{}, up_exps{}, down_exps{}, gate_sh{}, up_sh{}, down_sh{};
+  // NextN/MTP block only (spec 12.6): the input norms and projection, and the head's norm
+  // and matrix where the block has its own (else output_norm / output).
+  Vec nextn_enorm{}, nextn_hnorm{}, nextn_head_norm{};
+  Mat nextn_eh_proj{}, nextn_head{};
 };
 
 // Calls vec(name, w.member...) for each vector weight and mat(name, w.member...) for each
@@ -69,6 +73,11 @@ void ForEachBlockWeight(VecFn&& vec, MatFn&& mat, W&... w) {
   mat("ffn_gate_shexp.weight", w.gate_sh...);
   mat("ffn_up_shexp.weight", w.up_sh...);
   mat("ffn_down_shexp.weight", w.down_sh...);
+  vec("nextn.enorm.weight", w.nextn_enorm...);
+  vec("nextn.hnorm.weight", w.nextn_hnorm...);
+  vec("nextn.shared_head_norm.weight", w.nextn_head_norm...);
+  mat("nextn.eh_proj.weight", w.nextn_eh_proj...);
+  mat("nextn.shared_head_head.weight", w.nextn_head...);
 }
 
 // A block tensor's role name where the file uses another: glm4moe's pre-FFN norm is named

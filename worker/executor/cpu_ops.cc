@@ -259,6 +259,26 @@ absl::Status CpuOps::GatherHeadRows(Act x, Act hr) {
   return absl::OkStatus();
 }
 
+absl::Status CpuOps::InputHidden(Act g) {
+  const int64_t d = g.cols;
+  if (static_cast<int64_t>(b_.mtp_hidden.size()) != g.rows * d) {
+    return absl::InternalError(absl::StrCat("cpu ops: InputHidden: ", g.rows, " x ", d,
+                                            " rows asked, the step holds ", b_.mtp_hidden.size(),
+                                            " values"));
+  }
+  for (int64_t t = 0; t < g.rows; ++t) std::copy_n(&b_.mtp_hidden[t * d], d, Row(g, t));
+  Round(g);
+  return absl::OkStatus();
+}
+
+absl::Status CpuOps::TakeHidden(Act hr) {
+  if (b_.hidden_out == nullptr) return absl::OkStatus();
+  std::vector<float>& out = *b_.hidden_out;
+  out.resize(static_cast<size_t>(hr.rows * hr.cols));
+  for (int64_t r = 0; r < hr.rows; ++r) std::copy_n(Row(hr, r), hr.cols, &out[r * hr.cols]);
+  return absl::OkStatus();
+}
+
 absl::Status CpuOps::AllReduce(Act x) {
   if (impl_.options.tp_size == 1) return absl::OkStatus();
   TESSERA_RETURN_IF_ERROR(NeedContiguous(x, "AllReduce"));

@@ -230,7 +230,8 @@ struct StepBuffers {
   DeviceBuffer router_logits, route_ids, route_weights, h32, cq32;
   DeviceBuffer qi, ki, wi, scores, selected, head_ids;
   DeviceBuffer gemm_scratch, inputs, hr, logits32, gathered;
-  void* host_inputs = nullptr;  // pinned
+  DeviceBuffer mtp_in, mtp_hidden;  // MTP steps only (executors that loaded the block)
+  void* host_inputs = nullptr;      // pinned
   size_t host_inputs_bytes = 0;
   std::vector<float> host_logits;
 
@@ -315,7 +316,10 @@ StepPlan PlanStep(const Batch& b, bool graphs_enabled) {
     }
   }
   const int64_t T = p.tokens, R = static_cast<int64_t>(p.rows.size());
-  p.graph = graphs_enabled && decode_only && b.trace == nullptr && R == T && T <= kGraphMaxBatch;
+  // MTP steps and steps whose hidden rows are asked for run eagerly: their host inputs and
+  // outputs are copied per step.
+  p.graph = graphs_enabled && decode_only && b.trace == nullptr && !b.mtp &&
+            b.hidden_out == nullptr && R == T && T <= kGraphMaxBatch;
   p.lay.tokens = p.graph ? NextPow2(T) : T;
   p.lay.rows = p.graph ? p.lay.tokens : R;
   p.lay.seqs = p.graph ? p.lay.tokens : static_cast<int64_t>(b.seqs.size());
@@ -333,6 +337,11 @@ struct StepState {
   std::vector<int> head_row_seq;  // sequence of each logits row
   StepTrace* trace = nullptr;
   int64_t trace_tokens = 0;  // the real tokens (the trace's rows)
+  // An MTP step (ForwardPass::RunMtp) and its tokens' hidden rows; where the head's
+  // normalized rows go (null: not asked). Never in graphs.
+  bool mtp = false;
+  const std::vector<float>* mtp_hidden = nullptr;
+  std::vector<float>* hidden_out = nullptr;
 };
 
 StepState MakeStepState(const Batch& b, const StepPlan& plan) {
@@ -343,6 +352,9 @@ StepState MakeStepState(const Batch& b, const StepPlan& plan) {
   }
   st.trace = b.trace;
   st.trace_tokens = plan.tokens;
+  st.mtp = b.mtp;
+  st.mtp_hidden = &b.mtp_hidden;
+  st.hidden_out = b.hidden_out;
   if (!plan.graph) {
     st.seq_of = &b.seq_of;
     st.head_row_seq = plan.row_seq;
@@ -599,6 +611,8 @@ absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int
       {&bufs.gemm_scratch, static_cast<int64_t>(kGemmScratchBytes), "the GEMM scratch"},
       {&bufs.hr, R * d * (4 + (int64_t)esz), "head inputs"},
       {&bufs.logits32, R * weights.vocab_local * 4, "logits"},
+      {&bufs.mtp_in, impl.mtp_blocks > 0 ? T * 2 * d * 4 : 0, "MTP inputs"},
+      {&bufs.mtp_hidden, impl.mtp_blocks > 0 ? T * d * 4 : 0, "MTP hidden rows"},
   };
   for (const Need& n : needs) {
     TESSERA_RETURN_IF_ERROR(
@@ -622,13 +636,14 @@ absl::Status CudaForward::State::PlanCache(uint64_t free_before, uint64_t total,
   // The cache's geometry as the executor planned it (Executor::Create): one source for
   // both devices; only the number of blocks is decided here.
   c.block_size = impl.kv_shape.block_size;
-  const int64_t L = hp.n_layer;
+  // Cache layers: the trunk's, then the MTP blocks' (dense: no index keys).
+  const int64_t L = impl.kv_shape.n_layers, L_index = hp.n_layer;
   c.k_width = impl.kv_shape.k_width;
   c.v_width = impl.kv_shape.v_width;
   c.index_dim = impl.config.dsa ? hp.indexer_head_dim : 0;
   c.esz = esz;
-  const uint64_t per_token =
-      static_cast<uint64_t>(L) * ((c.k_width + c.v_width) * esz + c.index_dim * 4);
+  const uint64_t per_token = static_cast<uint64_t>(L) * (c.k_width + c.v_width) * esz +
+                             static_cast<uint64_t>(L_index) * c.index_dim * 4;
   const uint64_t workspace = kReserveBytes + buffers.PlannedBytes();
   cuda::GpuMemoryRequest req;
   req.free_bytes = free_before;
@@ -648,9 +663,9 @@ absl::Status CudaForward::State::PlanCache(uint64_t free_before, uint64_t total,
   TESSERA_RETURN_IF_ERROR(
       c.kv.Ensure(static_cast<size_t>(L * c.layer_elems) * esz, "the KV cache", nullptr));
   if (c.index_dim > 0) {
-    TESSERA_RETURN_IF_ERROR(
-        c.index_keys.Ensure(static_cast<size_t>(L * c.n_blocks * c.block_size * c.index_dim) * 4,
-                            "the DSA index keys", nullptr));
+    TESSERA_RETURN_IF_ERROR(c.index_keys.Ensure(
+        static_cast<size_t>(L_index * c.n_blocks * c.block_size * c.index_dim) * 4,
+        "the DSA index keys", nullptr));
   }
   *n_blocks_out = static_cast<int>(c.n_blocks);
   return absl::OkStatus();
@@ -708,6 +723,8 @@ constexpr Role kRoles[] = {
     {&StepBuffers::wi, "indexer weights"},
     {&StepBuffers::hr, "head inputs"},
     {&StepBuffers::logits32, "logits"},
+    {&StepBuffers::mtp_in, "MTP inputs"},
+    {&StepBuffers::mtp_hidden, "MTP hidden rows"},
 };
 static_assert(std::size(kRoles) == static_cast<size_t>(Buf::kCount),
               "every Buf role needs a step buffer");
@@ -1175,7 +1192,7 @@ absl::Status CudaOps::Attend(int layer, const AttentionShape& shape, Act q, Act 
   a.max_blocks = lay_.max_blocks;
   a.query_seq = I32(lay_.query_seq);
   a.query_kv_len = I32(lay_.kv_len);
-  if (shape.latent && s_.impl.config.dsa) {
+  if (shape.latent && shape.sparse) {
     a.selected = bufs_.selected.as<int32_t>();
     a.selected_per_query = s_.selected_k;
   }
@@ -1285,6 +1302,31 @@ absl::Status CudaOps::GatherVocab(Act logits) {
                                      bufs_.gathered.as<float>(), s_.stream);
 }
 
+// The MTP step's hidden rows from the host (MTP steps run eagerly, never in graphs).
+absl::Status CudaOps::InputHidden(Act g) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  TESSERA_RETURN_IF_ERROR(Flat("InputHidden", g));
+  const size_t bytes = static_cast<size_t>(g.rows * g.cols) * sizeof(float);
+  if (Dt(g) != DType::kF32 || step_.mtp_hidden == nullptr ||
+      step_.mtp_hidden->size() * sizeof(float) != bytes) {
+    return Unsupported("InputHidden", "the step's hidden rows must fill a float32 tensor");
+  }
+  return cuda::CudaStatus(
+      cudaMemcpyAsync(g.data, step_.mtp_hidden->data(), bytes, cudaMemcpyHostToDevice, s_.stream),
+      "cudaMemcpyAsync (MTP hidden)");
+}
+
+// The head's normalized rows back to the host where the step asked for them (such steps
+// run eagerly, never in graphs).
+absl::Status CudaOps::TakeHidden(Act hr) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  if (step_.hidden_out == nullptr) return absl::OkStatus();
+  TESSERA_RETURN_IF_ERROR(Flat("TakeHidden", hr));
+  if (Dt(hr) != DType::kF32) return Unsupported("TakeHidden", "head rows must be float32");
+  step_.hidden_out->resize(static_cast<size_t>(hr.rows * hr.cols));
+  return ReadBack(hr.data, step_.hidden_out->size() * sizeof(float), step_.hidden_out->data());
+}
+
 absl::Status CudaOps::AllReduce(Act x) {
   TESSERA_RETURN_IF_ERROR(error_);
   TESSERA_RETURN_IF_ERROR(Flat("AllReduce", x));
@@ -1388,7 +1430,8 @@ absl::Status CudaForward::State::Forward(const StepLayout& lay, const StepState&
                          "cudaMemsetAsync"));
   }
   CudaOps ops(*this, lay, step);
-  return ForwardPass<CudaOps>(ops).Run(lay.tokens);
+  ForwardPass<CudaOps> pass(ops);
+  return step.mtp ? pass.RunMtp(lay.tokens) : pass.Run(lay.tokens);
 }
 
 // Logits back to the host: [R][V] whole rows (the vocab-parallel head's columns gathered),

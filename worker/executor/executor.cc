@@ -241,6 +241,12 @@ absl::Status PlaceTensor(const model::TensorMapping& m, const ShardView& view,
     L.wv_b = w.OwnedMatrix(std::move(v_b), s.heads * s.v, s.latent);
     return absl::OkStatus();
   }
+  if (local == "nextn.embed_tokens.weight") {
+    return absl::UnimplementedError(
+        absl::StrCat("tensor ", m.name,
+                     ": an MTP block with token embeddings of its own is not supported yet "
+                     "(those that use token_embd.weight load)"));
+  }
   if (slot == nullptr) {
     return absl::UnimplementedError(
         absl::StrCat("tensor ", m.name, ": not used by the CPU executor yet"));
@@ -305,7 +311,7 @@ absl::Status Executor::Impl::AllReduce(std::vector<float>& v) {
 }
 
 absl::Status Executor::Impl::LoadWeights(const model::TensorMap& map) {
-  weights.layers.resize(hp.n_layer);
+  weights.layers.resize(hp.n_layer + map.mtp_blocks);
   const int tp = options.tp_size, rank = options.tp_rank;
   model::ShardPlan plan = model::BuildShardPlan(map, hp, tp);
   if (!plan.problems.empty()) {
@@ -467,15 +473,25 @@ std::vector<std::vector<float>> LogitsBySequence(absl::Span<const SequenceInput>
 }
 
 absl::Status Executor::Impl::Flatten(absl::Span<const SequenceInput> seqs, StepTrace* trace,
-                                     Batch& b) const {
+                                     bool mtp, Batch& b) const {
   const int64_t V = hp.n_vocab;
   b.seqs = seqs;
   b.trace = trace;
+  b.mtp = mtp;
   for (size_t s = 0; s < seqs.size(); ++s) {
     const SequenceInput& in = seqs[s];
     b.seq_begin.push_back(b.size());
     if (in.tokens.empty())
       return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": no tokens"));
+    if (mtp) {
+      const size_t want = in.tokens.size() * hp.n_embd;
+      if (in.mtp_hidden.size() != want) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "sequence ", s, ": mtp_hidden holds ", in.mtp_hidden.size(), " values, expected ",
+            in.tokens.size(), " tokens x n_embd ", hp.n_embd, " = ", want));
+      }
+      b.mtp_hidden.insert(b.mtp_hidden.end(), in.mtp_hidden.begin(), in.mtp_hidden.end());
+    }
     for (size_t i = 0; i < in.tokens.size(); ++i) {
       int32_t id = in.tokens[i];
       if (id < 0 || id >= static_cast<int32_t>(V)) {
@@ -500,13 +516,27 @@ absl::Status Executor::Impl::Flatten(absl::Span<const SequenceInput> seqs, StepT
 }
 
 absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
-    absl::Span<const SequenceInput> seqs, StepTrace* trace) {
+    absl::Span<const SequenceInput> seqs, StepTrace* trace, bool mtp,
+    std::vector<std::vector<float>>* hidden) {
+  if (mtp && mtp_blocks == 0) {
+    return absl::FailedPreconditionError(
+        "an MTP step needs the MTP (NextN) block loaded (ExecutorOptions::load_mtp)");
+  }
   Batch b;
-  if (absl::Status s = Flatten(seqs, trace, b); !s.ok()) return s;
-  if (gpu != nullptr) return gpu->Step(b);
-  CpuOps ops(*this, b);
-  TESSERA_RETURN_IF_ERROR(ForwardPass<CpuOps>(ops).Run(b.size()));
-  return ops.TakeLogits();
+  TESSERA_RETURN_IF_ERROR(Flatten(seqs, trace, mtp, b));
+  std::vector<float> hidden_rows;
+  if (hidden != nullptr) b.hidden_out = &hidden_rows;
+  absl::StatusOr<std::vector<std::vector<float>>> logits;
+  if (gpu != nullptr) {
+    logits = gpu->Step(b);
+  } else {
+    CpuOps ops(*this, b);
+    ForwardPass<CpuOps> pass(ops);
+    TESSERA_RETURN_IF_ERROR(mtp ? pass.RunMtp(b.size()) : pass.Run(b.size()));
+    logits = ops.TakeLogits();
+  }
+  if (logits.ok() && hidden != nullptr) *hidden = LogitsBySequence(seqs, hidden_rows, hp.n_embd);
+  return logits;
 }
 
 Executor::Executor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -546,9 +576,17 @@ const std::string& Executor::kernel_summary() const { return impl_->kernel_summa
 std::map<std::string, double> Executor::Profile() const { return impl_->profile; }
 void Executor::ResetProfile() { impl_->profile.clear(); }
 
-absl::StatusOr<std::vector<std::vector<float>>> Executor::Step(absl::Span<const SequenceInput> seqs,
-                                                               StepTrace* trace) {
-  return impl_->Step(seqs, trace);
+absl::StatusOr<std::vector<std::vector<float>>> Executor::Step(
+    absl::Span<const SequenceInput> seqs, StepTrace* trace,
+    std::vector<std::vector<float>>* hidden) {
+  return impl_->Step(seqs, trace, /*mtp=*/false, hidden);
+}
+
+bool Executor::has_mtp() const { return impl_->mtp_blocks > 0; }
+
+absl::StatusOr<std::vector<std::vector<float>>> Executor::MtpStep(
+    absl::Span<const SequenceInput> seqs, std::vector<std::vector<float>>* hidden) {
+  return impl_->Step(seqs, nullptr, /*mtp=*/true, hidden);
 }
 
 void Executor::Impl::PlanRope() {
@@ -602,7 +640,8 @@ KvCacheShape Executor::Impl::PlanCacheShape() {
     }
   }
   KvCacheShape shape;
-  shape.n_layers = static_cast<int>(hp.n_layer);
+  // The trunk's layers, then the MTP blocks' (layer n_layer + i is MTP block i's).
+  shape.n_layers = static_cast<int>(hp.n_layer) + mtp_blocks;
   shape.block_size = std::max(1, options.kv_block_size);
   shape.dtype = kv_dtype;
   if (config.mla) {
@@ -631,6 +670,7 @@ absl::Status Executor::Impl::CreateHostCache(KvCacheShape shape) {
   cache = std::make_unique<PagedKvCache>(shape);
   if (config.dsa) {
     KvCacheShape ks = shape;
+    ks.n_layers = static_cast<int>(hp.n_layer);  // the MTP blocks run no indexer
     ks.k_width = static_cast<int>(hp.indexer_head_dim);
     ks.v_width = 0;
     ks.dtype = CacheDtype::kF32;  // indexer keys stay float32 (conformance README)
@@ -668,7 +708,14 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const std::string& mo
   for (const model::KeyProblem& k : key_problems) {
     if (k.error) return absl::InvalidArgumentError(k.message);
   }
-  model::TensorMap map = model::MapTensors(*arch, impl->hp, impl->file);
+  if (options.load_mtp) {
+    if (std::string why = model::MtpUnavailable(*arch, impl->hp, arch_name); !why.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(model_path, ": the MTP draft head was asked for, but ", why));
+    }
+  }
+  model::TensorMap map = model::MapTensors(*arch, impl->hp, impl->file, {.mtp = options.load_mtp});
+  impl->mtp_blocks = static_cast<int>(map.mtp_blocks);
   if (!map.problems.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(model_path, ": ", absl::StrJoin(map.problems, "; ")));

@@ -90,6 +90,11 @@ struct ExecutorOptions {
   // kCuda: the step size the buffers are planned for (0: 2048 tokens); a larger step grows
   // them (and drops the captured graphs).
   int max_step_tokens = 0;
+
+  // Also load the NextN/MTP block (<arch>.nextn_predict_layers > 0) for MtpStep: its
+  // tensors, sharded as any block's, and a cache layer of its own. A model without one is
+  // an error naming the key (model::MtpUnavailable).
+  bool load_mtp = false;
 };
 
 struct SequenceInput {
@@ -97,6 +102,10 @@ struct SequenceInput {
   int64_t start_pos = 0;             // position of tokens[0]
   std::vector<int32_t> block_table;  // physical blocks for positions [0, start_pos + n)
   bool all_logits = false;           // logits for every new token, else only the last
+  // Executor::MtpStep only: row i (n_embd floats, row-major) is the trunk's final-norm hidden
+  // state (Step's `hidden`) of position start_pos + i, paired with tokens[i], the token at
+  // the position after it.
+  std::vector<float> mtp_hidden;
 };
 
 // What routing and sparse attention chose in a step, for tests and debugging. Tokens are
@@ -146,9 +155,26 @@ class Executor {
 
   // Runs one step; per sequence, logits rows (all new tokens or the last) × n_vocab.
   // Errors: a token outside the vocabulary, a position beyond the block table, an empty
-  // sequence; nothing is written to the cache then.
-  absl::StatusOr<std::vector<std::vector<float>>> Step(absl::Span<const SequenceInput> seqs,
-                                                       StepTrace* trace = nullptr);
+  // sequence; nothing is written to the cache then. With `hidden`, also per sequence the
+  // final-norm hidden state (n_embd floats: the vector the LM head multiplies) of the same
+  // rows as the logits, the input of an MTP step.
+  absl::StatusOr<std::vector<std::vector<float>>> Step(
+      absl::Span<const SequenceInput> seqs, StepTrace* trace = nullptr,
+      std::vector<std::vector<float>>* hidden = nullptr);
+
+  // Whether the NextN/MTP block was loaded (ExecutorOptions::load_mtp).
+  bool has_mtp() const;
+  // One step of the NextN/MTP draft head (spec 12.6). Per sequence, row i pairs tokens[i]
+  // with the trunk hidden mtp_hidden row i of position p = start_pos + i (the position
+  // before the token's) and predicts the token after tokens[i] (position p + 2). Row i sits
+  // at position p in the MTP block's own cache layer, through the sequence's block table as
+  // the trunk's: it attends causally to the MTP rows at positions 0..p written so far (a
+  // sequence's first row is the pair of its tokens 1 and hidden 0). Logits as Step returns
+  // them; with `hidden`, the MTP head's normalized rows (a further draft step's hidden).
+  // FailedPrecondition when the block was not loaded; the errors of Step otherwise, and a
+  // sequence whose mtp_hidden is not tokens.size() × n_embd.
+  absl::StatusOr<std::vector<std::vector<float>>> MtpStep(
+      absl::Span<const SequenceInput> seqs, std::vector<std::vector<float>>* hidden = nullptr);
 
   struct Impl;
 

@@ -67,6 +67,11 @@ struct Batch {
   // DSA: per token, the key positions the most recent full indexer layer kept (shared
   // layers reuse them, spec 12.4).
   std::vector<std::vector<int32_t>> dsa_keep;
+  // An MTP step (Executor::MtpStep): each token's given hidden, [tokens][n_embd].
+  bool mtp = false;
+  std::vector<float> mtp_hidden;
+  // Where the head's normalized rows go, [head rows][n_embd] (null: not asked).
+  std::vector<float>* hidden_out = nullptr;
   int64_t size() const { return static_cast<int64_t>(tok.size()); }
 };
 
@@ -140,6 +145,7 @@ struct Executor::Impl {
   cpu::RopeParams rope;
   float attn_scale = 1.0f;
   std::unique_ptr<cpu::ThreadPool> pool;
+  int mtp_blocks = 0;                           // NextN/MTP blocks loaded (load_mtp)
   KvCacheShape kv_shape;                        // of `cache`, or of the GPU's cache
   std::unique_ptr<CudaForward> gpu;             // device kCuda: runs the steps
   std::unique_ptr<PagedKvCache> cache;          // K/V, or the MLA latent + rope key (CPU)
@@ -173,11 +179,16 @@ struct Executor::Impl {
 
   CpuStepBuffers buffers;  // the CPU's steps' planned buffers (CpuOps)
 
+  // A trunk step, or (mtp) a step of the NextN/MTP block; the head's normalized rows into
+  // `hidden` per sequence where given.
   absl::StatusOr<std::vector<std::vector<float>>> Step(absl::Span<const SequenceInput> seqs,
-                                                       StepTrace* trace);
-  // Checks the step's sequences (tokens in the vocabulary, a cache slot for every position)
-  // and flattens them into `b` (tokens, positions, slots, sequence of each token).
-  absl::Status Flatten(absl::Span<const SequenceInput> seqs, StepTrace* trace, Batch& b) const;
+                                                       StepTrace* trace, bool mtp,
+                                                       std::vector<std::vector<float>>* hidden);
+  // Checks the step's sequences (tokens in the vocabulary, a cache slot for every position;
+  // for an MTP step, a hidden row per token) and flattens them into `b` (tokens, positions,
+  // slots, sequence of each token, the MTP hidden rows).
+  absl::Status Flatten(absl::Span<const SequenceInput> seqs, StepTrace* trace, bool mtp,
+                       Batch& b) const;
 };
 
 }  // namespace tessera::executor

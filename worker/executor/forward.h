@@ -43,30 +43,75 @@ class ForwardPass {
       TESSERA_RETURN_IF_ERROR(ops_.Embed(x));
       TESSERA_RETURN_IF_ERROR(ops_.AllReduce(x));
     }
-    Act h = ops_.Tensor(Buf::kH, T, d, Prec::kAct);
     for (int layer = 0; layer < static_cast<int>(hp_.n_layer); ++layer) {
-      const Layer& L = ops_.layer(layer);
-      Act y;
-      TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(x, L.attn_norm, hp_.rms_eps, h));
-      {
-        auto phase = ops_.Phase("attention");
-        TESSERA_RETURN_IF_ERROR(config_.mla ? Mla(layer, h, y) : Gqa(layer, h, y));
-      }
-      TESSERA_RETURN_IF_ERROR(ops_.Add(x, y));
-      TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(x, L.ffn_norm, hp_.rms_eps, h));
-      if (hp_.is_moe_block(layer)) {
-        TESSERA_RETURN_IF_ERROR(Moe(layer, h, y));
-      } else {
-        auto phase = ops_.Phase("dense_ffn");
-        TESSERA_RETURN_IF_ERROR(DenseFfn(layer, h, y));
-      }
-      TESSERA_RETURN_IF_ERROR(ops_.Add(x, y));
+      TESSERA_RETURN_IF_ERROR(Block(layer, x, /*sparse=*/config_.dsa));
     }
     auto phase = ops_.Phase("head");
-    return Head(x);
+    return Head(x, ops_.output_norm(), ops_.output(), /*bias=*/true);
+  }
+
+  // The NextN/MTP draft head over the step's tokens (spec 12.6; llama.cpp
+  // src/models/glm-dsa.cpp; DeepSeek-V3 report 2.2): row t takes its token's embedding and
+  // the trunk's final-norm hidden state of the position before it (InputHidden),
+  //   x = eh_proj [RMSNorm_enorm(embedding) ; RMSNorm_hnorm(hidden)]   (embedding first),
+  // one decoder block (the first NextN block, n_layer, over its own cache layer: dense
+  // causal attention, its DSA indexer not run; its MoE as the trunk's), then the head with
+  // shared_head_norm / shared_head_head where the block has them (else output_norm /
+  // output). The head's normalized rows are what a further draft step would take as its
+  // hidden (TakeHidden).
+  absl::Status RunMtp(int64_t tokens) {
+    const int mtp = static_cast<int>(hp_.n_layer);
+    const Layer& L = ops_.layer(mtp);
+    const int64_t T = tokens, d = hp_.n_embd;
+    const float eps = hp_.rms_eps;
+    Act x = ops_.Tensor(Buf::kX, T, d, Prec::kF32);
+    {
+      auto phase = ops_.Phase("embed");
+      TESSERA_RETURN_IF_ERROR(ops_.Embed(x));
+      TESSERA_RETURN_IF_ERROR(ops_.AllReduce(x));
+    }
+    {
+      auto phase = ops_.Phase("mtp_input");
+      Act g = ops_.Tensor(Buf::kMtpHidden, T, d, Prec::kF32);
+      TESSERA_RETURN_IF_ERROR(ops_.InputHidden(g));
+      Act z = ops_.Tensor(Buf::kMtpIn, T, 2 * d, Prec::kF32);
+      TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(x, L.nextn_enorm, eps, z.Cols(0, d)));
+      TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(g, L.nextn_hnorm, eps, z.Cols(d, d)));
+      // Replicated on every rank: the full input, the full product, no reduction.
+      TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.nextn_eh_proj, z, x}}));
+    }
+    TESSERA_RETURN_IF_ERROR(Block(mtp, x, /*sparse=*/false));
+    auto phase = ops_.Phase("head");
+    const bool own_head = Present(L.nextn_head);
+    if (Present(L.nextn_head_norm)) {
+      return Head(x, L.nextn_head_norm, own_head ? L.nextn_head : ops_.output(), !own_head);
+    }
+    return Head(x, ops_.output_norm(), own_head ? L.nextn_head : ops_.output(), !own_head);
   }
 
  private:
+  // One decoder block on the residual stream `x`: attention (over the keys DSA kept where
+  // `sparse`, else every causal key) and the FFN, each pre-normed and added back.
+  absl::Status Block(int layer, Act x, bool sparse) {
+    const Layer& L = ops_.layer(layer);
+    Act h = ops_.Tensor(Buf::kH, x.rows, hp_.n_embd, Prec::kAct);
+    Act y;
+    TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(x, L.attn_norm, hp_.rms_eps, h));
+    {
+      auto phase = ops_.Phase("attention");
+      TESSERA_RETURN_IF_ERROR(config_.mla ? Mla(layer, h, y, sparse) : Gqa(layer, h, y));
+    }
+    TESSERA_RETURN_IF_ERROR(ops_.Add(x, y));
+    TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(x, L.ffn_norm, hp_.rms_eps, h));
+    if (hp_.is_moe_block(layer)) {
+      TESSERA_RETURN_IF_ERROR(Moe(layer, h, y));
+    } else {
+      auto phase = ops_.Phase("dense_ffn");
+      TESSERA_RETURN_IF_ERROR(DenseFfn(layer, h, y));
+    }
+    return ops_.Add(x, y);
+  }
+
   // GQA (llama, qwen*, glm4moe): this rank's query and KV heads, attention over the paged
   // cache, the row-parallel output product; the result in `y`.
   absl::Status Gqa(int layer, Act h, Act& y) {
@@ -102,8 +147,8 @@ class ForwardPass {
   }
 
   // MLA in the absorbed form (deepseek2, glm-dsa; spec 10.3), with the DSA indexer's key
-  // selection where the architecture has one (spec 12.4); the result in `y`.
-  absl::Status Mla(int layer, Act h, Act& y) {
+  // selection where `sparse` (spec 12.4); the result in `y`.
+  absl::Status Mla(int layer, Act h, Act& y, bool sparse) {
     const Layer& L = ops_.layer(layer);
     const int64_t T = h.rows, c = hp_.kv_lora_rank, r = hp_.n_rot, dq = hp_.key_length_mla;
     const int64_t n = dq - r, vv = hp_.value_length_mla, ql = hp_.q_lora_rank;
@@ -126,7 +171,8 @@ class ForwardPass {
     TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(kv.Cols(0, c), L.kv_a_norm, eps, kv.Cols(0, c)));
     TESSERA_RETURN_IF_ERROR(ops_.Rope(kv.Cols(c, r), 1, r));
     TESSERA_RETURN_IF_ERROR(ops_.Rope(q.Cols(n, H * dq - n), H, dq));
-    const AttentionShape shape{.heads = H, .kv_heads = 1, .d_k = c + r, .d_v = c, .latent = true};
+    const AttentionShape shape{
+        .heads = H, .kv_heads = 1, .d_k = c + r, .d_v = c, .latent = true, .sparse = sparse};
     TESSERA_RETURN_IF_ERROR(ops_.WriteKv(layer, shape, kv, Act()));
     // 5-6. W_UK absorbed into the query: Q_h = [K_b[h] q_h^nope (c) | q_h^rope (r)].
     Act qa = ops_.Tensor(Buf::kQa, T * H, c + r, Prec::kAct);
@@ -135,7 +181,7 @@ class ForwardPass {
     TESSERA_RETURN_IF_ERROR(ops_.Copy(heads.Cols(n, r), qa.Cols(c, r)));
     // DSA: the keys each query may attend to; full indexer layers choose them, the others
     // reuse the last choice (spec 12.4).
-    const bool dsa = config_.dsa;
+    const bool dsa = sparse;
     if (dsa && layer < static_cast<int>(hp_.indexer_full.size()) && hp_.indexer_full[layer]) {
       auto phase = ops_.Phase("indexer");
       TESSERA_RETURN_IF_ERROR(Indexer(layer, h, cq));
@@ -229,19 +275,22 @@ class ForwardPass {
     return ops_.AllReduce(y);
   }
 
-  // The final norm (rounded to the compute dtype, as every sublayer's input) and the
-  // vocab-parallel head in float32, for the rows whose logits the step wants; then every
-  // rank's vocabulary columns gathered.
-  absl::Status Head(Act x) {
+  // The final norm `norm` (rounded to the compute dtype, as every sublayer's input; kept
+  // for the caller where asked: the hidden state an MTP step takes) and the vocab-parallel
+  // head `head` in float32 (with output.bias where `bias`), for the rows whose logits the
+  // step wants; then every rank's vocabulary columns gathered.
+  absl::Status Head(Act x, const typename Ops::Vec& norm, const typename Ops::Mat& head,
+                    bool bias) {
     const HeadRows& rows = ops_.head_rows();
     const int64_t R = static_cast<int64_t>(rows.count);
     Act hr = ops_.Tensor(Buf::kHeadIn, R, hp_.n_embd, Prec::kF32);
     TESSERA_RETURN_IF_ERROR(ops_.GatherHeadRows(x, hr));
-    TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(hr, ops_.output_norm(), hp_.rms_eps, hr));
+    TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(hr, norm, hp_.rms_eps, hr));
     TESSERA_RETURN_IF_ERROR(ops_.RoundToAct(hr));
-    Act logits = ops_.Tensor(Buf::kLogits, R, Rows(ops_.output()), Prec::kF32);
-    TESSERA_RETURN_IF_ERROR(ops_.Products({{&ops_.output(), hr, logits, rows.seq}}));
-    TESSERA_RETURN_IF_ERROR(ops_.AddBias(logits, ops_.output_bias()));
+    TESSERA_RETURN_IF_ERROR(ops_.TakeHidden(hr));
+    Act logits = ops_.Tensor(Buf::kLogits, R, Rows(head), Prec::kF32);
+    TESSERA_RETURN_IF_ERROR(ops_.Products({{&head, hr, logits, rows.seq}}));
+    if (bias) TESSERA_RETURN_IF_ERROR(ops_.AddBias(logits, ops_.output_bias()));
     return ops_.GatherVocab(logits);
   }
 

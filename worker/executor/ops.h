@@ -59,6 +59,12 @@
 //                                         the DSA indexer's cache, its top-k choice, and
 //                                         the step trace's copy of it
 //   GatherHeadRows(x, hr), GatherVocab(logits)
+//   InputHidden(g)                        an MTP step's given hidden rows (F32, n_embd each:
+//                                         the trunk's final-norm hidden state of the
+//                                         position before each token), one per token
+//   TakeHidden(hr)                        the head's normalized rows (F32) kept for the
+//                                         caller where the step asked for them (nothing
+//                                         otherwise)
 //   AllReduce(x)                          the sum over the tensor-parallel group, in x's
 //                                         precision
 //
@@ -100,8 +106,10 @@ enum class Buf : uint8_t {
   kQi,    // DSA index queries, keys and head weights
   kKi,
   kWi,
-  kHeadIn,  // the head's normalized rows
-  kLogits,  // this rank's vocabulary columns of the head
+  kHeadIn,     // the head's normalized rows
+  kLogits,     // this rank's vocabulary columns of the head
+  kMtpIn,      // the MTP block's input [enorm(embedding) | hnorm(hidden)], 2 n_embd wide
+  kMtpHidden,  // the MTP block's given trunk hidden rows (float32)
   kCount
 };
 
@@ -138,6 +146,9 @@ struct AttentionShape {
   // MLA: one latent row per token serves every head as key (d_k values) and value (its
   // first d_v values).
   bool latent = false;
+  // DSA: the queries attend only to the keys the indexer kept (SelectKeys); otherwise to
+  // every causal key (the MTP block, which has no indexer run).
+  bool sparse = false;
 };
 
 // The head's rows: `count` rows of the step's tokens; `seq` gives each row's sequence for
@@ -201,4 +212,6 @@ int64_t Rows(const Mat& m) {
   absl::Status TraceSelection(int layer);                                                      \
   absl::Status GatherHeadRows(Act x, Act hr);                                                  \
   absl::Status GatherVocab(Act logits);                                                        \
+  absl::Status InputHidden(Act g);                                                             \
+  absl::Status TakeHidden(Act hr);                                                             \
   absl::Status AllReduce(Act x);
