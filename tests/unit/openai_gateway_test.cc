@@ -373,24 +373,31 @@ TEST(OpenAiGatewayTest, ValidationErrorsNameTheField) {
 // Structured output: every field clients use reaches the engine as a grammar; what each
 // grammar accepts is checked by matching documents with the grammar engine itself, written
 // out by hand (schema order kept, JSON mode, regex, choices, GBNF).
+// The grammar of the request a chat body (its fields around `extra`) submits to the engine.
+std::string GrammarOf(GatewayUnderTest& g, const std::string& body_start,
+                      const std::string& extra) {
+  const size_t before = g.engine->requests().size();
+  const auto r = HttpCall(g.port(), "POST", "/v1/chat/completions", body_start + extra + "}");
+  EXPECT_EQ(r.status, 200) << extra << ": " << r.body;
+  if (g.engine->requests().size() != before + 1) return "<not submitted>";
+  return g.engine->requests().back().grammar;
+}
+
+// Whether GBNF `gbnf` accepts `text` whole (the grammar engine's own matcher).
+bool GrammarAccepts(const std::string& gbnf, const std::string& text) {
+  auto parsed = grammar::ParseGbnf(gbnf);
+  if (!parsed.ok()) return false;
+  auto compiled =
+      grammar::CompiledGrammar::Create(*std::move(parsed), grammar::TokenTrie::Build({}, {}));
+  grammar::Matcher matcher(compiled);
+  return matcher.AcceptBytes(text) && matcher.CanEnd();
+}
+
 TEST(OpenAiGatewayTest, StructuredOutputFieldsBecomeTheRequestsGrammar) {
   GatewayUnderTest g;
-  const std::string m = R"("messages":[{"role":"user","content":"x"}],"max_tokens":2)";
-  auto grammar_of = [&](const std::string& extra) -> std::string {
-    const size_t before = g.engine->requests().size();
-    const auto r = HttpCall(g.port(), "POST", "/v1/chat/completions", "{" + m + extra + "}");
-    EXPECT_EQ(r.status, 200) << extra << ": " << r.body;
-    if (g.engine->requests().size() != before + 1) return "<not submitted>";
-    return g.engine->requests().back().grammar;
-  };
-  auto accepts = [](const std::string& gbnf, const std::string& text) {
-    auto parsed = grammar::ParseGbnf(gbnf);
-    if (!parsed.ok()) return false;
-    auto compiled =
-        grammar::CompiledGrammar::Create(*std::move(parsed), grammar::TokenTrie::Build({}, {}));
-    grammar::Matcher matcher(compiled);
-    return matcher.AcceptBytes(text) && matcher.CanEnd();
-  };
+  const std::string m = R"({"messages":[{"role":"user","content":"x"}],"max_tokens":2)";
+  auto grammar_of = [&](const std::string& extra) { return GrammarOf(g, m, extra); };
+  auto accepts = GrammarAccepts;
   EXPECT_EQ(grammar_of(""), "");
   EXPECT_EQ(grammar_of(R"(,"response_format":{"type":"text"})"), "");
 
@@ -932,21 +939,8 @@ TEST(OpenAiGatewayTest, ForcedToolCallsAreDecodedUnderAGrammar) {
       R"("properties":{"city":{"type":"string"}},"required":["city"],)"
       R"("additionalProperties":false}}},)"
       R"({"type":"function","function":{"name":"ping"}}])";
-  auto grammar_of = [&](const std::string& extra) -> std::string {
-    const size_t before = g.engine->requests().size();
-    const auto r = HttpCall(g.port(), "POST", "/v1/chat/completions", base + extra + "}");
-    EXPECT_EQ(r.status, 200) << extra << ": " << r.body;
-    if (g.engine->requests().size() != before + 1) return "<not submitted>";
-    return g.engine->requests().back().grammar;
-  };
-  auto accepts = [](const std::string& gbnf, const std::string& text) {
-    auto parsed = grammar::ParseGbnf(gbnf);
-    if (!parsed.ok()) return false;
-    auto compiled =
-        grammar::CompiledGrammar::Create(*std::move(parsed), grammar::TokenTrie::Build({}, {}));
-    grammar::Matcher matcher(compiled);
-    return matcher.AcceptBytes(text) && matcher.CanEnd();
-  };
+  auto grammar_of = [&](const std::string& extra) { return GrammarOf(g, base, extra); };
+  auto accepts = GrammarAccepts;
   EXPECT_EQ(grammar_of(""), "");
   EXPECT_EQ(grammar_of(R"(,"tool_choice":"auto")"), "");
   const std::string weather =
