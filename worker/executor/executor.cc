@@ -473,7 +473,7 @@ std::vector<std::vector<float>> LogitsBySequence(absl::Span<const SequenceInput>
 }
 
 absl::Status Executor::Impl::Flatten(absl::Span<const SequenceInput> seqs, StepTrace* trace,
-                                     bool mtp, Batch& b) const {
+                                     Batch& b, bool mtp) const {
   const int64_t V = hp.n_vocab;
   b.seqs = seqs;
   b.trace = trace;
@@ -523,7 +523,7 @@ absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
         "an MTP step needs the MTP (NextN) block loaded (ExecutorOptions::load_mtp)");
   }
   Batch b;
-  TESSERA_RETURN_IF_ERROR(Flatten(seqs, trace, mtp, b));
+  TESSERA_RETURN_IF_ERROR(Flatten(seqs, trace, b, mtp));
   std::vector<float> hidden_rows;
   if (hidden != nullptr) b.hidden_out = &hidden_rows;
   absl::StatusOr<std::vector<std::vector<float>>> logits;

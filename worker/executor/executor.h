@@ -105,7 +105,7 @@ struct SequenceInput {
   // Executor::MtpStep only: row i (n_embd floats, row-major) is the trunk's final-norm hidden
   // state (Step's `hidden`) of position start_pos + i, paired with tokens[i], the token at
   // the position after it.
-  std::vector<float> mtp_hidden;
+  std::vector<float> mtp_hidden = {};
 };
 
 // What routing and sparse attention chose in a step, for tests and debugging. Tokens are

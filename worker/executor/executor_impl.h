@@ -187,8 +187,8 @@ struct Executor::Impl {
   // Checks the step's sequences (tokens in the vocabulary, a cache slot for every position;
   // for an MTP step, a hidden row per token) and flattens them into `b` (tokens, positions,
   // slots, sequence of each token, the MTP hidden rows).
-  absl::Status Flatten(absl::Span<const SequenceInput> seqs, StepTrace* trace, bool mtp,
-                       Batch& b) const;
+  absl::Status Flatten(absl::Span<const SequenceInput> seqs, StepTrace* trace, Batch& b,
+                       bool mtp = false) const;
 };
 
 }  // namespace tessera::executor
