@@ -30,7 +30,7 @@ class RelativeWalk {
     const absl::Span<const uint32_t> ids = vocab.sorted_ids();
     const absl::Span<const uint32_t> shared_prefix = vocab.shared_prefix();
     sets_.Clear();
-    levels_.assign(1, sets_.Intern({start}));
+    levels_.assign(1, sets_.Add({start}));
     escapes_.assign(1, kNoEscapes);
     size_t valid = 0;  // levels_[0..valid] hold the states of the current prefix
     size_t i = 0;

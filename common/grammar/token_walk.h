@@ -33,7 +33,7 @@ class StackSets {
     next_.clear();
   }
   // The id of the set `stacks` (in the order given).
-  uint32_t Intern(const std::vector<uint32_t>& stacks) {
+  uint32_t Add(const std::vector<uint32_t>& stacks) {
     auto [it, inserted] = index_.try_emplace(stacks, static_cast<uint32_t>(begin_.size() - 1));
     if (inserted) {
       stacks_.insert(stacks_.end(), stacks.begin(), stacks.end());
@@ -49,9 +49,8 @@ class StackSets {
   uint32_t Next(StackArena& arena, uint32_t set, uint8_t byte) {
     auto [it, inserted] = next_.try_emplace((uint64_t{set} << 8) | byte, kEmpty);
     if (inserted) {
-      scratch_from_.assign(stacks(set).begin(), stacks(set).end());
-      arena.Advance(scratch_from_, byte, scratch_to_);
-      it->second = Intern(scratch_to_);
+      arena.Advance(stacks(set), byte, scratch_);  // reads stacks_, which only Add changes
+      it->second = Add(scratch_);
     }
     return it->second;
   }
@@ -61,7 +60,7 @@ class StackSets {
   std::vector<uint32_t> stacks_;
   absl::flat_hash_map<std::vector<uint32_t>, uint32_t> index_;
   absl::flat_hash_map<uint64_t, uint32_t> next_;  // (set << 8 | byte) -> set
-  std::vector<uint32_t> scratch_from_, scratch_to_;
+  std::vector<uint32_t> scratch_;
 };
 
 enum class TokenOutcome : uint8_t { kRejected, kAccepted, kUncertain };
@@ -91,7 +90,7 @@ class TokenWalk {
            const ByteSet* follow, OnOutcome&& on_outcome) {
     sets_.Clear();
     has_context_.clear();
-    levels_.assign(1, sets_.Intern(start));
+    levels_.assign(1, sets_.Add(start));
     escaped_.assign(1, false);
     size_t valid = 0;  // levels_[0..valid] hold the states of the current prefix
     size_t i = 0;
