@@ -64,6 +64,10 @@ struct DaemonConfig {
   bool parse_special_in_content = false;
   bool enable_prefix_caching = true;
   bool overlap_delivery = true;
+  std::string speculative;             // none | ngram
+  int64_t num_speculative_tokens = 0;  // drafts per decode
+  int64_t ngram_min = 0;               // n-gram lengths looked up
+  int64_t ngram_max = 0;
   int64_t max_tokens_default = 0;  // 0: up to the context length (as vLLM)
   uint64_t max_body_size = 0;      // bytes
   absl::Duration request_timeout;

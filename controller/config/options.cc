@@ -247,6 +247,28 @@ const OptionSpec kOptions[] = {
      "between steps either way: their text decides whether they go on). "
      "--no-overlap-delivery delivers between steps.",
      &C::overlap_delivery},
+    {"speculative",
+     T::kEnum,
+     S::kScheduling,
+     "none",
+     "",
+     "METHOD",
+     "Speculative decoding. ngram: prompt lookup, as vLLM's ngram and llama.cpp's lookup "
+     "decoding: each decode also feeds the tokens that followed the latest earlier occurrence "
+     "of the sequence's last n-gram (prompt and output), and the workers keep those the model "
+     "would have generated itself, so several tokens may come from one step. The output is "
+     "the same as without (greedy and seeded sampling alike). none: one token per step.",
+     &C::speculative,
+     {},
+     "none|ngram"},
+    {"num-speculative-tokens", T::kInt, S::kScheduling, "4", "", "K",
+     "Most tokens drafted per decode with --speculative.", &C::num_speculative_tokens,
+     Between(1, 64)},
+    {"ngram-min", T::kInt, S::kScheduling, "2", "", "N",
+     "--speculative ngram: the shortest n-gram looked up.", &C::ngram_min, Between(1, 64)},
+    {"ngram-max", T::kInt, S::kScheduling, "4", "", "N",
+     "--speculative ngram: the longest n-gram looked up (longest matches first).", &C::ngram_max,
+     Between(1, 64)},
     {"max-tokens-default", T::kInt, S::kScheduling, "0",
      "0: up to the context length (max-model-len minus the prompt), as vLLM does", "N",
      "Tokens generated when a request sets no max_tokens.", &C::max_tokens_default,

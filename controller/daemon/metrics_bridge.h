@@ -57,6 +57,12 @@ class MetricsBridge : public serving::EngineObserver {
   }
   void OnStepGap(double seconds) override { m_.step_gap.Observe(seconds); }
   void OnPreemption() override { m_.preemptions.Increment(); }
+  void OnSpeculation(int drafted, int accepted) override {
+    m_.spec_drafts.Increment();
+    m_.spec_draft_tokens.Increment(drafted);
+    m_.spec_accepted_tokens.Increment(accepted);
+    for (int k = 0; k < accepted; ++k) m_.SpecAcceptedAt(k).Increment();
+  }
   void OnPrefixCache(int64_t queried_tokens, int64_t hit_tokens) override {
     m_.prefix_cache_queries.Increment(static_cast<double>(queried_tokens));
     m_.prefix_cache_hits.Increment(static_cast<double>(hit_tokens));

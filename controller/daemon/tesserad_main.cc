@@ -303,6 +303,10 @@ int Serve(const config::DaemonConfig& c) {
   eo.parse_special_in_content = c.parse_special_in_content;
   eo.enable_prefix_caching = c.enable_prefix_caching;
   eo.overlap_delivery = c.overlap_delivery;
+  eo.speculative = c.speculative;
+  eo.num_speculative_tokens = static_cast<int>(c.num_speculative_tokens);
+  eo.ngram_min = static_cast<int>(c.ngram_min);
+  eo.ngram_max = static_cast<int>(c.ngram_max);
   auto engine = std::make_unique<serving::ServingEngine>(group->get(), std::move(text->tokenizer),
                                                          std::move(text->chat_template),
                                                          facts->info, eo, &bridge);

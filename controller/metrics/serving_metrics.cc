@@ -93,6 +93,9 @@ ServingMetrics::ServingMetrics(Registry& registry, std::string model_name,
           "worker taking the step (direction to_workers), and from the last worker finishing "
           "it to the controller holding every result (to_controller).",
           kGapBuckets)),
+      spec_per_pos_family_(registry.AddCounter(
+          "tessera_spec_decode_num_accepted_tokens_per_pos_total",
+          "Speculative decoding: drafted tokens accepted, by their position in the draft.")),
       ttft(ModelHistogram(registry, model_name_, "tessera_time_to_first_token_seconds",
                           "Time from request arrival to its first generated token.", kTtftBuckets)),
       inter_token_latency(ModelHistogram(registry, model_name_,
@@ -150,6 +153,14 @@ ServingMetrics::ServingMetrics(Registry& registry, std::string model_name,
       prefix_cache_hits(ModelCounter(registry, model_name_, "tessera_prefix_cache_hits_total",
                                      "Prefix caching: prompt tokens found in the cache (not "
                                      "prefilled again).")),
+      spec_drafts(ModelCounter(registry, model_name_, "tessera_spec_decode_num_drafts_total",
+                               "Speculative decoding: decodes that carried drafted tokens.")),
+      spec_draft_tokens(ModelCounter(registry, model_name_,
+                                     "tessera_spec_decode_num_draft_tokens_total",
+                                     "Speculative decoding: drafted tokens verified.")),
+      spec_accepted_tokens(ModelCounter(registry, model_name_,
+                                        "tessera_spec_decode_num_accepted_tokens_total",
+                                        "Speculative decoding: drafted tokens accepted.")),
       requests_running(ModelGauge(registry, model_name_, "tessera_num_requests_running",
                                   "Requests in the running batch.")),
       requests_waiting(ModelGauge(registry, model_name_, "tessera_num_requests_waiting",
@@ -194,6 +205,11 @@ Counter ServingMetrics::RequestFailure(const std::string& reason) const {
 
 Histogram ServingMetrics::StepDuration(const std::string& phase) const {
   return step_family_.WithLabels({{"model_name", model_name_}, {"phase", phase}});
+}
+
+Counter ServingMetrics::SpecAcceptedAt(int position) const {
+  return spec_per_pos_family_.WithLabels(
+      {{"model_name", model_name_}, {"position", std::to_string(position)}});
 }
 
 Counter ServingMetrics::WorkerRestarts(int rank) const {

@@ -57,6 +57,7 @@ class ServingMetrics {
   const CounterFamily http_family_;
   const CounterFamily grpc_family_;
   const HistogramFamily handoff_family_;
+  const CounterFamily spec_per_pos_family_;
 
  public:
   ServingMetrics(Registry& registry, std::string model_name,
@@ -111,11 +112,19 @@ class ServingMetrics {
   const Histogram handoff_to_controller;  // direction="to_controller"
   const Histogram step_control;           // tessera_step_control_seconds
 
+  // tessera_spec_decode_num_accepted_tokens_per_pos_total{position} (0: the first draft).
+  Counter SpecAcceptedAt(int position) const;
+
   const Counter prompt_tokens_total;      // tessera_prompt_tokens_total
   const Counter generation_tokens_total;  // tessera_generation_tokens_total
   const Counter preemptions;              // tessera_num_preemptions_total
   const Counter prefix_cache_queries;     // tessera_prefix_cache_queries_total (tokens)
   const Counter prefix_cache_hits;        // tessera_prefix_cache_hits_total (tokens)
+  // Speculative decoding (vLLM's names): decodes that carried drafts, drafted tokens, and
+  // drafts accepted (in all, and by their position in the draft: SpecAcceptedAt).
+  const Counter spec_drafts;           // tessera_spec_decode_num_drafts_total
+  const Counter spec_draft_tokens;     // tessera_spec_decode_num_draft_tokens_total
+  const Counter spec_accepted_tokens;  // tessera_spec_decode_num_accepted_tokens_total
 
   const Gauge requests_running;    // tessera_num_requests_running
   const Gauge requests_waiting;    // tessera_num_requests_waiting

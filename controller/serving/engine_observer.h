@@ -49,6 +49,9 @@ class EngineObserver {
   // Prefix caching: requests admitted for the first time queried the cache with
   // `queried_tokens` prompt tokens, of which `hit_tokens` were found cached.
   virtual void OnPrefixCache(int64_t queried_tokens, int64_t hit_tokens) {}
+  // Speculative decoding: a decode carried `drafted` tokens, of which the first `accepted`
+  // were kept.
+  virtual void OnSpeculation(int drafted, int accepted) {}
 };
 
 }  // namespace tessera::serving

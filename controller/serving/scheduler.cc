@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "worker/sampling/speculative.h"
+
 namespace tessera::serving {
 
 Scheduler::Scheduler(SchedulerLimits limits, BlockManager* blocks)
@@ -45,6 +47,25 @@ StepPlan Scheduler::Schedule() {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* s = running_[i].get();
     const int64_t n = std::min(s->uncomputed(), budget);
+    // A decode may carry drafts: as many as the budget, the tokens the request may still
+    // generate and the option allow.
+    std::vector<int32_t> drafts;
+    if (s->speculate && limits_.num_speculative_tokens > 0 && n == 1 && s->uncomputed() == 1 &&
+        s->generated() > 0) {
+      const int64_t room = std::min<int64_t>(
+          {limits_.num_speculative_tokens, budget - 1, s->max_tokens - s->generated() - 1});
+      if (room > 0) {
+        drafts = sampling::NgramDraft(s->tokens, {.min_n = limits_.ngram_min,
+                                                  .max_n = limits_.ngram_max,
+                                                  .max_draft = static_cast<int>(room)});
+      }
+    }
+    // Drafts never preempt anyone: without the blocks for them, the decode goes alone.
+    if (!drafts.empty() &&
+        !blocks_->Reserve(s->block_table,
+                          s->num_computed + n + static_cast<int64_t>(drafts.size()))) {
+      drafts.clear();
+    }
     bool preempted_self = false;
     while (!blocks_->Reserve(s->block_table, s->num_computed + n)) {
       // The newest running sequence gives its blocks up; it has not been planned yet (the
@@ -60,6 +81,12 @@ StepPlan Scheduler::Schedule() {
       break;
     }
     add(s, n);
+    if (!drafts.empty()) {
+      plan.draft_tokens += static_cast<int64_t>(drafts.size());
+      plan.decode_tokens += static_cast<int64_t>(drafts.size());
+      budget -= static_cast<int64_t>(drafts.size());
+      plan.chunks.back().drafts = std::move(drafts);
+    }
     ++i;
   }
 

@@ -33,6 +33,12 @@ namespace tessera::serving {
 struct SchedulerLimits {
   int max_num_seqs = 64;
   int max_num_batched_tokens = 512;
+  // Speculative decoding (n-gram lookup): a decoding sequence whose `speculate` is set feeds
+  // up to this many drafted tokens after its last one (0: none), drafted from its own
+  // tokens by sampling::NgramDraft with these n-gram bounds.
+  int num_speculative_tokens = 0;
+  int ngram_min = 2;
+  int ngram_max = 4;
 };
 
 // What one sequence does in a step: feed tokens[start, start + n_tokens) and, when
@@ -43,6 +49,9 @@ struct ScheduledChunk {
   int64_t start = 0;
   int32_t n_tokens = 0;
   bool sample = false;
+  // Drafted tokens fed after the chunk's (a sampling decode), verified by the workers; the
+  // blocks for them are reserved.
+  std::vector<int32_t> drafts;
 };
 
 struct StepPlan {
@@ -52,7 +61,8 @@ struct StepPlan {
   // back in the waiting queue; the caller must end it.
   Sequence* cannot_fit = nullptr;
   int64_t prefill_tokens = 0;  // tokens of chunks that do not sample, or prompt chunks
-  int64_t decode_tokens = 0;   // one-token decodes
+  int64_t decode_tokens = 0;   // one-token decodes (and their drafts)
+  int64_t draft_tokens = 0;    // drafted tokens fed for verification
   // Prefix caching, over the sequences admitted for the first time in this step: their
   // prompt tokens, and how many of them were found in the cache.
   int64_t prefix_queried_tokens = 0;

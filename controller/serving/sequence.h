@@ -43,6 +43,8 @@ struct Sequence {
   // The worker holds this sequence's sampler (created by its first step); it survives
   // preemption and is dropped by release_seq_ids.
   bool sampler_created = false;
+  // Speculative decoding drafts tokens for this sequence (n-gram lookup; EngineOptions).
+  bool speculate = false;
 
   std::unique_ptr<OutputText> text;
 

@@ -55,7 +55,10 @@ ServingEngine::ServingEngine(StepRunner* runner, tokenizer::Tokenizer tokenizer,
       options_(options),
       observer_(observer),
       blocks_(std::make_unique<BlockManager>(0, 1, options.enable_prefix_caching)),
-      scheduler_({options.max_num_seqs, options.max_num_batched_tokens}, blocks_.get()),
+      scheduler_({options.max_num_seqs, options.max_num_batched_tokens,
+                  options.speculative == "ngram" ? options.num_speculative_tokens : 0,
+                  options.ngram_min, options.ngram_max},
+                 blocks_.get()),
       link_(std::make_shared<Link>()) {
   const int32_t n_vocab = std::max(info_.n_vocab, tokenizer_.vocab().size());
   eog_.assign(static_cast<size_t>(n_vocab), false);
@@ -183,6 +186,7 @@ absl::StatusOr<std::unique_ptr<RequestHandle>> ServingEngine::Submit(GenerateReq
   }
   seq->tokens = request.prompt_tokens;
   seq->prompt_len = static_cast<int32_t>(request.prompt_tokens.size());
+  seq->speculate = options_.speculative == "ngram";
   seq->text = std::make_unique<OutputText>(&tokenizer_, request.stop);
   seq->cancel = std::make_shared<CancelFlag>();
   seq->request = std::move(request);
@@ -501,6 +505,10 @@ void ServingEngine::AddToStep(const ScheduledChunk& c, v1::StepRequest& step) {
   v1::StepSequence* q = step.add_seqs();
   q->set_seq_id(s.seq_id);
   q->mutable_tokens()->Assign(s.tokens.begin() + c.start, s.tokens.begin() + c.start + c.n_tokens);
+  if (!c.drafts.empty()) {
+    q->mutable_tokens()->Add(c.drafts.begin(), c.drafts.end());
+    q->set_num_drafts(static_cast<int32_t>(c.drafts.size()));
+  }
   q->set_start_pos(c.start);
   q->mutable_block_table()->Assign(s.block_table.begin(), s.block_table.end());
   q->set_sample(c.sample);
@@ -540,9 +548,29 @@ void ServingEngine::ApplyResult(const StepPlan& plan, const v1::StepResult& resu
     // A cancelled request's token is dropped (its blocks may already be released); the
     // next loop finishes it.
     if (c.seq->cancel->cancelled.load()) continue;
+    const v1::SequenceResult& r = result.seqs(static_cast<int>(i));
+    if (!c.drafts.empty()) {
+      // The drafts kept are tokens of the sequence now, their KV entries computed; the
+      // others' entries lie beyond num_computed and are overwritten by the next steps.
+      const int kept = std::min<int>(r.accepted_drafts_size(), static_cast<int>(c.drafts.size()));
+      ++counters_.spec_drafts;
+      counters_.spec_draft_tokens += static_cast<int64_t>(c.drafts.size());
+      counters_.spec_accepted_tokens += kept;
+      if (counters_.spec_accepted_per_position.size() < c.drafts.size()) {
+        counters_.spec_accepted_per_position.resize(c.drafts.size(), 0);
+      }
+      for (int k = 0; k < kept; ++k) ++counters_.spec_accepted_per_position[k];
+      if (observer_ != nullptr) observer_->OnSpeculation(static_cast<int>(c.drafts.size()), kept);
+      bool live = true;
+      for (int k = 0; k < kept && live; ++k) {
+        live = ApplyToken(c.seq, r.accepted_drafts(k), out);
+        if (live) ++c.seq->num_computed;
+      }
+      if (!live) continue;
+    }
     scheduler_.CacheComputed(c.seq);
     if (!c.sample) continue;
-    ApplyToken(c.seq, result.seqs(static_cast<int>(i)), out);
+    ApplyToken(c.seq, r, out);
   }
 }
 
@@ -555,7 +583,7 @@ bool ServingEngine::IsStopToken(const Sequence& s, int32_t token) const {
   return std::find(ids.begin(), ids.end(), token) != ids.end();
 }
 
-void ServingEngine::ApplyToken(Sequence* s, const v1::SequenceResult& r, Outbox& out) {
+bool ServingEngine::ApplyToken(Sequence* s, const v1::SequenceResult& r, Outbox& out) {
   const int32_t token = r.token();
   if (token < 0 || static_cast<size_t>(token) >= eog_.size()) {
     GenerateEvent e;
@@ -564,7 +592,7 @@ void ServingEngine::ApplyToken(Sequence* s, const v1::SequenceResult& r, Outbox&
         absl::InternalError(absl::StrCat("the workers sampled token ", token, " for request ",
                                          s->request.request_id, ", outside the vocabulary"));
     Finish(s, std::move(e), "internal", out);
-    return;
+    return false;
   }
   const Clock::time_point now = Clock::now();
   if (!s->first_token.has_value()) {
@@ -609,11 +637,12 @@ void ServingEngine::ApplyToken(Sequence* s, const v1::SequenceResult& r, Outbox&
   }
   if (reason.empty()) {
     out.events.push_back({&s->sink, std::move(e)});
-    return;
+    return true;
   }
   if (!text_later) s->text->Finish(&e.text);
   e.finish_reason = reason;
   Finish(s, std::move(e), "", out);
+  return false;
 }
 
 void ServingEngine::Finish(Sequence* s, GenerateEvent e, const std::string& failure_reason,

@@ -70,6 +70,13 @@ struct EngineOptions {
   // Hand a step's events to their sinks (and detokenize them, unless the request has stop
   // strings) while the runner computes the next step, instead of before starting it.
   bool overlap_delivery = true;
+  // Speculative decoding: "none" or "ngram" (prompt lookup: drafts from the sequence's own
+  // tokens, verified by the workers in the same step; the output is the same as without).
+  std::string speculative = "none";
+  // Drafted tokens per decode (at most), and the n-gram lengths looked up (longest first).
+  int num_speculative_tokens = 4;
+  int ngram_min = 2;
+  int ngram_max = 4;
   // Checks the block manager's invariants after every step (a violation fails the step's
   // requests and is kept in EngineStats::block_check_failure). On in debug builds.
 #ifdef NDEBUG
@@ -89,6 +96,12 @@ struct EngineStats {
   int block_size = 0;
   int64_t preemptions = 0;
   int64_t steps = 0;
+  // Speculative decoding: decodes that carried drafts, the drafted tokens, the drafts kept,
+  // and the drafts kept by position (index 0: the first draft of a decode).
+  int64_t spec_drafts = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_position;
   // Requests ended, by how.
   int64_t finished_stop = 0;
   int64_t finished_length = 0;
@@ -180,7 +193,9 @@ class ServingEngine : public Engine {
   StepOutcome RunOneStep(std::unique_lock<std::mutex>& lock, Outbox& out);
   void AddToStep(const ScheduledChunk& chunk, tessera::v1::StepRequest& step);
   void ApplyResult(const StepPlan& plan, const tessera::v1::StepResult& result, Outbox& out);
-  void ApplyToken(Sequence* seq, const tessera::v1::SequenceResult& r, Outbox& out);
+  // Applies one sampled token; false when it finished the sequence (then gone from the
+  // scheduler).
+  bool ApplyToken(Sequence* seq, const tessera::v1::SequenceResult& r, Outbox& out);
   bool IsStopToken(const Sequence& seq, int32_t token) const;
   // Takes the sequence out (freeing its blocks and, once it had a sampler, releasing it on
   // the workers) and queues its last event.

@@ -268,6 +268,67 @@ TEST(ServingEngine, ConcurrentRequestsEqualEachRunAlone) {
   EXPECT_LE(observer.max_step_tokens, 128);
 }
 
+// Speculative decoding with n-gram drafts: every request's tokens (greedy, seeded sampling,
+// penalties, logprobs) equal the executor-and-sampler loop without drafts, alone and batched,
+// and drafts were both made and accepted (prompts that repeat a pattern, and the loops a
+// random model falls into, give the n-gram lookup something to find).
+TEST(ServingEngine, SpeculativeNgramDecodingEqualsPlainDecoding) {
+  std::vector<GenerateRequest> requests;
+  for (int i = 0; i < 24; ++i) {
+    GenerateRequest r = Request(i, 1, 24 + i % 9);
+    r.prompt_tokens.clear();
+    const int period = 3 + i % 5;
+    for (int k = 0; k < 40 + i; ++k) r.prompt_tokens.push_back((17 * (k % period) + i) % 330);
+    if (i % 4 == 1) {
+      r.logprobs = true;
+      r.top_logprobs = 2;
+    }
+    requests.push_back(std::move(r));
+  }
+  for (int k : {1, 2, 4}) {
+    for (bool batched : {true, false}) {
+      SCOPED_TRACE(absl::StrCat("K=", k, batched ? " batched" : " alone"));
+      auto runner = MakeRunner();
+      EngineOptions o;
+      o.speculative = "ngram";
+      o.num_speculative_tokens = k;
+      o.ngram_min = 1;
+      auto engine = MakeEngine(runner.get(), o);
+      std::vector<Outcome> got;
+      if (batched) {
+        got = RunAll(*engine, requests);
+      } else {
+        for (const GenerateRequest& r : requests) got.push_back(RunAll(*engine, {r})[0]);
+      }
+      for (size_t i = 0; i < requests.size(); ++i) {
+        SCOPED_TRACE(absl::StrCat("request ", i));
+        const GenerateRequest& r = requests[i];
+        ASSERT_TRUE(got[i].status.ok()) << got[i].status;
+        EXPECT_EQ(got[i].tokens, Reference(r, r.max_tokens));
+        EXPECT_EQ(got[i].usage.completion_tokens, r.max_tokens);
+        if (r.logprobs) {
+          ASSERT_EQ(got[i].logprobs.size(), static_cast<size_t>(r.max_tokens));
+          for (size_t t = 0; t < got[i].logprobs.size(); ++t) {
+            EXPECT_EQ(got[i].logprobs[t].token, got[i].tokens[t]);
+            EXPECT_EQ(got[i].logprobs[t].top.size(), 2u);
+          }
+        }
+      }
+      const EngineStats s = engine->stats();
+      EXPECT_GT(s.spec_draft_tokens, 0);
+      EXPECT_GT(s.spec_accepted_tokens, 0) << "no draft was ever accepted";
+      EXPECT_LE(s.spec_accepted_tokens, s.spec_draft_tokens);
+      EXPECT_EQ(s.kv_blocks_used, 0);
+      // Accepted drafts save steps: fewer steps than tokens generated, alone.
+      if (!batched) {
+        int64_t generated = 0;
+        for (const GenerateRequest& r : requests) generated += r.max_tokens;
+        EXPECT_LT(runner->steps(), generated + static_cast<int64_t>(requests.size()));
+      }
+    }
+  }
+}
+
 TEST(ServingEngine, ChunkedPrefillEqualsUnchunked) {
   GenerateRequest r = Request(3, 150, 8);  // greedy
   ASSERT_EQ(r.sampling.temperature, 0);

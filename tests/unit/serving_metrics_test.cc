@@ -65,6 +65,9 @@ const Expected kExpected[] = {
     {"tessera_http_requests_total", "counter", {"route", "status"}},
     {"tessera_grpc_requests_total", "counter", {"method", "code"}},
     {"tessera_ready", "gauge", {}},
+    {"tessera_spec_decode_num_drafts_total", "counter", {}},
+    {"tessera_spec_decode_num_draft_tokens_total", "counter", {}},
+    {"tessera_spec_decode_num_accepted_tokens_total", "counter", {}},
 };
 
 // The family a sample belongs to: histogram samples drop _bucket/_sum/_count.

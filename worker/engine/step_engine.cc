@@ -138,7 +138,15 @@ absl::StatusOr<v1::StepResult> StepEngine::Run(const v1::StepRequest& step) {
     inputs[i].tokens.assign(s.tokens().begin(), s.tokens().end());
     inputs[i].start_pos = s.start_pos();
     inputs[i].block_table.assign(s.block_table().begin(), s.block_table().end());
-    inputs[i].all_logits = s.return_logits();
+    // Drafts are verified on the rows of the tokens before them (and the last one's).
+    inputs[i].all_logits = s.return_logits() || s.num_drafts() > 0;
+    if (s.num_drafts() < 0 || s.num_drafts() >= s.tokens_size() ||
+        (s.num_drafts() > 0 && (!s.sample() || s.return_logits()))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("step ", step.step_id(), ": sequence ", s.seq_id(), " has ", s.num_drafts(),
+                       " drafts among ", s.tokens_size(),
+                       " tokens (drafts need sample, no return_logits, and a token before them)"));
+    }
   }
   absl::StatusOr<std::vector<std::vector<float>>> logits = executor_->Step(inputs);
   if (!logits.ok()) return logits.status();
@@ -150,14 +158,31 @@ absl::StatusOr<v1::StepResult> StepEngine::Run(const v1::StepRequest& step) {
   // the sequences are sampled in parallel with the same results as one after the other.
   std::vector<sampling::SampleResult> sampled(step.seqs_size());
   std::vector<char> grammar_end(step.seqs_size(), 0);
+  // Per sequence with drafts: the results of the drafts kept.
+  std::vector<std::vector<std::pair<sampling::SampleResult, bool>>> kept(step.seqs_size());
   executor_->thread_pool().ParallelFor(step.seqs_size(), [&](int64_t i, int) {
     const v1::StepSequence& s = step.seqs(static_cast<int>(i));
     if (!s.sample()) return;
     const std::vector<float>& rows = (*logits)[i];
-    absl::Span<const float> last(rows.data() + rows.size() - n_vocab, n_vocab);
-    bool end = false;
-    sampled[i] = SampleOne(sequences_.at(s.seq_id()), last, &end);
-    grammar_end[i] = end;
+    SequenceState& state = sequences_.at(s.seq_id());
+    // Row r predicts the token after tokens[first + r]; the drafts are tokens[first + 1..].
+    const int drafts = s.num_drafts();
+    const int first = s.tokens_size() - 1 - drafts;
+    const int64_t n_rows = static_cast<int64_t>(rows.size()) / n_vocab;
+    for (int r = 0;; ++r) {
+      const int64_t row = n_rows - 1 - drafts + r;
+      absl::Span<const float> logits_row(rows.data() + row * n_vocab, n_vocab);
+      bool end = false;
+      sampling::SampleResult result = SampleOne(state, logits_row, &end);
+      const bool keep = r < drafts && !end && !result.end_of_generation &&
+                        result.token == s.tokens(first + 1 + r);
+      if (!keep) {
+        sampled[i] = std::move(result);
+        grammar_end[i] = end;
+        break;
+      }
+      kept[i].emplace_back(std::move(result), end);
+    }
   });
   for (int i = 0; i < step.seqs_size(); ++i) {
     const v1::StepSequence& s = step.seqs(i);
@@ -170,16 +195,23 @@ absl::StatusOr<v1::StepResult> StepEngine::Run(const v1::StepRequest& step) {
       out->set_logits_rows(static_cast<int32_t>(rows.size() / n_vocab));
     }
     if (!s.sample()) continue;
-    const sampling::SampleResult& r = sampled[i];
-    out->set_token(r.token);
-    out->set_logprob(r.logprob);
-    out->set_end_of_generation(r.end_of_generation);
-    out->set_grammar_end(grammar_end[i] != 0);
-    for (const sampling::TokenLogprob& t : r.top_logprobs) {
-      v1::StepTokenLogprob* tl = out->add_top_logprobs();
-      tl->set_token(t.token);
-      tl->set_logprob(t.logprob);
+    auto fill = [](v1::SequenceResult* o, const sampling::SampleResult& r, bool end) {
+      o->set_token(r.token);
+      o->set_logprob(r.logprob);
+      o->set_end_of_generation(r.end_of_generation);
+      o->set_grammar_end(end);
+      for (const sampling::TokenLogprob& t : r.top_logprobs) {
+        v1::StepTokenLogprob* tl = o->add_top_logprobs();
+        tl->set_token(t.token);
+        tl->set_logprob(t.logprob);
+      }
+    };
+    for (const auto& [r, end] : kept[i]) {
+      v1::SequenceResult* d = out->add_accepted_drafts();
+      d->set_seq_id(s.seq_id());
+      fill(d, r, end);
     }
+    fill(out, sampled[i], grammar_end[i] != 0);
   }
   return result;
 }
