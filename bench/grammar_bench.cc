@@ -19,12 +19,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "common/grammar/compiled_grammar.h"
 #include "common/grammar/gbnf_parser.h"
 #include "common/grammar/json_grammar.h"
 #include "common/grammar/json_schema.h"
 #include "common/grammar/matcher.h"
+#include "common/grammar/sampler.h"
 #include "common/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/shared_data.h"
@@ -223,6 +225,63 @@ void Report(const Vocab& vocab, const char* grammar_name, std::string_view gbnf,
       warm.allowed_total / std::max<size_t>(1, warm.mask_us.size()), Median(warm.accept_us));
 }
 
+// The first use of a grammar by whole documents: `documents` random sentences of the grammar
+// (GrammarSampler), each fed to one fresh compiled grammar token by token, at each step the
+// longest vocabulary token that continues the document and that the matcher accepts, with a
+// FillMask before every token. Unlike Report's walks, every property of a schema is met.
+void ReportDocuments(const Vocab& vocab, const char* grammar_name, std::string_view gbnf,
+                     int documents) {
+  using Clock = std::chrono::steady_clock;
+  auto trie = TokenTrie::Build(vocab.pieces, vocab.special);
+  absl::flat_hash_map<std::string_view, uint32_t> ids;
+  size_t longest = 0;
+  for (uint32_t id = 0; id < trie->vocab_size(); ++id) {
+    if (!trie->eligible(id)) continue;
+    ids.try_emplace(trie->token(id), id);
+    longest = std::max(longest, trie->token(id).size());
+  }
+  absl::StatusOr<Grammar> for_sampler = ParseGbnf(gbnf);
+  absl::StatusOr<Grammar> g = ParseGbnf(gbnf);
+  if (!for_sampler.ok() || !g.ok()) return;
+  GrammarSampler sampler(*std::move(for_sampler));
+  auto compiled = CompiledGrammar::Create(*std::move(g), trie);
+  std::mt19937_64 rng(5);
+  std::vector<uint64_t> words(trie->mask_words());
+  std::vector<double> per_document_ms;
+  size_t tokens = 0, bytes = 0;
+  for (int d = 0; d < documents; ++d) {
+    absl::StatusOr<std::string> doc = sampler.Sample(rng, {.soft_max_bytes = 400});
+    if (!doc.ok()) return;
+    Matcher m(compiled);
+    double ms = 0;
+    for (size_t at = 0; at < doc->size();) {
+      auto t0 = Clock::now();
+      m.FillMask(absl::MakeSpan(words));
+      ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      size_t length = std::min(longest, doc->size() - at);
+      for (; length > 0; --length) {
+        auto it = ids.find(std::string_view(*doc).substr(at, length));
+        if (it != ids.end() && m.AcceptToken(it->second)) break;
+      }
+      if (length == 0) {
+        std::printf("%s: no token continues the document at byte %zu\n", grammar_name, at);
+        return;
+      }
+      at += length;
+      ++tokens;
+    }
+    bytes += doc->size();
+    per_document_ms.push_back(ms);
+  }
+  double total = 0;
+  for (double ms : per_document_ms) total += ms;
+  std::printf(
+      "%-17s %-10s vocab %6u: %d whole documents (%zu bytes, %zu tokens): first use %7.1f ms "
+      "(first document %6.1f ms) for %zu contexts (%zu vocabulary walks)\n",
+      vocab.name.c_str(), grammar_name, trie->vocab_size(), documents, bytes, tokens, total,
+      per_document_ms.front(), compiled->cached_contexts(), compiled->vocabulary_walks());
+}
+
 // Steady-state mask time inside a JSON string on the synthetic vocabulary, for
 // --benchmark_* tooling.
 void BM_JsonMaskInString(benchmark::State& state) {
@@ -276,6 +335,13 @@ int main(int argc, char** argv) {
       report("schema-10/x", object, /*short_tokens=*/true, /*expand=*/true);
       report("schema-rec", tree, /*short_tokens=*/true, false);
       report("schema-rec/x", tree, /*short_tokens=*/true, /*expand=*/true);
+      for (const auto& [name, gbnf] :
+           {std::pair<const char*, std::string_view>{"json", kJsonObjectGbnf},
+            {"schema-10", object},
+            {"schema-rec", tree}}) {
+        const std::string row = v->name + " " + name + " documents$";
+        if (row.find(rows) != std::string::npos) ReportDocuments(*v, name, gbnf, 5);
+      }
     }
   }
   benchmark::Initialize(&argc, argv);

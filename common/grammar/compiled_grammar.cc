@@ -36,7 +36,7 @@ size_t CompiledGrammar::cached_contexts() const {
 
 size_t CompiledGrammar::vocabulary_walks() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return plain_walks_ + repetitions_.size();
+  return vocabulary_walks_;
 }
 
 const CompiledGrammar::ContextTokens& CompiledGrammar::TokensFor(const StackArena& arena,
@@ -62,16 +62,32 @@ const CompiledGrammar::ContextTokens& CompiledGrammar::TokensFor(const StackAren
     }
   }
   slot = Classify(key);
-  ++plain_walks_;
   return *slot;
 }
 
-// Walks the vocabulary from the frames of `key` over a stand-in bottom, as the context's
+const CompiledGrammar::ContextTokens* CompiledGrammar::PrefixTokens(const ContextKey& key) const {
+  const size_t frames = key.back() == kWholeStack ? key.size() - 1 : key.size();
+  if (frames <= kPrefixDepth) return nullptr;
+  for (size_t i = 0; i < kPrefixDepth; ++i) {
+    if (grammar_.element(key[i].pos).kind == Element::Kind::kRepeat) return nullptr;
+  }
+  ContextKey prefix(key.begin(), key.begin() + kPrefixDepth);
+  std::unique_ptr<ContextTokens>& slot = prefixes_[prefix];
+  if (slot == nullptr) {
+    const TokenTrie& trie = *vocab_;
+    slot = Walk(prefix, trie.sorted_ids(), trie.shared_prefix(), {});
+    ++vocabulary_walks_;
+  }
+  return slot.get();
+}
+
+// Walks `ids` (trie order) from the frames of `key` over a stand-in bottom, as the context's
 // classification sees them: below the frames lies an unknown stack (kContextNode) whose
 // first byte may be any of the FOLLOW set of the deepest frame's rule, or nothing at all
-// when the key is a whole stack.
-std::unique_ptr<CompiledGrammar::ContextTokens> CompiledGrammar::Classify(
-    const ContextKey& key) const {
+// when the key is a whole stack. `accepted_bits`, when not empty, are accepted too.
+std::unique_ptr<CompiledGrammar::ContextTokens> CompiledGrammar::Walk(
+    const ContextKey& key, absl::Span<const uint32_t> ids, absl::Span<const uint32_t> shared_prefix,
+    std::vector<uint64_t> accepted_bits) const {
   const TokenTrie& trie = *vocab_;
   const bool whole_stack = key.back() == kWholeStack;
   const size_t frames = whole_stack ? key.size() - 1 : key.size();
@@ -82,12 +98,35 @@ std::unique_ptr<CompiledGrammar::ContextTokens> CompiledGrammar::Classify(
       whole_stack ? nullptr : &grammar_.follow(grammar_.rule_of(key[frames - 1].pos));
   std::vector<uint32_t> accepted, uncertain;
   TokenWalk walk;
-  walk.Run(arena, trie, trie.sorted_ids(), trie.shared_prefix(), {node}, follow,
-           [&](uint32_t id, TokenOutcome outcome) {
-             if (outcome == TokenOutcome::kAccepted) accepted.push_back(id);
-             if (outcome == TokenOutcome::kUncertain) uncertain.push_back(id);
-           });
-  return Pack(std::move(accepted), std::move(uncertain));
+  walk.Run(arena, trie, ids, shared_prefix, {node}, follow, [&](uint32_t id, TokenOutcome outcome) {
+    if (outcome == TokenOutcome::kAccepted) accepted.push_back(id);
+    if (outcome == TokenOutcome::kUncertain) uncertain.push_back(id);
+  });
+  if (accepted_bits.empty()) return Pack(std::move(accepted), std::move(uncertain));
+  for (uint32_t id : accepted) accepted_bits[id >> 6] |= uint64_t{1} << (id & 63);
+  return PackBits(std::move(accepted_bits), std::move(uncertain));
+}
+
+// A context deeper than kPrefixDepth frames starts from the classification of its top
+// frames: what they accept is accepted and what they reject is rejected whatever lies below
+// (a stack popping below them meets only bytes of the FOLLOW set they were classified
+// with), so only the tokens uncertain there are walked from the whole context.
+std::unique_ptr<CompiledGrammar::ContextTokens> CompiledGrammar::Classify(
+    const ContextKey& key) const {
+  const TokenTrie& trie = *vocab_;
+  const ContextTokens* prefix = PrefixTokens(key);
+  if (prefix == nullptr) {
+    ++vocabulary_walks_;
+    return Walk(key, trie.sorted_ids(), trie.shared_prefix(), {});
+  }
+  return Walk(key, prefix->uncertain_ids, prefix->uncertain_shared_prefix, AcceptedBits(*prefix));
+}
+
+std::vector<uint64_t> CompiledGrammar::AcceptedBits(const ContextTokens& tokens) const {
+  if (!tokens.accepted_bits.empty()) return tokens.accepted_bits;
+  std::vector<uint64_t> bits(vocab_->mask_words(), 0);
+  for (uint32_t id : tokens.accepted_ids) bits[id >> 6] |= uint64_t{1} << (id & 63);
+  return bits;
 }
 
 std::unique_ptr<CompiledGrammar::ContextTokens> CompiledGrammar::ClassifyRepetition(
@@ -96,10 +135,21 @@ std::unique_ptr<CompiledGrammar::ContextTokens> CompiledGrammar::ClassifyRepetit
   any_count[at].count = 0;
   std::unique_ptr<RepetitionTokens>& shared = repetitions_[any_count];
   if (shared == nullptr) {
+    const TokenTrie& trie = *vocab_;
     const bool whole_stack = key.back() == kWholeStack;
     const size_t frames = whole_stack ? key.size() - 1 : key.size();
-    shared = RepetitionTokens::Classify(grammar_, *vocab_, absl::MakeConstSpan(key).first(frames),
-                                        whole_stack, at);
+    const absl::Span<const Frame> context = absl::MakeConstSpan(key).first(frames);
+    // As in Classify, when the repetition's frame lies below the shared top frames.
+    const ContextTokens* prefix = PrefixTokens(key);
+    if (prefix == nullptr) {
+      ++vocabulary_walks_;
+      shared = RepetitionTokens::Classify(grammar_, trie, context, whole_stack, at,
+                                          trie.sorted_ids(), trie.shared_prefix(), {});
+    } else {
+      shared = RepetitionTokens::Classify(grammar_, trie, context, whole_stack, at,
+                                          prefix->uncertain_ids, prefix->uncertain_shared_prefix,
+                                          AcceptedBits(*prefix));
+    }
   }
   std::vector<uint64_t> accepted_bits;
   std::vector<uint32_t> uncertain;

@@ -66,8 +66,8 @@ class CompiledGrammar {
 
   // Contexts classified so far.
   size_t cached_contexts() const;
-  // Walks over the whole vocabulary so far: contexts without a repetition frame plus the
-  // classifications of repetition contexts for every count (at most cached_contexts()).
+  // Walks over the whole vocabulary so far (at most cached_contexts() plus the shared top
+  // frames): the other classifications walk a subset or none.
   size_t vocabulary_walks() const;
 
  private:
@@ -75,8 +75,18 @@ class CompiledGrammar {
   using ContextKey = std::vector<Frame>;
   static constexpr Frame kWholeStack = {UINT32_MAX, UINT32_MAX};
 
+  // Top frames of a deeper context classified on their own (unknown below) and shared.
+  static constexpr size_t kPrefixDepth = 2;
+
   CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenTrie> vocab);
   std::unique_ptr<ContextTokens> Classify(const ContextKey& key) const;
+  // The classification of the top kPrefixDepth frames of `key`, or nullptr when `key` is not
+  // deeper or they hold a repetition's frame.
+  const ContextTokens* PrefixTokens(const ContextKey& key) const;
+  std::unique_ptr<ContextTokens> Walk(const ContextKey& key, absl::Span<const uint32_t> ids,
+                                      absl::Span<const uint32_t> shared_prefix,
+                                      std::vector<uint64_t> accepted_bits) const;
+  std::vector<uint64_t> AcceptedBits(const ContextTokens& tokens) const;
   // `key` whose frame `at` is a repetition's, through the classification for every count.
   std::unique_ptr<ContextTokens> ClassifyRepetition(const ContextKey& key, size_t at) const;
   std::unique_ptr<ContextTokens> Pack(std::vector<uint32_t> accepted,
@@ -90,7 +100,8 @@ class CompiledGrammar {
   mutable absl::flat_hash_map<ContextKey, std::unique_ptr<ContextTokens>> cache_;
   // Keyed by the context with the repetition frame's count set to 0.
   mutable absl::flat_hash_map<ContextKey, std::unique_ptr<RepetitionTokens>> repetitions_;
-  mutable size_t plain_walks_ = 0;
+  mutable absl::flat_hash_map<ContextKey, std::unique_ptr<ContextTokens>> prefixes_;
+  mutable size_t vocabulary_walks_ = 0;
 };
 
 }  // namespace tessera::grammar

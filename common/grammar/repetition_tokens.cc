@@ -25,10 +25,9 @@ class RelativeWalk {
   static constexpr uint32_t kNoEscapes = 0;
 
   template <typename OnToken>
-  void Run(StackArena& arena, const TokenTrie& vocab, uint32_t start, const ByteSet* follow,
+  void Run(StackArena& arena, const TokenTrie& vocab, absl::Span<const uint32_t> ids,
+           absl::Span<const uint32_t> shared_prefix, uint32_t start, const ByteSet* follow,
            OnToken&& on_token) {
-    const absl::Span<const uint32_t> ids = vocab.sorted_ids();
-    const absl::Span<const uint32_t> shared_prefix = vocab.shared_prefix();
     sets_.Clear();
     levels_.assign(1, sets_.Add({start}));
     escapes_.assign(1, kNoEscapes);
@@ -130,14 +129,15 @@ class RelativeWalk {
 
 }  // namespace
 
-std::unique_ptr<RepetitionTokens> RepetitionTokens::Classify(const Grammar& grammar,
-                                                             const TokenTrie& vocab,
-                                                             absl::Span<const Frame> frames,
-                                                             bool whole_stack, size_t at) {
+std::unique_ptr<RepetitionTokens> RepetitionTokens::Classify(
+    const Grammar& grammar, const TokenTrie& vocab, absl::Span<const Frame> frames,
+    bool whole_stack, size_t at, absl::Span<const uint32_t> ids,
+    absl::Span<const uint32_t> shared_prefix, std::vector<uint64_t> accepted_bits) {
   const Repetition& rep = grammar.repetition_at(frames[at].pos);
   auto out = std::unique_ptr<RepetitionTokens>(new RepetitionTokens());
   out->max_ = rep.max;
-  out->always_bits_.assign(vocab.mask_words(), 0);
+  out->always_bits_ = std::move(accepted_bits);
+  out->always_bits_.resize(vocab.mask_words(), 0);
 
   StackArena arena(&grammar);
   uint32_t node = arena.StartRelativeRepetition(
@@ -206,30 +206,31 @@ std::unique_ptr<RepetitionTokens> RepetitionTokens::Classify(const Grammar& gram
   std::vector<Outcome> by_set;                            // escapes == kNoEscapes
   absl::flat_hash_map<uint64_t, Outcome> by_set_escapes;  // the others
   std::vector<std::pair<uint32_t, uint32_t>> thresholds;  // (t, id)
-  walk.Run(arena, vocab, node, follow, [&](uint32_t id, uint32_t end_set, uint32_t escapes) {
-    if (end_set == StackSets::kEmpty && escapes == RelativeWalk::kNoEscapes) return;
-    Outcome* o;
-    if (escapes == RelativeWalk::kNoEscapes) {
-      if (by_set.size() <= end_set) by_set.resize(end_set + 1);
-      o = &by_set[end_set];
-    } else {
-      o = &by_set_escapes[(uint64_t{escapes} << 32) | end_set];
-    }
-    if (o->kind == Outcome::kUnknown) *o = outcome_of(end_set, escapes);
-    switch (o->kind) {
-      case Outcome::kAlways:
-        out->always_bits_[id >> 6] |= uint64_t{1} << (id & 63);
-        break;
-      case Outcome::kThreshold:
-        thresholds.push_back({o->threshold, id});
-        break;
-      case Outcome::kVarying:
-        out->varying_.push_back({id, o->begin, o->accepted_end, o->end});
-        break;
-      default:
-        break;
-    }
-  });
+  walk.Run(arena, vocab, ids, shared_prefix, node, follow,
+           [&](uint32_t id, uint32_t end_set, uint32_t escapes) {
+             if (end_set == StackSets::kEmpty && escapes == RelativeWalk::kNoEscapes) return;
+             Outcome* o;
+             if (escapes == RelativeWalk::kNoEscapes) {
+               if (by_set.size() <= end_set) by_set.resize(end_set + 1);
+               o = &by_set[end_set];
+             } else {
+               o = &by_set_escapes[(uint64_t{escapes} << 32) | end_set];
+             }
+             if (o->kind == Outcome::kUnknown) *o = outcome_of(end_set, escapes);
+             switch (o->kind) {
+               case Outcome::kAlways:
+                 out->always_bits_[id >> 6] |= uint64_t{1} << (id & 63);
+                 break;
+               case Outcome::kThreshold:
+                 thresholds.push_back({o->threshold, id});
+                 break;
+               case Outcome::kVarying:
+                 out->varying_.push_back({id, o->begin, o->accepted_end, o->end});
+                 break;
+               default:
+                 break;
+             }
+           });
 
   // Thresholds by counting sort: below_threshold_[c] = how many have t < c.
   out->below_threshold_.assign(rep.max + 2, 0);

@@ -35,12 +35,17 @@ namespace tessera::grammar {
 
 class RepetitionTokens {
  public:
-  // Classifies the tokens of the context `frames` (top first, as CompiledGrammar keys
-  // contexts; the unknown stack below them is kContextNode, or nothing when `whole_stack`)
-  // for every count of `frames[at]`, a kRepeat frame (its count is ignored).
+  // Classifies the tokens `ids` (trie order; `shared_prefix` as TokenTrie's) of the context
+  // `frames` (top first, as CompiledGrammar keys contexts; the unknown stack below them is
+  // kContextNode, or nothing when `whole_stack`) for every count of `frames[at]`, a kRepeat
+  // frame (its count is ignored). The tokens of `accepted_bits` (empty, or a mask) are
+  // accepted for every count, the others not in `ids` rejected.
   static std::unique_ptr<RepetitionTokens> Classify(const Grammar& grammar, const TokenTrie& vocab,
                                                     absl::Span<const Frame> frames,
-                                                    bool whole_stack, size_t at);
+                                                    bool whole_stack, size_t at,
+                                                    absl::Span<const uint32_t> ids,
+                                                    absl::Span<const uint32_t> shared_prefix,
+                                                    std::vector<uint64_t> accepted_bits);
 
   // The outcome for count `count` (1..max of the repetition): `accepted_bits` (resized to
   // the vocabulary's mask words) gets the accepted ids, `uncertain` (cleared first) the
