@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/types/span.h"
 #include "common/grammar/stack_arena.h"
 #include "common/grammar/token_trie.h"
@@ -24,22 +26,31 @@ class StackSets {
  public:
   static constexpr uint32_t kEmpty = 0;
 
+  // The sets are scratch for one walk: a copy starts empty (its index refers to its own pool).
+  StackSets() = default;
+  StackSets(const StackSets&) : StackSets() {}
+  StackSets& operator=(const StackSets&) {
+    Clear();
+    return *this;
+  }
+
   // Forgets every set (the arena's nodes may be truncated between walks).
   void Clear() {
     begin_.assign({0, 0});
     stacks_.clear();
     index_.clear();
-    index_.emplace(std::vector<uint32_t>(), kEmpty);
+    index_.insert(kEmpty);
     next_.clear();
   }
   // The id of the set `stacks` (in the order given).
-  uint32_t Add(const std::vector<uint32_t>& stacks) {
-    auto [it, inserted] = index_.try_emplace(stacks, static_cast<uint32_t>(begin_.size() - 1));
-    if (inserted) {
-      stacks_.insert(stacks_.end(), stacks.begin(), stacks.end());
-      begin_.push_back(static_cast<uint32_t>(stacks_.size()));
-    }
-    return it->second;
+  uint32_t Add(absl::Span<const uint32_t> stacks) {
+    auto it = index_.find(stacks);
+    if (it != index_.end()) return *it;
+    stacks_.insert(stacks_.end(), stacks.begin(), stacks.end());
+    begin_.push_back(static_cast<uint32_t>(stacks_.size()));
+    const uint32_t set = static_cast<uint32_t>(begin_.size() - 2);
+    index_.insert(set);
+    return set;
   }
   absl::Span<const uint32_t> stacks(uint32_t set) const {
     return absl::MakeConstSpan(stacks_).subspan(begin_[set], begin_[set + 1] - begin_[set]);
@@ -56,9 +67,27 @@ class StackSets {
   }
 
  private:
+  // Sets are interned by their stacks, looked up as spans (no key is allocated).
+  struct SetHash {
+    using is_transparent = void;
+    const StackSets* sets;
+    size_t operator()(absl::Span<const uint32_t> stacks) const { return absl::HashOf(stacks); }
+    size_t operator()(uint32_t set) const { return (*this)(sets->stacks(set)); }
+  };
+  struct SetEq {
+    using is_transparent = void;
+    const StackSets* sets;
+    absl::Span<const uint32_t> Of(absl::Span<const uint32_t> stacks) const { return stacks; }
+    absl::Span<const uint32_t> Of(uint32_t set) const { return sets->stacks(set); }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return Of(a) == Of(b);
+    }
+  };
+
   std::vector<uint32_t> begin_ = {0, 0};  // set -> its first stack in stacks_ (size sets + 1)
   std::vector<uint32_t> stacks_;
-  absl::flat_hash_map<std::vector<uint32_t>, uint32_t> index_;
+  absl::flat_hash_set<uint32_t, SetHash, SetEq> index_{0, SetHash{this}, SetEq{this}};
   absl::flat_hash_map<uint64_t, uint32_t> next_;  // (set << 8 | byte) -> set
   std::vector<uint32_t> scratch_;
 };
