@@ -38,6 +38,24 @@ using testing::ScriptedStepRunner;
 
 const std::string kFffd = "\xEF\xBF\xBD";
 
+// The tiny llama with Q8_0 weights: the fast path's integer products (whose per-row bits do
+// not depend on the batch under batch invariance).
+const std::string& TinyQ8Model() {
+  static const std::string path = [] {
+    model::SyntheticOptions o;
+    o.arch = "llama";
+    o.preset = "tiny";
+    o.quant = "Q8_0";
+    o.seed = 7;
+    auto w = model::BuildSyntheticModel(o);
+    EXPECT_TRUE(w.ok()) << w.status();
+    std::string p = absl::StrCat(::testing::TempDir(), "/serving-tiny-llama-q8.gguf");
+    EXPECT_TRUE(w->WriteFile(p).ok());
+    return p;
+  }();
+  return path;
+}
+
 const std::string& TinyModel() {
   static const std::string path = [] {
     model::SyntheticOptions o;
@@ -325,6 +343,46 @@ TEST(ServingEngine, SpeculativeNgramDecodingEqualsPlainDecoding) {
         for (const GenerateRequest& r : requests) generated += r.max_tokens;
         EXPECT_LT(runner->steps(), generated + static_cast<int64_t>(requests.size()));
       }
+    }
+  }
+}
+
+// The same on the fast path (integer products, attention in place), against the engine
+// without drafts: verified rows are computed as one-token steps compute them
+// (SequenceInput::rows_as_decodes), so tokens and logprobs are equal bit for bit.
+TEST(ServingEngine, SpeculativeNgramDecodingEqualsPlainDecodingOnTheFastPath) {
+  std::vector<GenerateRequest> requests;
+  for (int i = 0; i < 16; ++i) {
+    GenerateRequest r = Request(i, 1, 32);
+    r.prompt_tokens.clear();
+    for (int k = 0; k < 48; ++k) r.prompt_tokens.push_back((29 * (k % (3 + i % 4)) + i) % 330);
+    r.logprobs = true;
+    requests.push_back(std::move(r));
+  }
+  auto run = [&](const std::string& speculative) {
+    executor::ExecutorOptions fast;
+    fast.threads = 2;
+    fast.kv_tokens = 4096;
+    auto runner = LocalStepRunner::Create(TinyQ8Model(), fast);
+    EXPECT_TRUE(runner.ok()) << runner.status();
+    EngineOptions o;
+    o.speculative = speculative;
+    o.num_speculative_tokens = 3;
+    o.ngram_min = 1;
+    auto engine = MakeEngine(runner->get(), o);
+    std::vector<Outcome> got = RunAll(*engine, requests);
+    return std::make_pair(got, engine->stats());
+  };
+  const auto [plain, plain_stats] = run("none");
+  const auto [spec, spec_stats] = run("ngram");
+  EXPECT_EQ(plain_stats.spec_draft_tokens, 0);
+  EXPECT_GT(spec_stats.spec_accepted_tokens, 0);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    SCOPED_TRACE(absl::StrCat("request ", i));
+    EXPECT_EQ(spec[i].tokens, plain[i].tokens);
+    ASSERT_EQ(spec[i].logprobs.size(), plain[i].logprobs.size());
+    for (size_t t = 0; t < plain[i].logprobs.size(); ++t) {
+      EXPECT_EQ(spec[i].logprobs[t].logprob, plain[i].logprobs[t].logprob) << "token " << t;
     }
   }
 }

@@ -140,6 +140,8 @@ absl::StatusOr<v1::StepResult> StepEngine::Run(const v1::StepRequest& step) {
     inputs[i].block_table.assign(s.block_table().begin(), s.block_table().end());
     // Drafts are verified on the rows of the tokens before them (and the last one's).
     inputs[i].all_logits = s.return_logits() || s.num_drafts() > 0;
+    // Verified rows must get the logits one-token steps would: the same kernels per row.
+    inputs[i].rows_as_decodes = s.num_drafts() > 0;
     if (s.num_drafts() < 0 || s.num_drafts() >= s.tokens_size() ||
         (s.num_drafts() > 0 && (!s.sample() || s.return_logits()))) {
       return absl::InvalidArgumentError(

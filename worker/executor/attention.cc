@@ -12,8 +12,8 @@
 #include "worker/executor/cpu_ops.h"
 
 namespace tessera::executor {
-bool CpuOps::AttendInPlace(int64_t new_tokens) const {
-  return new_tokens == 1 && !impl_.options.exact;
+bool CpuOps::AttendInPlace(const SequenceInput& seq, int64_t new_tokens) const {
+  return (new_tokens == 1 || seq.rows_as_decodes) && !impl_.options.exact;
 }
 
 cpu::PagedAttentionArgs CpuOps::PagedArgs(int layer, const SequenceInput& seq,
@@ -105,21 +105,22 @@ absl::Status CpuOps::AttendGqa(int layer, const AttentionShape& shape, Act q_act
   std::vector<std::pair<size_t, int64_t>> gathered;  // (sequence, KV head)
   for (size_t s = 0; s < b.seqs.size(); ++s) {
     const int64_t t0 = b.seq_begin[s], t1 = b.seq_begin[s + 1], nt = t1 - t0;
-    const int64_t n_keys = b.pos[t1 - 1] + 1;
-    if (AttendInPlace(nt)) {
-      // A decode token: each KV head's query group reads the cache where it lies (below,
-      // all decode tokens' heads as tasks of the pool).
-      for (int64_t g = 0; g < Hkv; ++g) {
-        cpu::PagedAttentionArgs a = PagedArgs(layer, b.seqs[s], n_keys);
-        a.q = &q[(t0 * H + g * group) * dk];
-        a.nq = static_cast<int>(group);
-        a.ldq = a.dk = static_cast<int>(dk);
-        a.k.offset = g * dk;
-        a.v.offset = g * dv;
-        a.dv = static_cast<int>(dv);
-        a.out = &attn[(t0 * H + g * group) * dv];
-        a.ld_out = dv;
-        paged.push_back(a);
+    if (AttendInPlace(b.seqs[s], nt)) {
+      // Decode tokens: each KV head's query group reads the cache where it lies, up to the
+      // token's own position (below, all such heads as tasks of the pool).
+      for (int64_t t = t0; t < t1; ++t) {
+        for (int64_t g = 0; g < Hkv; ++g) {
+          cpu::PagedAttentionArgs a = PagedArgs(layer, b.seqs[s], b.pos[t] + 1);
+          a.q = &q[(t * H + g * group) * dk];
+          a.nq = static_cast<int>(group);
+          a.ldq = a.dk = static_cast<int>(dk);
+          a.k.offset = g * dk;
+          a.v.offset = g * dv;
+          a.dv = static_cast<int>(dv);
+          a.out = &attn[(t * H + g * group) * dv];
+          a.ld_out = dv;
+          paged.push_back(a);
+        }
       }
       continue;
     }
@@ -182,18 +183,20 @@ absl::Status CpuOps::AttendLatent(int layer, const AttentionShape& shape, Act q_
   for (size_t s = 0; s < b.seqs.size(); ++s) {
     const int64_t t0 = b.seq_begin[s], t1 = b.seq_begin[s + 1], nt = t1 - t0;
     const int64_t n_keys = b.pos[t1 - 1] + 1;
-    if (!dsa && AttendInPlace(nt)) {
-      // A decode token: every head against the latent rows where they lie (V = the first c
-      // values of each K row).
-      cpu::PagedAttentionArgs pa = PagedArgs(layer, b.seqs[s], n_keys);
-      pa.q = &qa[t0 * H * dk];
-      pa.nq = static_cast<int>(H);
-      pa.ldq = pa.dk = static_cast<int>(dk);
-      pa.v = pa.k;
-      pa.dv = static_cast<int>(c);
-      pa.out = &a[t0 * H * c];
-      pa.ld_out = c;
-      paged.push_back(pa);
+    if (!dsa && AttendInPlace(b.seqs[s], nt)) {
+      // Decode tokens: every head against the latent rows where they lie, up to the token's
+      // own position (V = the first c values of each K row).
+      for (int64_t t = t0; t < t1; ++t) {
+        cpu::PagedAttentionArgs pa = PagedArgs(layer, b.seqs[s], b.pos[t] + 1);
+        pa.q = &qa[t * H * dk];
+        pa.nq = static_cast<int>(H);
+        pa.ldq = pa.dk = static_cast<int>(dk);
+        pa.v = pa.k;
+        pa.dv = static_cast<int>(c);
+        pa.out = &a[t * H * c];
+        pa.ld_out = c;
+        paged.push_back(pa);
+      }
       continue;
     }
     std::vector<float> krows(n_keys * cs.k_width), c_t(c * n_keys);

@@ -20,7 +20,8 @@ CpuOps::CpuOps(Executor::Impl& impl, Batch& b) : impl_(impl), b_(b) {
   seq_of_ = &b.seq_of;
   seq_len_.assign(b.seqs.size(), 0);
   for (size_t s = 0; s < b.seqs.size(); ++s) {
-    seq_len_[s] = static_cast<int64_t>(b.seqs[s].tokens.size());
+    // Rows computed as decodes pick the kernels of one-token sequences.
+    seq_len_[s] = b.seqs[s].rows_as_decodes ? 1 : static_cast<int64_t>(b.seqs[s].tokens.size());
   }
   // RoPE angles per token, shared by every layer's rotations.
   const int half = impl_.rope.n_rot / 2;

@@ -107,7 +107,9 @@ class CpuOps {
   // True when a sequence with `new_tokens` tokens in the step attends through
   // cpu::PagedAttention, reading the cache in place (decode tokens on the fast path; the
   // exact path and prefill chunks gather keys and values and multiply them as matrices).
-  bool AttendInPlace(int64_t new_tokens) const;
+  // Whether a sequence's `new_tokens` rows read the paged cache in place, one query row at a
+  // time (decodes, and SequenceInput::rows_as_decodes), rather than as a gathered product.
+  bool AttendInPlace(const SequenceInput& seq, int64_t new_tokens) const;
   // PagedAttention's arguments for `seq`'s first `n_keys` keys of `layer` (K and V rows of
   // the whole slot; the caller sets the head offsets, the queries and the output).
   cpu::PagedAttentionArgs PagedArgs(int layer, const SequenceInput& seq, int64_t n_keys) const;

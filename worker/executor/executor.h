@@ -102,6 +102,10 @@ struct SequenceInput {
   int64_t start_pos = 0;             // position of tokens[0]
   std::vector<int32_t> block_table;  // physical blocks for positions [0, start_pos + n)
   bool all_logits = false;           // logits for every new token, else only the last
+  // Every new token is computed as a one-token step would compute it (on the CPU's fast
+  // path attention reads the cache in place per token instead of a chunk's gathered
+  // product), so that its logits equal that step's bit for bit: speculative verification.
+  bool rows_as_decodes = false;
   // Executor::MtpStep only: row i (n_embd floats, row-major) is the trunk's final-norm hidden
   // state (Step's `hidden`) of position start_pos + i, paired with tokens[i], the token at
   // the position after it.
