@@ -183,6 +183,9 @@ ServingMetrics::ServingMetrics(Registry& registry, std::string model_name,
   for (const char* reason : kFinishedReasons) RequestSuccess(reason);
   for (const char* reason : kFailureReasons) RequestFailure(reason);
   for (const char* phase : kStepPhases) StepDuration(phase);
+  // The first draft position exists from the start (0 without speculation), so that the
+  // family is scraped before any draft.
+  SpecAcceptedAt(0);
   for (int rank = 0; rank < options.world_size; ++rank) {
     WorkerRestarts(rank);
     WorkerUp(rank);

@@ -33,6 +33,7 @@ EXPECTED_PANELS = [
     r"step.*all-reduce",
     r"load progress",
     r"prefix cache hit rate",  # issue #21 item 4
+    r"speculative decoding.*acceptance length",  # issue #24 item 6
 ]
 
 # What Grafana substitutes at query time, with values a short test window can satisfy.

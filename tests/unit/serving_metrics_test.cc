@@ -68,6 +68,7 @@ const Expected kExpected[] = {
     {"tessera_spec_decode_num_drafts_total", "counter", {}},
     {"tessera_spec_decode_num_draft_tokens_total", "counter", {}},
     {"tessera_spec_decode_num_accepted_tokens_total", "counter", {}},
+    {"tessera_spec_decode_num_accepted_tokens_per_pos_total", "counter", {"position"}},
 };
 
 // The family a sample belongs to: histogram samples drop _bucket/_sum/_count.
