@@ -36,6 +36,16 @@ class MetricsBridge : public serving::EngineObserver {
                    {"queue_s", absl::StrFormat("%.4f", t.queue)},
                    {"ttft_s", absl::StrFormat("%.4f", t.ttft)},
                    {"e2e_s", absl::StrFormat("%.4f", t.e2e)}};
+    if (t.spec_drafts >= 0) {
+      // Mean acceptance length: tokens per decode that carried drafts.
+      f.push_back({"spec_drafted_tokens", std::to_string(t.spec_draft_tokens)});
+      f.push_back({"spec_accepted_tokens", std::to_string(t.spec_accepted_tokens)});
+      f.push_back(
+          {"spec_acceptance_length",
+           absl::StrFormat("%.2f", t.spec_drafts > 0
+                                       ? 1.0 + double(t.spec_accepted_tokens) / t.spec_drafts
+                                       : 1.0)});
+    }
     if (!failure_reason.empty()) {
       f.push_back({"failure", failure_reason});
       f.push_back({"error", t.error});

@@ -21,6 +21,11 @@ struct RequestTimings {
   int32_t generation_tokens = 0;
   std::string request_id;  // for the log line about the request
   std::string error;       // the failure's message, when it failed
+  // Speculative decoding (when on): the decodes that carried drafts, the drafted tokens and
+  // those kept. spec_drafts < 0 when speculation is off.
+  int32_t spec_drafts = -1;
+  int32_t spec_draft_tokens = 0;
+  int32_t spec_accepted_tokens = 0;
 };
 
 class EngineObserver {

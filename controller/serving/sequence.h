@@ -43,8 +43,12 @@ struct Sequence {
   // The worker holds this sequence's sampler (created by its first step); it survives
   // preemption and is dropped by release_seq_ids.
   bool sampler_created = false;
-  // Speculative decoding drafts tokens for this sequence (n-gram lookup; EngineOptions).
+  // Speculative decoding drafts tokens for this sequence (n-gram lookup; EngineOptions):
+  // decodes that carried drafts, drafted tokens, drafts kept (for the request's log line).
   bool speculate = false;
+  int32_t spec_drafts = 0;
+  int32_t spec_draft_tokens = 0;
+  int32_t spec_accepted_tokens = 0;
 
   std::unique_ptr<OutputText> text;
 

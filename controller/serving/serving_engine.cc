@@ -561,6 +561,9 @@ void ServingEngine::ApplyResult(const StepPlan& plan, const v1::StepResult& resu
       }
       for (int k = 0; k < kept; ++k) ++counters_.spec_accepted_per_position[k];
       if (observer_ != nullptr) observer_->OnSpeculation(static_cast<int>(c.drafts.size()), kept);
+      ++c.seq->spec_drafts;
+      c.seq->spec_draft_tokens += static_cast<int32_t>(c.drafts.size());
+      c.seq->spec_accepted_tokens += kept;
       bool live = true;
       for (int k = 0; k < kept && live; ++k) {
         live = ApplyToken(c.seq, r.accepted_drafts(k), out);
@@ -672,6 +675,11 @@ void ServingEngine::Finish(Sequence* s, GenerateEvent e, const std::string& fail
     t.prompt_tokens = s->prompt_len;
     t.generation_tokens = s->generated();
     t.request_id = s->request.request_id;
+    if (s->speculate) {
+      t.spec_drafts = s->spec_drafts;
+      t.spec_draft_tokens = s->spec_draft_tokens;
+      t.spec_accepted_tokens = s->spec_accepted_tokens;
+    }
     if (!e.status.ok()) t.error = std::string(e.status.message());
     observer_->OnRequestFinished(t, e.finish_reason, failure_reason);
   }

@@ -234,9 +234,22 @@ std::vector<Outcome> RunAll(Engine& engine, const std::vector<GenerateRequest>& 
 struct CountingObserver : EngineObserver {
   std::atomic<int> finished{0}, first_tokens{0}, tokens{0}, preemptions{0}, steps{0}, gaps{0};
   std::atomic<int> max_step_tokens{0};
+  // Speculative decoding, as the requests' log lines report it, and as the hook counts it.
+  std::atomic<int> spec_request_accepted{0}, spec_request_drafted{0}, spec_off_requests{0};
+  std::atomic<int> spec_hook_accepted{0}, spec_hook_drafted{0};
   void OnRequestFinished(const RequestTimings& t, const std::string&, const std::string&) override {
     ++finished;
     EXPECT_GE(t.e2e, t.queue);
+    if (t.spec_drafts < 0) {
+      ++spec_off_requests;
+    } else {
+      spec_request_accepted += t.spec_accepted_tokens;
+      spec_request_drafted += t.spec_draft_tokens;
+    }
+  }
+  void OnSpeculation(int drafted, int accepted) override {
+    spec_hook_drafted += drafted;
+    spec_hook_accepted += accepted;
   }
   void OnFirstToken(double) override { ++first_tokens; }
   void OnToken(double) override { ++tokens; }
@@ -311,7 +324,8 @@ TEST(ServingEngine, SpeculativeNgramDecodingEqualsPlainDecoding) {
       o.speculative = "ngram";
       o.num_speculative_tokens = k;
       o.ngram_min = 1;
-      auto engine = MakeEngine(runner.get(), o);
+      CountingObserver observer;
+      auto engine = MakeEngine(runner.get(), o, &observer);
       std::vector<Outcome> got;
       if (batched) {
         got = RunAll(*engine, requests);
@@ -336,6 +350,12 @@ TEST(ServingEngine, SpeculativeNgramDecodingEqualsPlainDecoding) {
       EXPECT_GT(s.spec_draft_tokens, 0);
       EXPECT_GT(s.spec_accepted_tokens, 0) << "no draft was ever accepted";
       EXPECT_LE(s.spec_accepted_tokens, s.spec_draft_tokens);
+      // Per request (the log line) and per decode (the metrics hook) add up to the same.
+      EXPECT_EQ(observer.spec_off_requests, 0);
+      EXPECT_EQ(observer.spec_request_accepted, s.spec_accepted_tokens);
+      EXPECT_EQ(observer.spec_hook_accepted, s.spec_accepted_tokens);
+      EXPECT_EQ(observer.spec_request_drafted, s.spec_draft_tokens);
+      EXPECT_EQ(observer.spec_hook_drafted, s.spec_draft_tokens);
       EXPECT_EQ(s.kv_blocks_used, 0);
       // Accepted drafts save steps: fewer steps than tokens generated, alone.
       if (!batched) {
