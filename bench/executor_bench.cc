@@ -125,6 +125,36 @@ void Decode(benchmark::State& state, Model m, int n) {
   }
 }
 
+// Speculative verification's cost: one decode step that also feeds K drafted tokens
+// (SequenceInput::rows_as_decodes, the logits of every row), as tesserad --speculative runs
+// it. Each iteration is one such step at a growing position; K = 0 is the plain decode step.
+// A step whose drafts are all rejected yields one token, so its time over K = 0's is the
+// cost of rejected drafts; the ratio is printed as step_ms and compared in bench/README.
+void Verify(benchmark::State& state, Model m) {
+  const int k = static_cast<int>(state.range(1));
+  auto ex = Make(m, static_cast<int>(state.range(0)));
+  const int vocab = static_cast<int>(ex->hparams().n_vocab);
+  SequenceInput s;
+  s.block_table.resize(ex->n_blocks());
+  std::iota(s.block_table.begin(), s.block_table.end(), 0);
+  s.tokens = Prompt(16, vocab);
+  (void)ex->Step({&s, 1});
+  int64_t pos = 16;
+  for (auto _ : state) {
+    if (pos + k + 1 >= 1000) pos = 16;
+    s.start_pos = pos;
+    s.tokens.assign(k + 1, 0);
+    for (int i = 0; i <= k; ++i) s.tokens[i] = static_cast<int32_t>((pos * 31 + i * 7) % vocab);
+    s.all_logits = k > 0;
+    s.rows_as_decodes = k > 0;
+    auto l = ex->Step({&s, 1});
+    benchmark::DoNotOptimize(l);
+    ++pos;  // one token kept: the drafts' entries are overwritten by the next step
+  }
+  state.counters["steps_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
 // The memory bandwidth a plain copy reaches on this machine, for scale: decode reads every
 // weight once per token.
 void BM_Memcpy(benchmark::State& state) {
@@ -190,6 +220,11 @@ BENCHMARK(BM_ReadBandwidth)
       ->MinTime(2)                                        \
       ->UseRealTime()
 TESSERA_BENCH_MODEL(llama124m_q4_k_m, kLlamaQ4, 512, 128);
+BENCHMARK_CAPTURE(Verify, llama124m_q4_k_m, kLlamaQ4)
+    ->ArgsProduct({{2}, {0, 1, 2, 4}})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2)
+    ->UseRealTime();
 TESSERA_BENCH_MODEL(llama124m_q8_0, kLlamaQ8, 512, 128);
 TESSERA_BENCH_MODEL(glm_dsa_tiny_q8_0, kDsaTiny, 128, 64);
 TESSERA_BENCH_MODEL(deepseek2_tiny_q8_0, kDs2Tiny, 128, 64);
