@@ -139,6 +139,7 @@ void Verify(benchmark::State& state, Model m) {
   std::iota(s.block_table.begin(), s.block_table.end(), 0);
   s.tokens = Prompt(16, vocab);
   (void)ex->Step({&s, 1});
+  ex->ResetProfile();
   int64_t pos = 16;
   for (auto _ : state) {
     if (pos + k + 1 >= 1000) pos = 16;
@@ -153,6 +154,10 @@ void Verify(benchmark::State& state, Model m) {
   }
   state.counters["steps_per_s"] =
       benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  auto profile = ex->Profile();
+  for (const auto& [phase, secs] : profile) {
+    state.counters[phase + "_ms"] = 1000 * secs / static_cast<double>(state.iterations());
+  }
 }
 
 // The memory bandwidth a plain copy reaches on this machine, for scale: decode reads every
