@@ -52,6 +52,15 @@ if(TARGET tesserad AND TARGET tessera-worker AND TARGET tessera)
       LABELS "clients;http;daemon" TIMEOUT 180 SKIP_RETURN_CODE 77
       ENVIRONMENT "TESSERA_TOOL_TEST=reasoning")
 
+    # Speculative decoding through real worker processes: --speculative ngram returns the
+    # same tokens and logprobs as without, 12 concurrent greedy / seeded requests.
+    add_test(NAME tesserad_speculative_test
+             COMMAND ${TESSERA_SYSTEM_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/tesserad_speculative_test.py
+                     --tesserad $<TARGET_FILE:tesserad> --worker $<TARGET_FILE:tessera-worker>
+                     --tessera $<TARGET_FILE:tessera>)
+    set_tests_properties(tesserad_speculative_test PROPERTIES
+      LABELS "clients;http;daemon" TIMEOUT 180)
+
     # 77: python3-grpcio is not installed (tools/install-deps.sh installs it).
     add_test(NAME tesserad_grpc_reflection_client
              COMMAND ${tessera_daemon_harness} -- ${TESSERA_SYSTEM_PYTHON3}
