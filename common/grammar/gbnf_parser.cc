@@ -476,6 +476,16 @@ class GbnfParser {
     return std::optional<Repeat>(repeat);
   }
 
+  // Appends x* to `out`: the helper rule R ::= x R | "".
+  absl::Status AppendStar(const Symbol& x, Sequence& out) {
+    const uint32_t star = static_cast<uint32_t>(rules_.size());
+    absl::StatusOr<uint32_t> helper = NewHelperRule({{x, Symbol::Rule(star)}, {}});
+    if (!helper.ok()) return helper.status();
+    TESSERA_RETURN_IF_ERROR(CountElements(4));
+    out.push_back(Symbol::Rule(star));
+    return absl::OkStatus();
+  }
+
   // Lowers `item` repeated per `repeat` to symbols and helper rules: x{m,n} with n >= 2 is
   // one counted repetition (Symbol::Repeat); x{m,} is x{m} then R ::= x R | ""; x? is
   // R ::= x | "". With expand_repetitions, x{m,n} is x ... x (m times) then n-m nested
@@ -502,22 +512,12 @@ class GbnfParser {
       }
       Sequence out = {
           Symbol::Repeat(body, static_cast<uint32_t>(repeat.min), static_cast<uint32_t>(counted))};
-      if (!repeat.max) {
-        uint32_t star = static_cast<uint32_t>(rules_.size());
-        absl::StatusOr<uint32_t> helper = NewHelperRule({{x, Symbol::Rule(star)}, {}});
-        if (!helper.ok()) return helper.status();
-        TESSERA_RETURN_IF_ERROR(CountElements(4));
-        out.push_back(Symbol::Rule(star));
-      }
+      if (!repeat.max) TESSERA_RETURN_IF_ERROR(AppendStar(x, out));
       return out;
     }
     Sequence out(repeat.min, x);
     if (!repeat.max) {
-      uint32_t star = static_cast<uint32_t>(rules_.size());
-      absl::StatusOr<uint32_t> helper = NewHelperRule({{x, Symbol::Rule(star)}, {}});
-      if (!helper.ok()) return helper.status();
-      TESSERA_RETURN_IF_ERROR(CountElements(4));
-      out.push_back(Symbol::Rule(star));
+      TESSERA_RETURN_IF_ERROR(AppendStar(x, out));
       return out;
     }
     if (optional_count == 0) return out;
