@@ -20,6 +20,7 @@
 #include "common/grammar/sampler.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/grammar_masks.h"
 
 namespace tessera::chat {
 namespace {
@@ -272,15 +273,8 @@ TEST(ToolCallGrammar, ConstraintAfterReasoning) {
       "answer-root ::= root\n";
   const std::string wrapped = GbnfAfterReasoning(gbnf, nullptr);
   SCOPED_TRACE(wrapped);
-  auto accepts = [&](const std::string& text) {
-    auto g = grammar::ParseGbnf(wrapped);
-    EXPECT_TRUE(g.ok()) << g.status();
-    if (!g.ok()) return false;
-    auto compiled =
-        grammar::CompiledGrammar::Create(*std::move(g), grammar::TokenTrie::Build({}, {}));
-    grammar::Matcher m(compiled);
-    return m.AcceptBytes(text) && m.CanEnd();
-  };
+  ASSERT_TRUE(grammar::ParseGbnf(wrapped).ok());
+  auto accepts = [&](const std::string& text) { return testing::GrammarAccepts(wrapped, text); };
   EXPECT_TRUE(accepts("Let me think.</think>\n(a)"));
   EXPECT_TRUE(accepts("</think>(b(c))"));
   EXPECT_TRUE(accepts("hmm <b>x</b> ok</think>root"));

@@ -16,6 +16,7 @@
 #include "common/grammar/matcher.h"
 #include "common/grammar/sampler.h"
 #include "common/tokenizer/tokenizer.h"
+#include "tests/support/grammar_masks.h"
 #include "tests/support/shared_data.h"
 
 namespace tessera::grammar {
@@ -31,27 +32,8 @@ std::shared_ptr<const CompiledGrammar> Compile(std::string_view gbnf, bool expan
   return CompiledGrammar::Create(std::move(*g), std::move(trie));
 }
 
-std::vector<uint32_t> MaskIds(Matcher& m) {
-  std::vector<uint64_t> words(m.compiled().vocab().mask_words(), ~uint64_t{0});
-  m.FillMask(absl::MakeSpan(words));
-  std::vector<uint32_t> ids;
-  for (uint32_t id = 0; id < m.compiled().vocab().vocab_size(); ++id) {
-    if ((words[id >> 6] >> (id & 63)) & 1) ids.push_back(id);
-  }
-  return ids;
-}
-
-std::vector<uint32_t> BruteForceIds(const Matcher& m) {
-  std::vector<uint32_t> ids;
-  Matcher probe = m;
-  for (uint32_t id = 0; id < m.compiled().vocab().vocab_size(); ++id) {
-    if (probe.AcceptToken(id)) {
-      ids.push_back(id);
-      probe.Rollback(1);
-    }
-  }
-  return ids;
-}
+using testing::BruteForceIds;
+using testing::MaskIds;
 
 // Repetitions of every shape the engine has to get right: single bytes, multi-byte UTF-8
 // classes (tokens end inside a character), sequences and alternatives as the body, nested

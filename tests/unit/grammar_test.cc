@@ -16,6 +16,7 @@
 #include "common/grammar/utf8_ranges.h"
 #include "common/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/grammar_masks.h"
 #include "tests/support/shared_data.h"
 
 namespace tessera::grammar {
@@ -44,27 +45,8 @@ int FirstRejectedByte(Matcher m, std::string_view text) {
   return -1;
 }
 
-std::vector<uint32_t> MaskIds(Matcher& m) {
-  std::vector<uint64_t> words(m.compiled().vocab().mask_words(), ~uint64_t{0});
-  m.FillMask(absl::MakeSpan(words));
-  std::vector<uint32_t> ids;
-  for (uint32_t id = 0; id < m.compiled().vocab().vocab_size(); ++id) {
-    if ((words[id >> 6] >> (id & 63)) & 1) ids.push_back(id);
-  }
-  return ids;
-}
-
-std::vector<uint32_t> BruteForceIds(const Matcher& m) {
-  std::vector<uint32_t> ids;
-  Matcher probe = m;
-  for (uint32_t id = 0; id < m.compiled().vocab().vocab_size(); ++id) {
-    if (probe.AcceptToken(id)) {
-      ids.push_back(id);
-      probe.Rollback(1);
-    }
-  }
-  return ids;
-}
+using testing::BruteForceIds;
+using testing::MaskIds;
 
 // --- Parser errors -------------------------------------------------------------------------
 

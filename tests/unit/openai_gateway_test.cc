@@ -16,6 +16,7 @@
 #include "controller/http/openai_response.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/grammar_masks.h"
 #include "tests/unit/gateway_test_util.h"
 
 namespace tessera::testing {
@@ -381,16 +382,6 @@ std::string GrammarOf(GatewayUnderTest& g, const std::string& body_start,
   EXPECT_EQ(r.status, 200) << extra << ": " << r.body;
   if (g.engine->requests().size() != before + 1) return "<not submitted>";
   return g.engine->requests().back().grammar;
-}
-
-// Whether GBNF `gbnf` accepts `text` whole (the grammar engine's own matcher).
-bool GrammarAccepts(const std::string& gbnf, const std::string& text) {
-  auto parsed = grammar::ParseGbnf(gbnf);
-  if (!parsed.ok()) return false;
-  auto compiled =
-      grammar::CompiledGrammar::Create(*std::move(parsed), grammar::TokenTrie::Build({}, {}));
-  grammar::Matcher matcher(compiled);
-  return matcher.AcceptBytes(text) && matcher.CanEnd();
 }
 
 TEST(OpenAiGatewayTest, StructuredOutputFieldsBecomeTheRequestsGrammar) {
