@@ -173,32 +173,35 @@ std::vector<std::string> ParameterTypes(const Json& tools, const std::string& na
   return types;
 }
 
-// GLM: name, then <arg_key>k</arg_key><arg_value>v</arg_value> pairs (whitespace between
-// them, as GLM-4.5/4.6 write newlines and GLM-4.7 none). The template writes string values
-// raw and others as JSON, so the schema decides how a value is read back.
-std::optional<ParsedCall> ParseGlmCall(std::string_view body, const Json& tools) {
-  size_t name_end = std::min(body.find('\n'), body.find(kArgKeyOpen));
-  std::string name(Trim(body.substr(0, name_end)));
-  if (name.empty() || name.find_first_of("<>{}\"") != std::string::npos) return std::nullopt;
-  Json args = Json::object();
-  std::string_view rest = name_end == std::string_view::npos ? "" : body.substr(name_end);
+// GLM's <arg_key>k</arg_key><arg_value>v</arg_value> pairs at the start of `rest`, in order
+// (whitespace between them, as GLM-4.5/4.6 write newlines and GLM-4.7 none), each value typed
+// by the tool's schema: the template writes string values raw and others as JSON. `complete`
+// is false when the text stops inside a pair or goes on with anything else.
+struct GlmArgs {
+  std::vector<std::pair<std::string, Json>> pairs;
+  bool complete = true;
+};
+
+GlmArgs ReadGlmArgs(std::string_view rest, const std::string& name, const Json& tools) {
+  GlmArgs out;
   while (true) {
     size_t at = rest.find_first_not_of(kWhitespace);
-    if (at == std::string_view::npos) break;
+    if (at == std::string_view::npos) return out;
     rest = rest.substr(at);
-    if (!StartsWith(rest, kArgKeyOpen)) return std::nullopt;
+    out.complete = false;
+    if (!StartsWith(rest, kArgKeyOpen)) return out;
     rest.remove_prefix(kArgKeyOpen.size());
     size_t key_end = rest.find(kArgKeyClose);
-    if (key_end == std::string_view::npos) return std::nullopt;
+    if (key_end == std::string_view::npos) return out;
     std::string key(Trim(rest.substr(0, key_end)));
     rest.remove_prefix(key_end + kArgKeyClose.size());
     at = rest.find_first_not_of(kWhitespace);
-    if (at == std::string_view::npos) return std::nullopt;
+    if (at == std::string_view::npos) return out;
     rest = rest.substr(at);
-    if (!StartsWith(rest, kArgValueOpen)) return std::nullopt;
+    if (!StartsWith(rest, kArgValueOpen)) return out;
     rest.remove_prefix(kArgValueOpen.size());
     size_t value_end = rest.find(kArgValueClose);
-    if (value_end == std::string_view::npos) return std::nullopt;
+    if (value_end == std::string_view::npos) return out;
     std::string_view value = rest.substr(0, value_end);
     rest.remove_prefix(value_end + kArgValueClose.size());
 
@@ -208,8 +211,21 @@ std::optional<ParsedCall> ParseGlmCall(std::string_view body, const Json& tools)
     // A parameter without a schema type is read as JSON too (numbers, booleans, objects),
     // as vLLM's glm45 parser does; anything that does not parse stays a string.
     if (!is_string) typed = ParseJson(value);
-    args[key] = typed ? *typed : Json(std::string(value));
+    out.pairs.emplace_back(std::move(key), typed ? *typed : Json(std::string(value)));
+    out.complete = true;
   }
+}
+
+// GLM: name, then the argument pairs.
+std::optional<ParsedCall> ParseGlmCall(std::string_view body, const Json& tools) {
+  size_t name_end = std::min(body.find('\n'), body.find(kArgKeyOpen));
+  std::string name(Trim(body.substr(0, name_end)));
+  if (name.empty() || name.find_first_of("<>{}\"") != std::string::npos) return std::nullopt;
+  GlmArgs read =
+      ReadGlmArgs(name_end == std::string_view::npos ? "" : body.substr(name_end), name, tools);
+  if (!read.complete) return std::nullopt;
+  Json args = Json::object();
+  for (auto& [key, value] : read.pairs) args[key] = std::move(value);
   return ParsedCall{name, Dump(args), ""};
 }
 
@@ -297,30 +313,11 @@ std::optional<PartialCall> PartialGlmCall(std::string_view body, bool closed, co
   if (name_end == std::string_view::npos && !closed) return std::nullopt;
   PartialCall call{std::string(Trim(body.substr(0, name_end))), "{"};
   if (call.name.empty()) return std::nullopt;
-  std::string_view rest = name_end == std::string_view::npos ? "" : body.substr(name_end);
-  bool first = true;
-  while (true) {
-    size_t at = rest.find_first_not_of(kWhitespace);
-    if (at == std::string_view::npos) break;
-    rest = rest.substr(at);
-    if (!StartsWith(rest, kArgKeyOpen)) break;
-    size_t key_end = rest.find(kArgKeyClose);
-    if (key_end == std::string_view::npos) break;
-    std::string key(Trim(rest.substr(kArgKeyOpen.size(), key_end - kArgKeyOpen.size())));
-    std::string_view after = rest.substr(key_end + kArgKeyClose.size());
-    at = after.find_first_not_of(kWhitespace);
-    if (at == std::string_view::npos || !StartsWith(after.substr(at), kArgValueOpen)) break;
-    after = after.substr(at + kArgValueOpen.size());
-    size_t value_end = after.find(kArgValueClose);
-    if (value_end == std::string_view::npos) break;
-    std::string_view value = after.substr(0, value_end);
-    rest = after.substr(value_end + kArgValueClose.size());
-    std::vector<std::string> types = ParameterTypes(tools, call.name, key);
-    std::optional<Json> typed;
-    if (std::find(types.begin(), types.end(), "string") == types.end()) typed = ParseJson(value);
-    call.arguments += first ? "" : ",";
-    call.arguments += Dump(Json(key)) + ":" + Dump(typed ? *typed : Json(std::string(value)));
-    first = false;
+  GlmArgs read = ReadGlmArgs(name_end == std::string_view::npos ? "" : body.substr(name_end),
+                             call.name, tools);
+  for (size_t i = 0; i < read.pairs.size(); ++i) {
+    call.arguments += i == 0 ? "" : ",";
+    call.arguments += Dump(Json(read.pairs[i].first)) + ":" + Dump(read.pairs[i].second);
   }
   if (closed) call.arguments += "}";
   return call;
