@@ -232,14 +232,17 @@ void FloatPanelMatmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, 
   }
 }
 
+// `prefill_kernels`: the outer-product kernels (x transposed) instead of the dot-product form;
+// both give each (row, vector) bits that do not depend on the batch, but not the same bits.
 void FloatMatmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
-                 int64_t batch, float* y, int64_t ldy, ThreadPool* pool, Isa isa) {
+                 int64_t batch, float* y, int64_t ldy, ThreadPool* pool, Isa isa,
+                 bool prefill_kernels) {
   const DequantizeRowFn dequantize = FastDequantizer(w.type, isa);
   const bool direct = w.type == gguf::GgmlType::kF32;  // rows are already floats
   const int threads = pool ? pool->size() : 1;
   const int64_t n_rows = row_end - row_begin;
   // Prefill: outer-product kernels over x transposed once here (cheap next to the product).
-  const bool prefill = batch >= kPrefillBatch && AtLeast(isa, Isa::kAvx2);
+  const bool prefill = prefill_kernels && AtLeast(isa, Isa::kAvx2);
   int64_t ldxt = 0;
   std::vector<float> xt;
   if (prefill) xt = TransposeActivations(x, batch, w.cols, &ldxt);
@@ -459,22 +462,28 @@ absl::Status Matmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, co
   if ((row_end - row_begin) * w.cols * batch < options.min_parallel_macs) pool = nullptr;
   const Int8GemmLayout* layout = FindInt8GemmLayout(w.type);
   const bool packed = layout != nullptr && PackedFor(w, row_begin, *layout) != nullptr;
-  switch (ChooseKernel(w.type, options.kernel_batch > 0 ? options.kernel_batch : batch, options,
-                       packed)) {
+  // The batch the kernels are chosen for: kernel_batch where the caller fixes it, so that a
+  // row's bits do not depend on how many rows share its product.
+  const int64_t kernel_batch = options.kernel_batch > 0 ? options.kernel_batch : batch;
+  switch (ChooseKernel(w.type, kernel_batch, options, packed)) {
     case Kernel::kIntegerDots:
       IntegerMatmul(w, row_begin, row_end, x, batch, y, ldy, pool, options);
       break;
     case Kernel::kInt8Gemm:
       Int8GemmMatmul(*layout, w, row_begin, row_end, x, batch, y, ldy, pool);
       break;
-    case Kernel::kFloat:
-      if (w.type == gguf::GgmlType::kF32 && batch >= kPrefillBatch &&
-          options.path != MatmulPath::kDots && AtLeast(options.isa, Isa::kAvx512)) {
+    case Kernel::kFloat: {
+      // kDots keeps the dot-product form at every batch (each output depends on its own
+      // vector only); otherwise a prefill batch takes the outer-product kernels.
+      const bool prefill_kernels =
+          kernel_batch >= kPrefillBatch && options.path != MatmulPath::kDots;
+      if (w.type == gguf::GgmlType::kF32 && prefill_kernels && AtLeast(options.isa, Isa::kAvx512)) {
         FloatPanelMatmul(w, row_begin, row_end, x, batch, y, ldy, pool);
       } else {
-        FloatMatmul(w, row_begin, row_end, x, batch, y, ldy, pool, options.isa);
+        FloatMatmul(w, row_begin, row_end, x, batch, y, ldy, pool, options.isa, prefill_kernels);
       }
       break;
+    }
   }
   return absl::OkStatus();
 }
@@ -514,7 +523,7 @@ std::string CalibrateMatmul(const QuantMatrix& w, MatmulOptions* options) {
       Int8GemmMatmul(*layout, w, 0, rows, x.data(), kTokens, y.data(), rows, nullptr);
     });
     const double flt = BestSeconds(3, [&] {
-      FloatMatmul(w, 0, rows, x.data(), kTokens, y.data(), rows, nullptr, options->isa);
+      FloatMatmul(w, 0, rows, x.data(), kTokens, y.data(), rows, nullptr, options->isa, true);
     });
     const double flops = 2.0 * rows * w.cols * kTokens;
     const bool use_float = flt * 1.15 < gemm;

@@ -247,34 +247,87 @@ TEST(MatmulDotsTest, EachVectorGetsTheBitsItGetsAlone) {
   uint64_t seed = 91;
   for (const quant::QuantTraits& t : quant::SupportedQuantTypes()) {
     if (!HasIntegerKernel(t.type)) continue;
-    SCOPED_TRACE(t.name);
-    const int64_t rows = 5, cols = 512, batch = 19;
-    const Problem p = MakeProblem(t.type, rows, cols, batch, seed++);
-    auto w = QuantMatrix::Make(p.type, rows, cols, p.w, "w");
-    ASSERT_TRUE(w.ok()) << w.status();
-    ThreadPool pool(2);
-    MatmulOptions opt;
-    opt.path = MatmulPath::kDots;
-    opt.min_parallel_macs = 0;
-    std::vector<float> all(batch * rows), alone(rows);
-    ASSERT_TRUE(Matmul(*w, 0, rows, p.x.data(), batch, all.data(), rows, &pool, opt).ok());
-    for (int64_t b = 0; b < batch; ++b) {
-      ASSERT_TRUE(
-          Matmul(*w, 0, rows, p.x.data() + b * cols, 1, alone.data(), rows, nullptr, opt).ok());
-      for (int64_t r = 0; r < rows; ++r) {
-        ASSERT_EQ(std::bit_cast<uint32_t>(all[b * rows + r]), std::bit_cast<uint32_t>(alone[r]))
-            << "vector " << b << " row " << r;
+    // Batches of two to five take the dots (pairs of vectors at AVX-512 width for q4_K and
+    // q6_K, with an odd one left), 19 the int8 GEMM; rows of an even and an odd number of
+    // 256-element blocks.
+    for (const auto& [cols, batch] :
+         {std::pair<int64_t, int64_t>{512, 19}, {512, 2}, {768, 3}, {768, 4}, {1280, 5}}) {
+      SCOPED_TRACE(testing::Message() << t.name << " cols " << cols << " batch " << batch);
+      const int64_t rows = 5;
+      const Problem p = MakeProblem(t.type, rows, cols, batch, seed++);
+      auto w = QuantMatrix::Make(p.type, rows, cols, p.w, "w");
+      ASSERT_TRUE(w.ok()) << w.status();
+      ThreadPool pool(2);
+      MatmulOptions opt;
+      opt.path = MatmulPath::kDots;
+      opt.min_parallel_macs = 0;
+      std::vector<float> all(batch * rows), alone(rows);
+      ASSERT_TRUE(Matmul(*w, 0, rows, p.x.data(), batch, all.data(), rows, &pool, opt).ok());
+      for (int64_t b = 0; b < batch; ++b) {
+        ASSERT_TRUE(
+            Matmul(*w, 0, rows, p.x.data() + b * cols, 1, alone.data(), rows, nullptr, opt).ok());
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(all[b * rows + r]), std::bit_cast<uint32_t>(alone[r]))
+              << "vector " << b << " row " << r;
+        }
+      }
+      QuantizedActivations xq;
+      QuantizeActivations(ActivationFormat(t.type), p.x.data(), batch, cols, &xq);
+      std::vector<float> shared(batch * rows);
+      ASSERT_TRUE(MatmulQuantized(*w, 1, rows, xq, shared.data(), rows, &pool).ok());
+      for (int64_t b = 0; b < batch; ++b) {
+        for (int64_t r = 1; r < rows; ++r) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(shared[b * rows + r - 1]),
+                    std::bit_cast<uint32_t>(all[b * rows + r]))
+              << "shared activations, vector " << b << " row " << r;
+        }
       }
     }
-    QuantizedActivations xq;
-    QuantizeActivations(ActivationFormat(t.type), p.x.data(), batch, cols, &xq);
-    std::vector<float> shared(batch * rows);
-    ASSERT_TRUE(MatmulQuantized(*w, 1, rows, xq, shared.data(), rows, &pool).ok());
-    for (int64_t b = 0; b < batch; ++b) {
-      for (int64_t r = 1; r < rows; ++r) {
-        ASSERT_EQ(std::bit_cast<uint32_t>(shared[b * rows + r - 1]),
-                  std::bit_cast<uint32_t>(all[b * rows + r]))
-            << "shared activations, vector " << b << " row " << r;
+  }
+}
+
+// Float weights (F32, F16, BF16) under batch invariance: the kDots path keeps the dot-product
+// kernel at every batch, and a product told the kernel of a prefill batch (kernel_batch) gives
+// a row the same bits in a product of 1, 3 or 20 rows (prompt chunks of any length); rows
+// longer than the prefill kernels' column slices (1,024) and shorter ones. The bits of both
+// are checked against a float64 product too, so that neither can be a broken constant.
+TEST(MatmulFloatTest, FixedKernelsGiveEachRowItsOwnBits) {
+  uint64_t seed = 301;
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}) {
+    for (int64_t cols : {256, 1536}) {
+      SCOPED_TRACE(testing::Message() << static_cast<int>(type) << " cols " << cols);
+      const int64_t rows = 37, batch = 20;
+      const Problem p = MakeProblem(type, rows, cols, batch, seed++);
+      auto w = QuantMatrix::Make(p.type, rows, cols, p.w, "w");
+      ASSERT_TRUE(w.ok()) << w.status();
+      ThreadPool pool(2);
+      MatmulOptions dots;
+      dots.path = MatmulPath::kDots;
+      dots.min_parallel_macs = 0;
+      MatmulOptions prefill;
+      prefill.kernel_batch = kPrefillBatch;
+      prefill.min_parallel_macs = 0;
+      for (const MatmulOptions& opt : {dots, prefill}) {
+        std::vector<float> all(batch * rows);
+        ASSERT_TRUE(Matmul(*w, 0, rows, p.x.data(), batch, all.data(), rows, &pool, opt).ok());
+        for (int64_t b = 0; b < batch; ++b) {
+          for (int64_t r = 0; r < rows; ++r) {
+            EXPECT_NEAR(all[b * rows + r], p.want[b * rows + r], Tolerance(p, b, r, false));
+          }
+        }
+        for (int64_t part : {1, 3}) {
+          std::vector<float> y(part * rows);
+          for (int64_t b0 = 0; b0 + part <= batch; b0 += part) {
+            ASSERT_TRUE(
+                Matmul(*w, 0, rows, p.x.data() + b0 * cols, part, y.data(), rows, nullptr, opt)
+                    .ok());
+            for (int64_t i = 0; i < part * rows; ++i) {
+              ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(all[b0 * rows + i]))
+                  << (opt.path == MatmulPath::kDots ? "dots" : "prefill") << " part " << part
+                  << " vector " << b0 + i / rows << " row " << i % rows;
+            }
+          }
+        }
       }
     }
   }

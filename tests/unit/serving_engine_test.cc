@@ -407,6 +407,49 @@ TEST(ServingEngine, SpeculativeNgramDecodingEqualsPlainDecodingOnTheFastPath) {
   }
 }
 
+// The fast path (threads, in-place attention, the kernels the batch size picks) keeps every
+// request's tokens and logprobs bit for bit when it runs among others: for float32 weights
+// (the embedded default model's kind, products in float) and Q8_0 (integer products), with a
+// token budget small enough that prompts are cut into chunks of every length (1 to 40) at
+// places that depend on the batch.
+TEST(ServingEngine, FastPathConcurrentRequestsEqualEachRunAlone) {
+  std::vector<GenerateRequest> requests;
+  for (int i = 0; i < 24; ++i) {
+    GenerateRequest r = Request(i, 2 + (i * 11) % 61, 6 + i % 7);
+    r.logprobs = true;
+    r.top_logprobs = 1;
+    requests.push_back(std::move(r));
+  }
+  for (const std::string* model : {&TinyModel(), &TinyQ8Model()}) {
+    SCOPED_TRACE(*model);
+    executor::ExecutorOptions fast;
+    fast.threads = 2;
+    fast.kv_tokens = 4096;
+    auto run = [&](const std::vector<GenerateRequest>& batch, int budget) {
+      auto runner = LocalStepRunner::Create(*model, fast);
+      EXPECT_TRUE(runner.ok()) << runner.status();
+      EngineOptions o;
+      o.max_num_batched_tokens = budget;
+      auto engine = MakeEngine(runner->get(), o);
+      std::vector<Outcome> got = RunAll(*engine, batch);
+      EXPECT_GT((*runner)->max_seqs_in_step(), batch.size() > 1 ? 8 : 0);
+      return got;
+    };
+    const std::vector<Outcome> together = run(requests, 40);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      SCOPED_TRACE(absl::StrCat("request ", i));
+      // Alone, with a budget that takes the whole prompt at once.
+      const Outcome alone = run({requests[i]}, 512)[0];
+      ASSERT_TRUE(together[i].status.ok()) << together[i].status;
+      EXPECT_EQ(together[i].tokens, alone.tokens);
+      ASSERT_EQ(together[i].logprobs.size(), alone.logprobs.size());
+      for (size_t t = 0; t < alone.logprobs.size(); ++t) {
+        EXPECT_EQ(together[i].logprobs[t].logprob, alone.logprobs[t].logprob) << "token " << t;
+      }
+    }
+  }
+}
+
 TEST(ServingEngine, ChunkedPrefillEqualsUnchunked) {
   GenerateRequest r = Request(3, 150, 8);  // greedy
   ASSERT_EQ(r.sampling.temperature, 0);

@@ -48,15 +48,21 @@ void CpuOps::RunPaged(const std::vector<cpu::PagedAttentionArgs>& calls) {
   impl_.pool->ParallelFor(static_cast<int64_t>(calls.size()), run);
 }
 
+cpu::MatmulOptions CpuOps::ActivationProductOptions() const {
+  // Float path whatever the options: these are activations, not weights.
+  cpu::MatmulOptions o = impl_.matmul;
+  o.path = cpu::MatmulPath::kFloat;
+  o.kernel_batch = cpu::kPrefillBatch;
+  return o;
+}
+
 absl::Status CpuOps::AttendRows(const float* q, int64_t nq, int64_t dk, const float* k,
                                 const float* v_t, int64_t dv, int64_t n_keys, float scale,
                                 const std::vector<int64_t>& last,
                                 const std::vector<const char*>* mask, float* out, int64_t ld_out,
                                 cpu::ThreadPool* threads) {
   std::vector<float> scores(nq * n_keys);
-  // Float path whatever the options: these are activations, not weights.
-  auto float_opts = impl_.matmul;
-  float_opts.path = cpu::MatmulPath::kFloat;
+  const cpu::MatmulOptions float_opts = ActivationProductOptions();
   if (auto s = cpu::Matmul(FloatMatrix(k, n_keys, dk), 0, n_keys, q, nq, scores.data(), n_keys,
                            threads, float_opts);
       !s.ok()) {
@@ -251,8 +257,7 @@ absl::Status CpuOps::SelectKeys(int layer, Act q, Act w) {
   const float* qi = static_cast<const float*>(q.data);
   const float* wi = static_cast<const float*>(w.data);
   PagedKvCache& index = *impl_.indexer_cache;
-  auto float_opts = impl_.matmul;
-  float_opts.path = cpu::MatmulPath::kFloat;
+  const cpu::MatmulOptions float_opts = ActivationProductOptions();
   for (size_t s = 0; s < b.seqs.size(); ++s) {
     const int64_t t0 = b.seq_begin[s], t1 = b.seq_begin[s + 1], nt = t1 - t0;
     const int64_t n_keys = b.pos[t1 - 1] + 1;

@@ -149,8 +149,12 @@ absl::Status CpuOps::Products(std::initializer_list<Product> products) {
     if (p.per_vector) {
       TESSERA_RETURN_IF_ERROR(MatMulPerVector(*p.w, x, n, y));
     } else if (p.row_seq != nullptr && n >= cpu::kPrefillBatch) {
-      // Rows that are not the step's tokens (the head's): multiplied per sequence.
-      TESSERA_RETURN_IF_ERROR(MatMulRows(*p.w, 0, p.w->rows, x, n, y, p.w->rows, p.row_seq));
+      // Rows that are not the step's tokens (the head's, one per sampled position): under
+      // batch invariance per-vector kernels, the ones a single row takes, so that a row's
+      // logits do not depend on how many sequences sample in the step.
+      TESSERA_RETURN_IF_ERROR(impl_.options.batch_invariant && !impl_.options.exact
+                                  ? MatMulPerVector(*p.w, x, n, y)
+                                  : MatMulRows(*p.w, 0, p.w->rows, x, n, y, p.w->rows, p.row_seq));
     } else {
       many.push_back({p.w, x, y, n});
       batch = std::max(batch, n);
@@ -323,10 +327,11 @@ absl::Status CpuOps::MatMulRows(const QuantMatrix& w, int64_t row_begin, int64_t
     o.path = cpu::MatmulPath::kDots;
     return cpu::Matmul(w, row_begin, row_end, x, batch, y, ldy, impl_.pool.get(), o);
   }
-  // Below the prefill batch every row takes per-vector kernels anyway.
-  if (batch < cpu::kPrefillBatch && row_seq == seq_of_) {
-    return cpu::Matmul(w, row_begin, row_end, x, batch, y, ldy, impl_.pool.get(), impl_.matmul);
-  }
+  // Float weights (F32, F16, BF16) and, without the int8 GEMM, quantized ones: decode rows
+  // take the dot-product kernels, whose bits depend on the row alone, and a prefill
+  // sequence's rows the kernels of a prefill batch whatever their count (outer-product or
+  // int8 ones, again per (row, token) bits), so that neither the number of decodes in a
+  // step nor where a prompt's chunks fall changes a row.
   auto decode = [&](int64_t i) { return seq_len_[(*row_seq)[i]] == 1; };
   for (int64_t i = 0; i < batch;) {
     int64_t j = i + 1;
@@ -335,11 +340,12 @@ absl::Status CpuOps::MatMulRows(const QuantMatrix& w, int64_t row_begin, int64_t
       while (j < batch && decode(j)) ++j;
       o.path = cpu::MatmulPath::kDots;
     } else {
-      while (j < batch && (*row_seq)[j] == (*row_seq)[i]) ++j;
-      // The kernel the sequence's whole chunk picks, also for a part of its rows (an
-      // expert's tokens): a row's bits then depend on its chunk, never on its neighbours'
-      // routing.
-      o.kernel_batch = seq_len_[(*row_seq)[i]];
+      while (j < batch && !decode(j)) ++j;
+      // The kernels of a prefill batch, also for a part of a chunk's rows (an expert's
+      // tokens) or a chunk of fewer rows: a row's bits then depend neither on its chunk's
+      // length nor on its neighbours' routing, and the prefill rows of several sequences
+      // share one product.
+      o.kernel_batch = cpu::kPrefillBatch;
     }
     if (auto s = cpu::Matmul(w, row_begin, row_end, x + i * w.cols, j - i, y + i * ldy, ldy,
                              impl_.pool.get(), o);
@@ -364,7 +370,16 @@ absl::Status CpuOps::MatMulMany(absl::Span<const MatMulProduct> products, int64_
   auto batch_of = [batch](const MatMulProduct& p) { return p.batch >= 0 ? p.batch : batch; };
   int64_t largest = 0;
   for (const MatMulProduct& p : products) largest = std::max(largest, batch_of(p));
-  if (largest >= cpu::kPrefillBatch || impl_.pool->size() == 1) {
+  // Under batch invariance a prompt's rows take a prefill batch's kernels however few they
+  // are, where those differ from the per-vector ones (float weights): MatMulRows picks them.
+  bool prefill_kernels = false;
+  if (impl_.options.batch_invariant && !impl_.options.exact &&
+      std::any_of(seq_len_.begin(), seq_len_.end(), [](int64_t n) { return n > 1; })) {
+    for (const MatMulProduct& p : products) {
+      prefill_kernels = prefill_kernels || !cpu::DotsMatchAnyBatch(p.w->type, impl_.matmul);
+    }
+  }
+  if (largest >= cpu::kPrefillBatch || impl_.pool->size() == 1 || prefill_kernels) {
     for (const MatMulProduct& p : products) {
       if (batch_of(p) == 0) continue;
       if (auto s = MatMul(*p.w, p.x, batch_of(p), p.y); !s.ok()) return s;

@@ -123,6 +123,10 @@ class CpuOps {
                           int64_t dv, int64_t n_keys, float scale, const std::vector<int64_t>& last,
                           const std::vector<const char*>* mask, float* out, int64_t ld_out,
                           cpu::ThreadPool* threads);
+  // Options for products of activations (attention scores and values, DSA indexer dots):
+  // the float path, with the kernel a prefill batch takes whatever the row count, so that a
+  // query row's bits do not depend on how many rows its chunk (or piece of one) has.
+  cpu::MatmulOptions ActivationProductOptions() const;
   static absl::Status NeedContiguous(const Act& a, const char* what);
   static float* Row(const Act& a, int64_t i) { return static_cast<float*>(a.data) + i * a.ld; }
   absl::Status AttendGqa(int layer, const AttentionShape& shape, Act q, Act out);
