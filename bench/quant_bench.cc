@@ -205,9 +205,13 @@ void BM_Decode(benchmark::State& state, GgmlType type) {
 
 // The same matvec on a 256-row matrix that stays in L2: the kernel's compute throughput per
 // instruction-set level (CPU time, single thread), free of memory-bandwidth limits. Scalar
-// has no integer kernels: it is the portable dequantize-and-multiply fallback.
+// has no integer kernels: it is the portable dequantize-and-multiply fallback. The second
+// argument is the vectors per product (decode rows of a step: concurrent decodes, or one
+// with drafts to verify); bytes are weight bytes, so a kernel whose cost does not grow with
+// the vectors keeps its rate.
 void BM_DecodeInCache(benchmark::State& state, GgmlType type) {
   const auto isa = static_cast<cpu::Isa>(state.range(0));
+  const int64_t vectors = state.range(1);
   if (!cpu::IsaSupported(isa)) {
     state.SkipWithError("instruction set not supported here");
     return;
@@ -217,10 +221,11 @@ void BM_DecodeInCache(benchmark::State& state, GgmlType type) {
   const size_t bytes = rows * (kCols / t->block_elems * t->block_bytes);
   auto data = FillBlocks(type, rows * (kCols / t->block_elems));
   auto w = cpu::QuantMatrix::Make(type, rows, kCols, {data.get(), bytes}, "w");
-  std::vector<float> x(kCols, 0.5f), y(rows);
-  cpu::MatmulOptions options{cpu::MatmulPath::kAuto, isa};
+  std::vector<float> x(kCols * vectors), y(rows * vectors);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.5f - 0.25f * static_cast<float>(i % 5);
+  cpu::MatmulOptions options{cpu::MatmulPath::kDots, isa};
   for (auto _ : state) {
-    auto s = cpu::Matmul(*w, 0, rows, x.data(), 1, y.data(), rows, nullptr, options);
+    auto s = cpu::Matmul(*w, 0, rows, x.data(), vectors, y.data(), rows, nullptr, options);
     if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
     benchmark::DoNotOptimize(y.data());
   }
@@ -301,9 +306,9 @@ void RegisterAll() {
     if (t.type == GgmlType::kQ8_K) continue;
     benchmark::RegisterBenchmark((std::string("DecodeInCache/") + t.name).c_str(), BM_DecodeInCache,
                                  t.type)
-        ->Arg(static_cast<int>(cpu::Isa::kScalar))
-        ->Arg(static_cast<int>(cpu::Isa::kAvx2))
-        ->Arg(static_cast<int>(cpu::Isa::kAvx512))
+        ->ArgsProduct({{static_cast<int>(cpu::Isa::kScalar), static_cast<int>(cpu::Isa::kAvx2),
+                        static_cast<int>(cpu::Isa::kAvx512)},
+                       {1, 2, 3, 4}})
         ->Unit(benchmark::kMicrosecond);
   }
   for (const quant::QuantTraits& t : quant::SupportedQuantTypes()) {

@@ -37,6 +37,14 @@ OneDotFn IntegerDot(gguf::GgmlType type);
 using TwoRowDotFn = void (*)(const void* w0, const void* w1, const void* a, int64_t n,
                              float out[2]);
 TwoRowDotFn IntegerDot2(gguf::GgmlType type);
+// The same dot for one weight row against two activation rows (block i against both per
+// register, the weight unpacked once for both): out[0], out[1] with the bits IntegerDot
+// gives each activation row. q4_K and q6_K: a decode step of two rows (two concurrent
+// decodes, or one with a speculative draft to verify). The arithmetic per (block, vector) is
+// that of the one-vector dot, so two vectors still cost about twice one in compute.
+using TwoVectorDotFn = void (*)(const void* w, const void* a0, const void* a1, int64_t n,
+                                float out[2]);
+TwoVectorDotFn IntegerDotTwoVectors(gguf::GgmlType type);
 
 // Writes the unsigned quants of one weight row (`cols` elements of a row of `type` blocks)
 // as plain bytes to dst[0, cols). nullptr for types without one.

@@ -150,6 +150,23 @@ void DotQ4_K2(const void* w0p, const void* w1p, const void* ap, int64_t n, float
   out[1] = acc1;
 }
 
+// One row against two activation rows: block i against both per register.
+void DotQ4_K_TwoVectors(const void* wp, const void* a0p, const void* a1p, int64_t n, float out[2]) {
+  const auto* w = static_cast<const quant::BlockQ4_K*>(wp);
+  const auto* a0 = static_cast<const quant::BlockQ8_K*>(a0p);
+  const auto* a1 = static_cast<const quant::BlockQ8_K*>(a1p);
+  float acc0 = 0.0f, acc1 = 0.0f;
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    PrefetchAhead(w + i, sizeof(quant::BlockQ4_K));
+    int32_t is[2], ms[2];
+    SumsQ4_K(w[i], w[i], a0[i], a1[i], true, is, ms);
+    acc0 = AccumulateQ4_K(acc0, w[i], a0[i], is[0], ms[0]);
+    acc1 = AccumulateQ4_K(acc1, w[i], a1[i], is[1], ms[1]);
+  }
+  out[0] = acc0;
+  out[1] = acc1;
+}
+
 // Q6_K: scales 8h..8h+7 of a block as int16 in both 128-bit lanes of a 256-bit half.
 __m256i ScalesQ6(const quant::BlockQ6_K& b, int h) {
   const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
@@ -222,7 +239,35 @@ float DotQ6_K(const void* wp, const void* ap, int64_t n) {
   return acc;
 }
 
+void DotQ6_K_TwoVectors(const void* wp, const void* a0p, const void* a1p, int64_t n, float out[2]) {
+  const auto* w = static_cast<const quant::BlockQ6_K*>(wp);
+  const auto* a0 = static_cast<const quant::BlockQ8_K*>(a0p);
+  const auto* a1 = static_cast<const quant::BlockQ8_K*>(a1p);
+  float acc0 = 0.0f, acc1 = 0.0f;
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    PrefetchAhead(w + i, sizeof(quant::BlockQ6_K));
+    int32_t is[2];
+    SumsQ6_K(w[i], w[i], a0[i], a1[i], true, is);
+    const float dw = HalfToFloat(w[i].d);
+    acc0 = std::fma(dw * a0[i].d, static_cast<float>(is[0]), acc0);
+    acc1 = std::fma(dw * a1[i].d, static_cast<float>(is[1]), acc1);
+  }
+  out[0] = acc0;
+  out[1] = acc1;
+}
+
 }  // namespace
+
+TwoVectorDotFn IntegerDotTwoVectors(gguf::GgmlType type) {
+  switch (type) {
+    case gguf::GgmlType::kQ4_K:
+      return DotQ4_K_TwoVectors;
+    case gguf::GgmlType::kQ6_K:
+      return DotQ6_K_TwoVectors;
+    default:
+      return nullptr;
+  }
+}
 
 OneDotFn IntegerDot(gguf::GgmlType type) {
   switch (type) {

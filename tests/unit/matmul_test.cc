@@ -247,8 +247,8 @@ TEST(MatmulDotsTest, EachVectorGetsTheBitsItGetsAlone) {
   uint64_t seed = 91;
   for (const quant::QuantTraits& t : quant::SupportedQuantTypes()) {
     if (!HasIntegerKernel(t.type)) continue;
-    // Batches of two to five take the dots (pairs of vectors at AVX-512 width for q4_K and
-    // q6_K, with an odd one left), 19 the int8 GEMM; rows of an even and an odd number of
+    // Batches of two to five take the dots (two vectors at AVX-512 width for q4_K and q6_K,
+    // one weight-row pass for both), 19 the int8 GEMM; rows of an even and an odd number of
     // 256-element blocks.
     for (const auto& [cols, batch] :
          {std::pair<int64_t, int64_t>{512, 19}, {512, 2}, {768, 3}, {768, 4}, {1280, 5}}) {
