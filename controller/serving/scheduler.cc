@@ -44,26 +44,9 @@ StepPlan Scheduler::Schedule() {
     budget -= n;
   };
 
-  // How many of a sequence's uncomputed tokens go into this step. A prompt is never cut so
-  // that one token is taken or left alone: the executor computes a step's one-token rows
-  // as decodes (attention read in place, per-vector products) and other rows as a prefill,
-  // and a prompt's tokens must get the same bits whichever chunks they fall in (batch
-  // invariance). Only a step with nothing else to do takes such a cut.
-  auto chunk = [&](const Sequence& s) {
-    const int64_t uncomputed = s.uncomputed();
-    int64_t n = std::min(uncomputed, budget);
-    if (n < uncomputed && uncomputed - n == 1) --n;
-    if (n == 1 && uncomputed > 1) n = 0;
-    return n > 0 || !plan.chunks.empty() ? n : std::min(uncomputed, budget);
-  };
-
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* s = running_[i].get();
-    const int64_t n = chunk(*s);
-    if (n == 0) {
-      ++i;
-      continue;
-    }
+    const int64_t n = std::min(s->uncomputed(), budget);
     // A decode may carry drafts: as many as the budget, the tokens the request may still
     // generate and the option allow.
     std::vector<int32_t> drafts;
@@ -119,8 +102,8 @@ StepPlan Scheduler::Schedule() {
       s->num_computed = static_cast<int64_t>(hit) * blocks_->block_size();
       s->cache_committed = hit;
     }
-    const int64_t n = chunk(*s);
-    if (n == 0 || !blocks_->Reserve(s->block_table, s->num_computed + n)) {
+    const int64_t n = std::min(s->uncomputed(), budget);
+    if (!blocks_->Reserve(s->block_table, s->num_computed + n)) {
       ReleaseBlocks(*s);  // the matched blocks too, until it fits
       break;
     }

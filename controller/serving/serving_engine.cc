@@ -510,6 +510,8 @@ void ServingEngine::AddToStep(const ScheduledChunk& c, v1::StepRequest& step) {
     q->set_num_drafts(static_cast<int32_t>(c.drafts.size()));
   }
   q->set_start_pos(c.start);
+  // One prompt token alone in its chunk is still computed as a prompt's rows are.
+  q->set_prefill(c.n_tokens == 1 && c.drafts.empty() && c.start < s.prompt_len);
   q->mutable_block_table()->Assign(s.block_table.begin(), s.block_table.end());
   q->set_sample(c.sample);
   if (s.sampler_created) return;

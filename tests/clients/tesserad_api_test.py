@@ -20,10 +20,10 @@ drain timeout), on ephemeral ports:
             refused (connection refused or 503), the daemon exits 0 within the drain timeout
 and against a daemon with --max-num-seqs 1 --max-waiting-requests 2:
   queue     requests beyond the queue get 429 with Retry-After and an OpenAI error body.
-The batch check runs on its own daemon on the default (fast) path: the executor runs each
-prefill sequence's rows as a product of their own and decode rows with per-vector kernels, so a
-sequence's logits do not depend on its batch. On CPUs without AVX-512 VNNI the prefill float
-GEMM is not batch-invariant yet, and the check runs with --exact there (--batch-exact forces it).
+The batch check runs on its own daemon on the default (fast) path: decode rows take
+per-vector kernels and prompt rows the kernels of a prefill batch however their chunks fall,
+whose bits depend on the row alone, so a sequence's logits do not depend on its batch, on
+every CPU (--batch-exact runs the check with --exact instead).
 
   tesserad_api_test.py --tesserad PATH --tessera PATH [--worker PATH] [--work-dir DIR]
       [--only NAME,...] [--batch-exact] [--daemon-arg=ARG ...]
@@ -241,7 +241,7 @@ def summary(r):
             (r["usage"] or {}).get("completion_tokens"), r["done"], len(r["bad"]))
 
 
-def test_batch(c):
+def test_batch(c, label="batch"):
     bodies = [batch_request(i) for i in range(64)]
     barrier = threading.Barrier(64)
 
@@ -256,7 +256,7 @@ def test_batch(c):
           if not isinstance(r, Exception) and r["status"] == 200 and r["done"] and r["usage"]
           and not r["bad"] and r["finish"] in ("stop", "length")]
     tokens = sum(r["usage"]["completion_tokens"] for r in ok)
-    check(len(ok) == 64, f"batch: 64 concurrent streams complete ({len(ok)} did; "
+    check(len(ok) == 64, f"{label}: 64 concurrent streams complete ({len(ok)} did; "
                          f"{tokens} tokens in {wall:.2f} s, {tokens / wall:.0f} tok/s)")
     for i, r in enumerate(together):
         if r not in ok:
@@ -264,13 +264,13 @@ def test_batch(c):
     lengths_ok = all(r["usage"]["completion_tokens"] <= b["max_tokens"] and
                      (r["finish"] == "stop" or r["usage"]["completion_tokens"] == b["max_tokens"])
                      for r, b in zip(together, bodies) if r in ok)
-    check(lengths_ok, "batch: each stops at its max_tokens or with finish_reason stop")
+    check(lengths_ok, f"{label}: each stops at its max_tokens or with finish_reason stop")
 
     t0 = time.monotonic()
     alone = [c.stream("/v1/completions", b) for b in bodies]
     wall_alone = time.monotonic() - t0
     differ = [i for i in range(64) if summary(together[i]) != summary(alone[i])]
-    check(not differ, f"batch: each equals the same request alone (same seed) "
+    check(not differ, f"{label}: each equals the same request alone (same seed) "
                       f"({64 - len(differ)}/64; alone one after another: {wall_alone:.2f} s)")
     for i in differ[:5]:
         print(f"     request {i} {json.dumps({k: bodies[i][k] for k in ('max_tokens', 'seed')})}"
@@ -611,24 +611,30 @@ def main():
         print(f"FAIL tessera gen-model: {gen.stderr}")
         return 1
 
+    # The same check on float32 weights (the embedded default model's kind), whose products
+    # run in float: their kernels, not integer sums, must keep a row's bits.
+    model_f32 = os.path.join(work, "llama-tiny-f32.gguf")
+    gen = subprocess.run([args.tessera, "gen-model", "--arch", "llama", "--preset", "tiny",
+                          "--quant", "F32", "--seed", "6", "--out", model_f32],
+                         capture_output=True, text=True)
+    if gen.returncode != 0:
+        print(f"FAIL tessera gen-model: {gen.stderr}")
+        return 1
+
     t_start = time.monotonic()
     main_daemon = Tesserad(args.tesserad, ["--model", model,
                                            "--max-prompt-tokens", str(MAX_PROMPT_TOKENS),
                                            "--drain-timeout", f"{DRAIN_TIMEOUT_S}s"]
                            + args.daemon_arg, args.worker, API_KEY)
-    # The fast path is batch-invariant where prefill takes the int8 GEMM (AVX-512 VNNI); the
-    # AVX2 float GEMM is not yet, so such hosts check the equality on --exact.
-    with open("/proc/cpuinfo") as f:
-        vnni = "avx512_vnni" in f.read() and os.environ.get("TESSERA_ISA", "") in ("", "avx512")
-    batch_exact = args.batch_exact or not vnni
-    if batch_exact and not args.batch_exact:
-        print("note: no AVX-512 VNNI here: the batch equality runs with --exact")
+    batch_exact = args.batch_exact
     batch_daemon = Tesserad(args.tesserad, ["--model", model] + args.daemon_arg +
                             (["--exact"] if batch_exact else []), args.worker, API_KEY)
+    batch_f32_daemon = Tesserad(args.tesserad, ["--model", model_f32] + args.daemon_arg +
+                                (["--exact"] if batch_exact else []), args.worker, API_KEY)
     queue_daemon = Tesserad(args.tesserad, ["--model", model, "--max-num-seqs", "1",
                                             "--max-waiting-requests", "2"] + args.daemon_arg,
                             args.worker, API_KEY)
-    daemons = (batch_daemon, main_daemon, queue_daemon)
+    daemons = (batch_daemon, batch_f32_daemon, main_daemon, queue_daemon)
     try:
         if want("batch"):
             batch_daemon.start()
@@ -637,6 +643,11 @@ def main():
             t0 = time.monotonic()
             test_batch(Client(batch_daemon.http))
             print(f"     (batch: {time.monotonic() - t0:.2f} s)")
+            batch_f32_daemon.start()
+            t0 = time.monotonic()
+            test_batch(Client(batch_f32_daemon.http), "batch f32")
+            print(f"     (batch f32: {time.monotonic() - t0:.2f} s)")
+            check(batch_f32_daemon.stop() == 0, "batch f32: tesserad exits 0 on SIGTERM")
         if want("structured"):
             if not batch_daemon.proc:
                 batch_daemon.start()

@@ -254,6 +254,57 @@ TEST(Executor, BatchedStepEqualsEachSequenceAlone) {
   }
 }
 
+// On the fast path a prompt's rows get the same bits wherever its chunks fall (batch
+// invariance: the scheduler cuts prompts by what else the step holds): one chunk of 13
+// tokens against chunks of 5, 1, 6 and 1, the one-token ones marked `prefill`; then a decode
+// step after each, equal too. Float and integer weights; GQA, MLA and DSA attention, dense
+// and routed feed-forwards; on every instruction set (TESSERA_ISA=avx2 runs the others). A
+// one-token chunk without the mark is computed as a decode.
+TEST(Executor, PromptChunksGiveTheBitsOfOneChunkOnTheFastPath) {
+  for (const auto& [arch, quant] : {std::pair<std::string, std::string>{"llama", "F32"},
+                                    {"llama", "Q8_0"},
+                                    {"deepseek2", "F32"},
+                                    {"glm-dsa", "Q8_0"},
+                                    {"qwen2", "F16"},
+                                    {"qwen3moe", "Q8_0"}}) {
+    SCOPED_TRACE(arch + " " + quant);
+    ExecutorOptions o;
+    o.threads = 2;
+    const std::string path = Synthetic(arch, quant);
+    const std::vector<int32_t> prompt = Tokens(13, 3);
+    auto run = [&](const std::vector<int>& cuts) {
+      auto ex = Make(path, o);
+      SequenceInput s;
+      s.block_table = Iota(ex->n_blocks());
+      std::vector<float> last;
+      int begin = 0;
+      for (int n : cuts) {
+        s.tokens.assign(prompt.begin() + begin, prompt.begin() + begin + n);
+        s.start_pos = begin;
+        s.prefill = n == 1;
+        auto l = ex->Step({&s, 1});
+        EXPECT_TRUE(l.ok()) << l.status();
+        if (l.ok()) last = (*l)[0];
+        begin += n;
+      }
+      EXPECT_EQ(begin, 13);
+      s.tokens = {42};
+      s.start_pos = 13;
+      s.prefill = false;
+      auto decode = ex->Step({&s, 1});
+      EXPECT_TRUE(decode.ok()) << decode.status();
+      if (decode.ok()) last.insert(last.end(), (*decode)[0].begin(), (*decode)[0].end());
+      return last;
+    };
+    const std::vector<float> whole = run({13}), cut = run({5, 1, 6, 1});
+    ASSERT_EQ(whole.size(), cut.size());
+    for (size_t i = 0; i < whole.size(); ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(whole[i]), std::bit_cast<uint32_t>(cut[i]))
+          << (i < whole.size() / 2 ? "prompt" : "decode") << " logit " << i % (whole.size() / 2);
+    }
+  }
+}
+
 // Weight panels kept from load change where the int8 GEMM reads its weights, never what it
 // computes: a prefill step of three sequences and decode steps of all three give the same
 // bits with packing on as off, for a dense model and an MoE + MLA one.

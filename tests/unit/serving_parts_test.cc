@@ -219,59 +219,6 @@ TEST(Scheduler, ASequenceThatOutgrowsTheWholeCacheIsReported) {
   EXPECT_EQ(blocks.used_blocks(), 0);
 }
 
-// A prompt is never cut into a one-token piece (the executor computes one-token rows as
-// decodes, and a prompt token must get the bits it gets in a longer chunk): a remainder of
-// one shortens the chunk before it, a budget of one skips the prompt for the step, unless
-// nothing else would run.
-TEST(Scheduler, PromptsAreNeverCutIntoOneTokenPieces) {
-  BlockManager blocks(16, 4);
-  Scheduler sched({/*max_num_seqs=*/8, /*max_num_batched_tokens=*/6}, &blocks);
-  auto a_owned = Seq(4), b_owned = Seq(3), c_owned = Seq(5);
-  Sequence *a = a_owned.get(), *b = b_owned.get(), *c = c_owned.get();
-  sched.Enqueue(std::move(a_owned));
-  sched.Enqueue(std::move(b_owned));
-  sched.Enqueue(std::move(c_owned));
-
-  // 1: A's 4 tokens leave a budget of 2 for B's 3: 2 + 1 would leave one token, one token
-  // less is a one-token piece itself, so B waits, and C behind it (FCFS).
-  StepPlan p = sched.Schedule();
-  ASSERT_EQ(p.chunks.size(), 1u);
-  EXPECT_EQ(p.chunks[0].seq, a);
-  EXPECT_EQ(p.chunks[0].n_tokens, 4);
-  Advance(p);
-
-  // 2: A decodes (1), B's whole prompt (3), and C's 5 with 2 left: 2 now, 3 later.
-  p = sched.Schedule();
-  ASSERT_EQ(p.chunks.size(), 3u);
-  EXPECT_EQ(p.chunks[1].seq, b);
-  EXPECT_EQ(p.chunks[1].n_tokens, 3);
-  EXPECT_EQ(p.chunks[2].seq, c);
-  EXPECT_EQ(p.chunks[2].n_tokens, 2);
-  Advance(p);
-
-  // 3: A and B decode (2), C's last 3 prompt tokens.
-  p = sched.Schedule();
-  ASSERT_EQ(p.chunks.size(), 3u);
-  EXPECT_EQ(p.chunks[2].seq, c);
-  EXPECT_EQ(p.chunks[2].n_tokens, 3);
-  EXPECT_TRUE(p.chunks[2].sample);
-
-  // A budget of one still moves a lone prompt on, a token at a time.
-  BlockManager blocks1(16, 4);
-  Scheduler one({8, 1}, &blocks1);
-  auto d_owned = Seq(3);
-  Sequence* d = d_owned.get();
-  one.Enqueue(std::move(d_owned));
-  for (int step = 0; step < 3; ++step) {
-    p = one.Schedule();
-    ASSERT_EQ(p.chunks.size(), 1u);
-    EXPECT_EQ(p.chunks[0].seq, d);
-    EXPECT_EQ(p.chunks[0].n_tokens, 1);
-    Advance(p);
-  }
-  EXPECT_EQ(d->num_computed, 3);
-}
-
 TEST(Scheduler, RespectsMaxNumSeqs) {
   BlockManager blocks(16, 4);
   Scheduler sched({/*max_num_seqs=*/2, /*max_num_batched_tokens=*/64}, &blocks);

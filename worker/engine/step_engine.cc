@@ -142,6 +142,7 @@ absl::StatusOr<v1::StepResult> StepEngine::Run(const v1::StepRequest& step) {
     inputs[i].all_logits = s.return_logits() || s.num_drafts() > 0;
     // Verified rows must get the logits one-token steps would: the same kernels per row.
     inputs[i].rows_as_decodes = s.num_drafts() > 0;
+    inputs[i].prefill = s.prefill();
     if (s.num_drafts() < 0 || s.num_drafts() >= s.tokens_size() ||
         (s.num_drafts() > 0 && (!s.sample() || s.return_logits()))) {
       return absl::InvalidArgumentError(

@@ -13,7 +13,7 @@
 
 namespace tessera::executor {
 bool CpuOps::AttendInPlace(const SequenceInput& seq, int64_t new_tokens) const {
-  return (new_tokens == 1 || seq.rows_as_decodes) && !impl_.options.exact;
+  return ((new_tokens == 1 && !seq.prefill) || seq.rows_as_decodes) && !impl_.options.exact;
 }
 
 cpu::PagedAttentionArgs CpuOps::PagedArgs(int layer, const SequenceInput& seq,

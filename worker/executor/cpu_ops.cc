@@ -18,10 +18,10 @@ absl::Status CpuOps::NeedContiguous(const Act& a, const char* what) {
 CpuOps::CpuOps(Executor::Impl& impl, Batch& b) : impl_(impl), b_(b) {
   const int64_t T = b.size();
   seq_of_ = &b.seq_of;
-  seq_len_.assign(b.seqs.size(), 0);
+  seq_decode_.assign(b.seqs.size(), 0);
   for (size_t s = 0; s < b.seqs.size(); ++s) {
-    // Rows computed as decodes pick the kernels of one-token sequences.
-    seq_len_[s] = b.seqs[s].rows_as_decodes ? 1 : static_cast<int64_t>(b.seqs[s].tokens.size());
+    const SequenceInput& in = b.seqs[s];
+    seq_decode_[s] = in.rows_as_decodes || (in.tokens.size() == 1 && !in.prefill);
   }
   // RoPE angles per token, shared by every layer's rotations.
   const int half = impl_.rope.n_rot / 2;
@@ -148,13 +148,14 @@ absl::Status CpuOps::Products(std::initializer_list<Product> products) {
     const int64_t n = p.x.rows;
     if (p.per_vector) {
       TESSERA_RETURN_IF_ERROR(MatMulPerVector(*p.w, x, n, y));
-    } else if (p.row_seq != nullptr && n >= cpu::kPrefillBatch) {
+    } else if (p.row_seq != nullptr && impl_.options.batch_invariant && !impl_.options.exact) {
       // Rows that are not the step's tokens (the head's, one per sampled position): under
       // batch invariance per-vector kernels, the ones a single row takes, so that a row's
-      // logits do not depend on how many sequences sample in the step.
-      TESSERA_RETURN_IF_ERROR(impl_.options.batch_invariant && !impl_.options.exact
-                                  ? MatMulPerVector(*p.w, x, n, y)
-                                  : MatMulRows(*p.w, 0, p.w->rows, x, n, y, p.w->rows, p.row_seq));
+      // logits depend neither on how many sequences sample in the step nor on its chunk.
+      TESSERA_RETURN_IF_ERROR(MatMulPerVector(*p.w, x, n, y));
+    } else if (p.row_seq != nullptr && n >= cpu::kPrefillBatch) {
+      // The same rows batched: multiplied per sequence.
+      TESSERA_RETURN_IF_ERROR(MatMulRows(*p.w, 0, p.w->rows, x, n, y, p.w->rows, p.row_seq));
     } else {
       many.push_back({p.w, x, y, n});
       batch = std::max(batch, n);
@@ -311,6 +312,12 @@ absl::Status CpuOps::GatherVocab(Act logits) {
   return absl::OkStatus();
 }
 
+bool CpuOps::PrefillRowsTakeOtherKernels(const QuantMatrix& w) const {
+  return impl_.options.batch_invariant && !impl_.options.exact &&
+         !cpu::DotsMatchAnyBatch(w.type, impl_.matmul) &&
+         std::any_of(seq_decode_.begin(), seq_decode_.end(), [](char d) { return d == 0; });
+}
+
 absl::Status CpuOps::MatMulRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
                                 const float* x, int64_t batch, float* y, int64_t ldy,
                                 const std::vector<int>* row_seq) {
@@ -332,7 +339,7 @@ absl::Status CpuOps::MatMulRows(const QuantMatrix& w, int64_t row_begin, int64_t
   // sequence's rows the kernels of a prefill batch whatever their count (outer-product or
   // int8 ones, again per (row, token) bits), so that neither the number of decodes in a
   // step nor where a prompt's chunks fall changes a row.
-  auto decode = [&](int64_t i) { return seq_len_[(*row_seq)[i]] == 1; };
+  auto decode = [&](int64_t i) { return seq_decode_[(*row_seq)[i]] != 0; };
   for (int64_t i = 0; i < batch;) {
     int64_t j = i + 1;
     cpu::MatmulOptions o = impl_.matmul;
@@ -372,13 +379,9 @@ absl::Status CpuOps::MatMulMany(absl::Span<const MatMulProduct> products, int64_
   for (const MatMulProduct& p : products) largest = std::max(largest, batch_of(p));
   // Under batch invariance a prompt's rows take a prefill batch's kernels however few they
   // are, where those differ from the per-vector ones (float weights): MatMulRows picks them.
-  bool prefill_kernels = false;
-  if (impl_.options.batch_invariant && !impl_.options.exact &&
-      std::any_of(seq_len_.begin(), seq_len_.end(), [](int64_t n) { return n > 1; })) {
-    for (const MatMulProduct& p : products) {
-      prefill_kernels = prefill_kernels || !cpu::DotsMatchAnyBatch(p.w->type, impl_.matmul);
-    }
-  }
+  const bool prefill_kernels =
+      std::any_of(products.begin(), products.end(),
+                  [&](const MatMulProduct& p) { return PrefillRowsTakeOtherKernels(*p.w); });
   if (largest >= cpu::kPrefillBatch || impl_.pool->size() == 1 || prefill_kernels) {
     for (const MatMulProduct& p : products) {
       if (batch_of(p) == 0) continue;

@@ -102,6 +102,10 @@ class CpuOps {
     int64_t batch = -1;  // this product's vectors; -1: the call's batch
   };
   absl::Status MatMulMany(absl::Span<const MatMulProduct> products, int64_t batch);
+  // True under batch invariance when the step has prompt rows and `w`'s prefill kernels give
+  // other bits than its per-vector ones (float weights, or no int8 GEMM): such products go
+  // through MatMulRows with each row's sequence, never in decode-sized groups.
+  bool PrefillRowsTakeOtherKernels(const QuantMatrix& w) const;
 
   // --- attention (attention.cc) ---
   // True when a sequence with `new_tokens` tokens in the step attends through
@@ -136,7 +140,8 @@ class CpuOps {
   Batch& b_;
   // The step's token -> sequence map and new tokens per sequence.
   const std::vector<int>* seq_of_ = nullptr;
-  std::vector<int64_t> seq_len_;
+  // Per sequence: its rows are decodes (one-token steps, or rows_as_decodes), not a prefill.
+  std::vector<char> seq_decode_;
   std::vector<int64_t> head_row_index_;  // the step's token row of each head row
   std::vector<int> head_row_seq_;        // and its sequence
   HeadRows head_rows_;

@@ -106,6 +106,10 @@ struct SequenceInput {
   // path attention reads the cache in place per token instead of a chunk's gathered
   // product), so that its logits equal that step's bit for bit: speculative verification.
   bool rows_as_decodes = false;
+  // A one-token chunk of a prompt: computed as a prefill chunk computes its rows (gathered
+  // attention, a prefill batch's kernels), not as a decode step, so that the token gets the
+  // bits it gets in a longer chunk. Chunks of several tokens are prefills anyway.
+  bool prefill = false;
   // Executor::MtpStep only: row i (n_embd floats, row-major) is the trunk's final-norm hidden
   // state (Step's `hidden`) of position start_pos + i, paired with tokens[i], the token at
   // the position after it.

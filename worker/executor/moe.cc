@@ -140,7 +140,10 @@ absl::Status CpuOps::ExpertProducts(std::initializer_list<Expert> products, Act 
       x_of[u] = xs[u].data();
     }
   }
-  if (T < cpu::kPrefillBatch) {
+  const bool by_sequence = std::any_of(products.begin(), products.end(), [&](const Expert& ex) {
+    return PrefillRowsTakeOtherKernels(*ex.stack);
+  });
+  if (T < cpu::kPrefillBatch && !by_sequence) {
     // Decode-sized steps: every chosen expert's products in one hand-off to the threads
     // (per-vector kernels, as MatMulRows takes below the prefill batch), instead of one per
     // expert and product. A one-row input is read in place, so its quantized form is shared
