@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "worker/sampling/sampling.h"
+#include "worker/sampling/speculative.h"
 
 namespace tessera::sampling {
 namespace {
@@ -130,6 +131,52 @@ SamplingParams WithLogprobs(LogprobsMode mode) {
 BENCHMARK_CAPTURE(Run, defaults_top_logprobs_20_raw, WithLogprobs(LogprobsMode::kRaw), true);
 BENCHMARK_CAPTURE(Run, defaults_top_logprobs_20_processed, WithLogprobs(LogprobsMode::kProcessed),
                   true);
+
+// N-gram drafting per decode step on a history of state.range(0) tokens (a long agent
+// conversation: random text over a 32,000-token vocabulary, so that longer n-grams rarely
+// repeat and the scan goes far): one token appended, then the drafts, as the scheduler does
+// for each speculating decode; every 256 steps the history is cut back to its length (not
+// timed). The scan (NgramDraft) against the incremental index (NgramIndex), whose cost
+// should not grow with the history.
+template <bool kIndex>
+void NgramDrafts(benchmark::State& state) {
+  std::mt19937 rng(3);
+  std::vector<int32_t> prompt(state.range(0));
+  for (auto& t : prompt) t = static_cast<int32_t>(rng() % 32000);
+  std::vector<int32_t> h = prompt;
+  NgramIndex index;
+  index.Draft(h, {.max_draft = 4});  // the prompt, indexed at admission
+  int64_t steps = 0;
+  for (auto _ : state) {
+    if (++steps % 256 == 0) {
+      state.PauseTiming();
+      h = prompt;
+      index = NgramIndex();
+      index.Draft(h, {.max_draft = 4});
+      state.ResumeTiming();
+    }
+    h.push_back(static_cast<int32_t>(rng() % 32000));
+    if constexpr (kIndex) {
+      benchmark::DoNotOptimize(index.Draft(h, {.max_draft = 4}));
+    } else {
+      benchmark::DoNotOptimize(NgramDraft(h, {.max_draft = 4}));
+    }
+  }
+}
+BENCHMARK(NgramDrafts<false>)->Name("BM_NgramDraftScan")->Arg(1024)->Arg(32768);
+BENCHMARK(NgramDrafts<true>)->Name("BM_NgramIndex")->Arg(1024)->Arg(32768);
+
+// The index's one-time cost: a prompt of state.range(0) tokens indexed at its first draft.
+void BM_NgramIndexPrompt(benchmark::State& state) {
+  std::mt19937 rng(3);
+  std::vector<int32_t> prompt(state.range(0));
+  for (auto& t : prompt) t = static_cast<int32_t>(rng() % 32000);
+  for (auto _ : state) {
+    NgramIndex index;
+    benchmark::DoNotOptimize(index.Draft(prompt, {.max_draft = 4}));
+  }
+}
+BENCHMARK(BM_NgramIndexPrompt)->Arg(1024)->Arg(32768)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace tessera::sampling

@@ -55,7 +55,7 @@ StepPlan Scheduler::Schedule() {
       const int64_t room = std::min<int64_t>(
           {limits_.num_speculative_tokens, budget - 1, s->max_tokens - s->generated() - 1});
       if (room > 0) {
-        drafts = sampling::NgramDraft(s->tokens, {.min_n = limits_.ngram_min,
+        drafts = s->ngram_index.Draft(s->tokens, {.min_n = limits_.ngram_min,
                                                   .max_n = limits_.ngram_max,
                                                   .max_draft = static_cast<int>(room)});
       }

@@ -11,6 +11,7 @@
 
 #include "controller/serving/engine.h"
 #include "controller/serving/output_text.h"
+#include "worker/sampling/speculative.h"
 
 namespace tessera::serving {
 
@@ -49,6 +50,8 @@ struct Sequence {
   int32_t spec_drafts = 0;
   int32_t spec_draft_tokens = 0;
   int32_t spec_accepted_tokens = 0;
+  // The n-grams of `tokens`, kept as they grow, so that drafting does not scan them all.
+  sampling::NgramIndex ngram_index;
 
   std::unique_ptr<OutputText> text;
 

@@ -6,6 +6,7 @@
 // and the same test rejects plain acceptance of the drafts, so it can fail.
 #include "worker/sampling/speculative.h"
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -29,6 +30,63 @@ TEST(NgramDraft, TakesWhatFollowedTheLongestSuffixMatch) {
   EXPECT_TRUE(NgramDraft(Ids{}, {}).empty());
   EXPECT_TRUE(NgramDraft(Ids{3}, {}).empty());
   EXPECT_EQ(NgramDraft(Ids{3, 3}, {}), (Ids{3}));
+}
+
+// The drafts by definition, written out: the tokens after the latest earlier start of the
+// longest suffix (max_n down to min_n) that occurs before.
+Ids BruteForceDrafts(const Ids& h, const NgramOptions& o) {
+  const int size = static_cast<int>(h.size());
+  for (int n = std::min(o.max_n, size - 1); n >= std::max(o.min_n, 1); --n) {
+    for (int start = size - n - 1; start >= 0; --start) {
+      bool equal = true;
+      for (int i = 0; i < n; ++i) equal = equal && h[start + i] == h[size - n + i];
+      if (!equal) continue;
+      Ids out;
+      for (int i = start + n; i < size && static_cast<int>(out.size()) < o.max_draft; ++i) {
+        out.push_back(h[i]);
+      }
+      return out;
+    }
+  }
+  return {};
+}
+
+// The incremental index gives NgramDraft's drafts token by token as a history grows (small
+// vocabularies, so that n-grams repeat and recent occurrences must win over older ones), in
+// jumps of several tokens (accepted drafts), and after what must rebuild it: other n bounds,
+// a shorter history, a changed last token.
+TEST(NgramIndex, DraftsWhatNgramDraftDraftsAsTheHistoryGrows) {
+  std::mt19937_64 rng(5);
+  int nonempty = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    const int vocab = 2 + trial % 7;
+    const NgramOptions o{
+        .min_n = 1 + trial % 2, .max_n = 2 + trial % 4, .max_draft = 1 + trial % 5};
+    SCOPED_TRACE(testing::Message() << "trial " << trial << " vocab " << vocab);
+    NgramIndex index;
+    Ids h;
+    while (h.size() < 300) {
+      const int add = 1 + static_cast<int>(rng() % 3);
+      for (int i = 0; i < add; ++i) h.push_back(static_cast<int32_t>(rng() % vocab));
+      const Ids want = BruteForceDrafts(h, o);
+      ASSERT_EQ(index.Draft(h, o), want) << "history of " << h.size();
+      ASSERT_EQ(NgramDraft(h, o), want) << "history of " << h.size();
+      nonempty += !want.empty();
+    }
+    // Rebuilds: other bounds, a shorter history, the last indexed token changed.
+    const NgramOptions other{.min_n = 1, .max_n = 3, .max_draft = 4};
+    EXPECT_EQ(index.Draft(h, other), BruteForceDrafts(h, other));
+    h.resize(150);
+    EXPECT_EQ(index.Draft(h, other), BruteForceDrafts(h, other));
+    h[148] = static_cast<int32_t>(vocab + 1);
+    h.push_back(h[148]);
+    EXPECT_EQ(index.Draft(h, other), BruteForceDrafts(h, other));
+  }
+  EXPECT_GT(nonempty, 1000);
+  NgramIndex empty;
+  EXPECT_TRUE(empty.Draft(Ids{}, {}).empty());
+  EXPECT_TRUE(empty.Draft(Ids{3}, {}).empty());
+  EXPECT_EQ(empty.Draft(Ids{3, 3}, {}), (Ids{3}));
 }
 
 TEST(VerifyGreedy, KeepsTheMatchingPrefixThenTheTargetsToken) {

@@ -22,6 +22,7 @@
 #include <random>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
 
 namespace tessera::sampling {
@@ -39,6 +40,28 @@ struct NgramOptions {
 // suffix n-gram (max_n down to min_n tokens), at most max_draft of them; empty when the
 // suffix occurs nowhere else. Linear in the history per n.
 std::vector<int32_t> NgramDraft(absl::Span<const int32_t> history, const NgramOptions& options);
+
+// NgramDraft for a history that only grows (a sequence's prompt and output), at a cost that
+// does not grow with it: the latest start of every n-gram (min_n ≤ n ≤ max_n) is kept in a
+// hash map as tokens arrive, so a decode's lookup is a few probes instead of a scan of the
+// whole history (the scheduler drafts on the serving thread, between steps). The drafts
+// are NgramDraft's exactly: where a hash collides, that n falls back to the scan.
+// Memory: about (max_n − min_n + 1) × 16 bytes per history token.
+class NgramIndex {
+ public:
+  // NgramDraft(history, options). `history` should extend the previous call's (a shorter
+  // one, one whose last indexed token changed, or other n bounds rebuild the index).
+  std::vector<int32_t> Draft(absl::Span<const int32_t> history, const NgramOptions& options);
+
+ private:
+  int min_n_ = 0, max_n_ = 0;
+  // Per n − min_n_: hash of an n-gram -> the latest start of an n-gram with that hash.
+  std::vector<absl::flat_hash_map<uint64_t, int32_t>> latest_;
+  // The n-grams whose last token is before end_ are indexed: all but the ones ending at
+  // the history's last token (the suffix looked up must not find itself).
+  int64_t end_ = 0;
+  int32_t last_indexed_ = -1;  // history[end_ - 1]
+};
 
 struct VerifyResult {
   // Drafts kept (a prefix of them).
