@@ -674,6 +674,46 @@ TEST_P(BatchInvariance, DecodeAloneEqualsDecodeInABatch) {
   }
 }
 
+// Speculative verification: a step that feeds a decode token and three drafts
+// (SequenceInput::rows_as_decodes, the logits of every row) gives each row the bits of the
+// one-token decode step at its position, so a speculating server's output equals a plain
+// one's bit for bit on the GPU as on the CPU.
+TEST_P(BatchInvariance, VerifiedRowsEqualOneTokenSteps) {
+  TESSERA_REQUIRE_GPU();
+  const Model& m = FindModel(GetParam());
+  auto ex = Make(ModelPath(m), Gpu(kBf16), m.arch + " bf16");
+  ASSERT_NE(ex, nullptr);
+  const int vocab = static_cast<int>(ex->hparams().n_vocab);
+  std::vector<int> prompts;
+  const std::vector<Seq> seqs = Batch(8, vocab, &prompts);
+  const Seq& x = seqs[3];
+  const int p = prompts[3];
+  Outcome steps;
+  RunStep(*ex, {&x}, {0}, {p}, false, 0, steps);
+  for (int k = 0; k < 4; ++k) RunStep(*ex, {&x}, {p + k}, {1}, false, k + 1, steps);
+  ASSERT_EQ(steps.error, "");
+  ASSERT_EQ(steps.rows.size(), 5u);
+
+  Outcome again;
+  RunStep(*ex, {&x}, {0}, {p}, false, 0, again);  // the same cache contents
+  ASSERT_EQ(again.error, "");
+  SequenceInput verify;
+  verify.tokens.assign(x.tokens.begin() + p, x.tokens.begin() + p + 4);
+  verify.start_pos = p;
+  verify.block_table = Table(x, p + 4);
+  verify.all_logits = true;
+  verify.rows_as_decodes = true;
+  auto r = ex->Step({&verify, 1});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ((*r)[0].size(), 4u * vocab);
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(
+        std::memcmp(&(*r)[0][k * vocab], steps.rows[k + 1].logits.data(), vocab * sizeof(float)), 0)
+        << m.arch << ": verified row " << k << " differs from the one-token step at position "
+        << p + k;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Architectures, BatchInvariance,
                          ::testing::Values("llama", "qwen3moe", "deepseek2"), ArchName);
 
