@@ -1,7 +1,16 @@
-// AVX-512 float32 GEMM for prefill, outer-product form: x is given transposed (xt[k][b],
+// AVX-512 float32 GEMMs. For prefill, outer-product form: x is given transposed (xt[k][b],
 // batch contiguous), and a register tile of 6 weight rows × up to 64 vectors (24 zmm
 // accumulators) is updated per k by broadcasting one weight and loading 16 batch lanes.
-// Each loaded x vector feeds 6 FMAs, so the loop is FMA-bound rather than load-bound.
+// Each loaded x vector feeds 6 FMAs, so the loop is FMA-bound rather than load-bound. The
+// panel form does the same with x as it is. For decode rows, dot-product form (per-vector
+// bits, any batch).
+// GCC 12 takes the undefined pass-through operands of the extracts inside
+// _mm512_reduce_add_ps for uninitialized variables once inlined here.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
 #include <immintrin.h>
 
 #include <cstdint>
@@ -88,6 +97,88 @@ void FloatGemmTransposedX(const float* w, int64_t ldw, int64_t rows, const float
         Rows<4>(w, ldw, rows, xtb, ldxt, nb, n, yb, ldy);
         break;
     }
+  }
+}
+
+}  // namespace tessera::cpu::avx512
+
+// ---- Dot-product form: the per-vector kernel ----------------------------------------------
+
+namespace tessera::cpu::avx512 {
+namespace {
+
+template <int R, int B>
+void DotBlock(const float* w, int64_t ldw, const float* x, int64_t ldx, int64_t n, float* y,
+              int64_t ldy) {
+  __m512 acc[R][B];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 8
+    for (int j = 0; j < B; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    __m512 xv[B];
+#pragma GCC unroll 8
+    for (int j = 0; j < B; ++j) xv[j] = _mm512_loadu_ps(x + j * ldx + k);
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      const __m512 wv = _mm512_loadu_ps(w + i * ldw + k);
+#pragma GCC unroll 8
+      for (int j = 0; j < B; ++j) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
+    }
+  }
+  if (k < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - k)) - 1);
+    __m512 xv[B];
+#pragma GCC unroll 8
+    for (int j = 0; j < B; ++j) xv[j] = _mm512_maskz_loadu_ps(m, x + j * ldx + k);
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      const __m512 wv = _mm512_maskz_loadu_ps(m, w + i * ldw + k);
+#pragma GCC unroll 8
+      for (int j = 0; j < B; ++j) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 8
+    for (int j = 0; j < B; ++j) y[j * ldy + i] = _mm512_reduce_add_ps(acc[i][j]);
+  }
+}
+
+template <int B>
+void DotRows(const float* w, int64_t ldw, int64_t rows, const float* x, int64_t ldx, int64_t n,
+             float* y, int64_t ldy) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) DotBlock<4, B>(w + r * ldw, ldw, x, ldx, n, y + r, ldy);
+  for (; r < rows; ++r) DotBlock<1, B>(w + r * ldw, ldw, x, ldx, n, y + r, ldy);
+}
+
+}  // namespace
+
+void FloatGemmDots(const float* w, int64_t ldw, int64_t rows, const float* x, int64_t ldx,
+                   int64_t batch, int64_t n, float* y, int64_t ldy) {
+  int64_t b = 0;
+  for (; b + 6 <= batch; b += 6) DotRows<6>(w, ldw, rows, x + b * ldx, ldx, n, y + b * ldy, ldy);
+  switch (batch - b) {
+    case 5:
+      DotRows<5>(w, ldw, rows, x + b * ldx, ldx, n, y + b * ldy, ldy);
+      break;
+    case 4:
+      DotRows<4>(w, ldw, rows, x + b * ldx, ldx, n, y + b * ldy, ldy);
+      break;
+    case 3:
+      DotRows<3>(w, ldw, rows, x + b * ldx, ldx, n, y + b * ldy, ldy);
+      break;
+    case 2:
+      DotRows<2>(w, ldw, rows, x + b * ldx, ldx, n, y + b * ldy, ldy);
+      break;
+    case 1:
+      DotRows<1>(w, ldw, rows, x + b * ldx, ldx, n, y + b * ldy, ldy);
+      break;
+    default:
+      break;
   }
 }
 

@@ -9,6 +9,16 @@
 
 namespace tessera::cpu::avx512 {
 
+// y[b * ldy + r] = dot(w[r], x[b]) for float rows in dot-product form (w: rows × n, row
+// stride ldw; x: batch × n, stride ldx): each (row, vector) accumulates 16 lanes (lane =
+// k mod 16) over k in order, with a masked last step, then sums the lanes in a fixed tree,
+// so its bits depend on the row and the vector alone, never on the batch or the blocking
+// (register blocks of up to 4 rows × 6 vectors). The per-vector float kernel of AVX-512
+// hosts: decode rows, and every product of float weights under batch invariance but a
+// prompt's.
+void FloatGemmDots(const float* w, int64_t ldw, int64_t rows, const float* x, int64_t ldx,
+                   int64_t batch, int64_t n, float* y, int64_t ldy);
+
 // y[b * ldy + r] = Σ_k w[r * ldw + k] · xt[k * ldxt + b] for r < rows, b < batch. `xt` is x
 // transposed with ldxt ≥ batch rounded up to 16; lanes past `batch` must be readable (their
 // results are discarded).

@@ -259,7 +259,9 @@ void FloatMatmul(const QuantMatrix& w, int64_t row_begin, int64_t row_end, const
   if (prefill) xt = TransposeActivations(x, batch, w.cols, &ldxt);
   const auto transposed_gemm =
       AtLeast(isa, Isa::kAvx512) ? avx512::FloatGemmTransposedX : avx2::FloatGemmTransposedX;
-  const FloatGemmFn gemm = AtLeast(isa, Isa::kAvx2) ? avx2::FloatGemm : ScalarFloatGemm;
+  const FloatGemmFn gemm = AtLeast(isa, Isa::kAvx512) ? avx512::FloatGemmDots
+                           : AtLeast(isa, Isa::kAvx2) ? avx2::FloatGemm
+                                                      : ScalarFloatGemm;
   // Long rows are multiplied in slices of kKChunk columns so that the slice of x (kKChunk ×
   // batch floats, 256 KiB at batch 64) stays in L2 while every row of the tile passes.
   constexpr int64_t kKChunk = 1024;
