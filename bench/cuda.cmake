@@ -8,6 +8,6 @@ endif()
 # device-to-device copy (a plain main printing grep-able lines; skips without a GPU).
 if(TARGET tessera_cuda AND TARGET tessera_executor)
   tessera_bench(gpu_executor_bench
-    SOURCES ${CMAKE_CURRENT_LIST_DIR}/gpu_executor_bench.cc
-    DEPS tessera_executor tessera_cuda tessera_model)
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/gpu_executor_bench.cc ${CMAKE_CURRENT_LIST_DIR}/gpu_traffic.cc
+    DEPS tessera_executor tessera_cuda tessera_model tessera_gguf)
 endif()

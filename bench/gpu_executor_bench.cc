@@ -15,6 +15,8 @@
 // cache the step's attention reads; frac_of_d2d = GBps / d2d_copy_GBps (both count bytes
 // moved through HBM). Step times are wall clock around Executor::Step, which returns logits
 // to the host: they include the launch and copy overheads a server sees. Never asserts.
+// First it prints the traffic model (bench/gpu_traffic.h: bytes per step of each kernel family
+// against the ideal); `--traffic` prints only that, without a GPU.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -28,6 +30,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/gpu_traffic.h"
 #include "common/model/synthetic.h"
 #include "kernels/cuda/device.h"
 #include "worker/executor/executor.h"
@@ -211,19 +214,42 @@ void Decode(Executor& ex, int batch, bool graphs, double weight_bytes, double co
   std::fflush(stdout);
 }
 
+// The traffic model's table (bench/gpu_traffic.h) for `model`: no device needed.
+void PrintTraffic(const std::string& model, int64_t context) {
+  absl::StatusOr<bench::TrafficShape> shape = bench::TrafficShapeOf(model);
+  if (!shape.ok()) Fail(std::string(shape.status().message()));
+  std::printf("exec_traffic_model: %s\n%s", model.c_str(),
+              bench::TrafficTable(*shape, context).c_str());
+  std::fflush(stdout);
+}
+
 int Run(int argc, char** argv) {
   std::string model;
   int gpu = 0;
+  bool traffic_only = false;
+  int64_t context = 4096;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--model" && i + 1 < argc) {
       model = argv[++i];
     } else if (a == "--gpu" && i + 1 < argc) {
       gpu = std::atoi(argv[++i]);
+    } else if (a == "--traffic") {
+      traffic_only = true;
+    } else if (a == "--context" && i + 1 < argc) {
+      context = std::max(1, std::atoi(argv[++i]));
     } else {
-      std::fprintf(stderr, "usage: gpu_executor_bench [--model FILE.gguf] [--gpu N]\n");
+      std::fprintf(stderr,
+                   "usage: gpu_executor_bench [--model FILE.gguf] [--gpu N] [--traffic] "
+                   "[--context N]\n"
+                   "  --traffic     print the traffic model's table only (no GPU needed)\n"
+                   "  --context N   decode context of the traffic model (4096)\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
+  }
+  if (traffic_only) {
+    PrintTraffic(model.empty() ? DefaultModel() : model, context);
+    return 0;
   }
   const std::vector<cuda::DeviceInfo> devices = cuda::ListDevices();
   if (devices.empty()) {
@@ -238,6 +264,7 @@ int Run(int argc, char** argv) {
   std::printf("exec_device: %s (sm_%d%d)\nexec_d2d_copy_GBps %.1f\n", devices[gpu].name.c_str(),
               devices[gpu].compute_major, devices[gpu].compute_minor, copy_gbps);
   if (model.empty()) model = DefaultModel();
+  PrintTraffic(model, context);
 
   std::unique_ptr<Executor> ex = Make(model, gpu, /*graphs=*/true);
   const double weight_bytes = WeightBytesPerStep(*ex);

@@ -13,3 +13,11 @@ if(TARGET tessera_workers)
     DEPS tessera_workers
     TIMEOUT 60)
 endif()
+# The GPU executor's traffic model (bench/gpu_traffic.h, printed by gpu_executor_bench):
+# arithmetic over shapes, checked against hand-computed figures without a GPU.
+if(TARGET tessera_model AND TARGET tessera_gguf)
+  tessera_test(gpu_traffic_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/gpu_traffic_test.cc ${PROJECT_SOURCE_DIR}/bench/gpu_traffic.cc
+    DEPS tessera_model tessera_gguf
+    TIMEOUT 60)
+endif()

@@ -1,0 +1,182 @@
+#include "bench/gpu_traffic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/gguf/split.h"
+#include "common/model/arch.h"
+#include "common/model/hparams.h"
+
+namespace tessera::bench {
+namespace {
+
+constexpr int64_t kGemvMaxBatch = 8;                 // kernels/cuda/launch_config.h
+constexpr int64_t kGemvRows = 64;                    // worker/executor/cuda_forward.cc
+constexpr int64_t kQueryTile = 64;                   // the ideal's query tile
+constexpr double kLogitBytes = 4, kSampleBytes = 8;  // float logit; id + log-probability
+
+int64_t Passes(int64_t tokens) { return (tokens + kGemvMaxBatch - 1) / kGemvMaxBatch; }
+
+// Expected distinct experts among `tokens` tokens' choices spread evenly.
+double DistinctExperts(const TrafficShape& s, int64_t tokens) {
+  if (s.n_expert == 0) return 0;
+  const double p = static_cast<double>(s.n_expert_used) / static_cast<double>(s.n_expert);
+  return static_cast<double>(s.n_expert) * (1 - std::pow(1 - p, static_cast<double>(tokens)));
+}
+
+double PerExpert(const TrafficShape& s) {
+  return s.n_expert == 0 ? 0 : s.expert_bytes / static_cast<double>(s.n_expert);
+}
+
+// Keys a query at position q (1-based count of visible keys) reads.
+int64_t Visible(const TrafficShape& s, int64_t q) {
+  return s.dsa_top_k > 0 ? std::min(q, s.dsa_top_k) : q;
+}
+
+}  // namespace
+
+absl::StatusOr<TrafficShape> TrafficShapeOf(const std::string& gguf_path) {
+  auto model = gguf::GgufModel::Open(gguf_path);
+  if (!model.ok()) return model.status();
+  const std::string arch = model->metadata().GetString("general.architecture").value_or("");
+  const model::ArchSpec* spec = model::FindArch(arch);
+  if (spec == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(gguf_path, ": unknown architecture '", arch, "'"));
+  }
+  std::vector<model::KeyProblem> problems;
+  const model::HyperParams hp =
+      model::LoadHyperParams(*spec, arch, model->metadata(), nullptr, &problems);
+  for (const auto& p : problems) {
+    if (p.error) return absl::InvalidArgumentError(absl::StrCat(gguf_path, ": ", p.message));
+  }
+  TrafficShape s;
+  double embedding = 0;
+  bool has_output = false;
+  for (const gguf::TensorInfo& t : model->tensors()) {
+    if (t.name == "token_embd.weight") {
+      embedding = static_cast<double>(t.n_bytes);
+      continue;
+    }
+    if (t.name == "output.weight") {
+      s.head_bytes = static_cast<double>(t.n_bytes);
+      has_output = true;
+      continue;
+    }
+    if (!absl::StartsWith(t.name, "blk.") || t.dims.size() < 2) continue;  // norms, biases
+    const std::vector<std::string> parts = absl::StrSplit(t.name, '.');
+    int64_t block = 0;
+    if (parts.size() < 3 || !absl::SimpleAtoi(parts[1], &block) || block >= hp.n_layer) {
+      continue;  // the MTP block is not in a trunk step
+    }
+    if (absl::StrContains(t.name, "_exps")) {
+      s.expert_bytes += static_cast<double>(t.n_bytes);
+    } else {
+      s.dense_bytes += static_cast<double>(t.n_bytes);
+      s.dense_elements += static_cast<double>(t.n_elements);
+    }
+  }
+  if (!has_output) s.head_bytes = embedding;  // tied: the embedding is the head
+  s.n_expert = hp.n_expert;
+  s.n_expert_used = hp.n_expert_used;
+  s.layers = hp.n_layer;
+  s.heads = hp.n_head.empty() ? 0 : hp.n_head[0];
+  constexpr int64_t kCacheElementBytes = 2;  // the GPU's auto KV dtype (f16)
+  if (hp.is_mla()) {
+    s.kv_heads = 1;
+    s.kv_row_bytes = (static_cast<int64_t>(hp.kv_lora_rank) + hp.n_rot) * kCacheElementBytes;
+    s.dsa_top_k = hp.indexer_top_k;
+  } else {
+    s.kv_heads = hp.n_head_kv.empty() ? 0 : hp.n_head_kv[0];
+    s.kv_row_bytes = (static_cast<int64_t>(hp.head_dim_k) + hp.head_dim_v) * kCacheElementBytes;
+  }
+  s.vocab = hp.n_vocab;
+  return s;
+}
+
+StepTraffic DecodeTraffic(const TrafficShape& s, int64_t batch, int64_t context) {
+  StepTraffic t;
+  const auto b = static_cast<double>(batch);
+  t.dense = {static_cast<double>(Passes(batch)) * s.dense_bytes, s.dense_bytes};
+  t.experts = {b * static_cast<double>(s.n_expert_used) * PerExpert(s),
+               DistinctExperts(s, batch) * PerExpert(s)};
+  const double keys = static_cast<double>(Visible(s, context));
+  const double per_head = static_cast<double>(s.layers) * b * keys * s.kv_row_bytes;
+  t.attention = {per_head * static_cast<double>(s.heads),
+                 per_head * static_cast<double>(s.kv_heads)};
+  t.head = {static_cast<double>(Passes(batch)) * s.head_bytes, s.head_bytes};
+  t.logits = {b * static_cast<double>(s.vocab) * kLogitBytes, b * kSampleBytes};
+  return t;
+}
+
+StepTraffic PrefillTraffic(const TrafficShape& s, int64_t tokens) {
+  StepTraffic t;
+  const double gemv = static_cast<double>(Passes(tokens)) * s.dense_bytes;
+  // Dequantized to 16 bits (written once, read once by cuBLAS) above kGemvRows tokens.
+  const double gemm = s.dense_bytes + 2 * 2 * s.dense_elements;
+  t.dense = {tokens <= kGemvRows ? gemv : gemm, s.dense_bytes};
+  t.experts = {static_cast<double>(tokens * s.n_expert_used) * PerExpert(s),
+               DistinctExperts(s, tokens) * PerExpert(s)};
+  double current_keys = 0, ideal_keys = 0;
+  for (int64_t q = 1; q <= tokens; ++q) current_keys += static_cast<double>(Visible(s, q));
+  if (s.dsa_top_k > 0) {
+    ideal_keys = current_keys;  // each query's own selection, shared by its heads
+  } else {
+    for (int64_t end = kQueryTile;; end += kQueryTile) {
+      ideal_keys += static_cast<double>(std::min(end, tokens));
+      if (end >= tokens) break;
+    }
+  }
+  const double row = static_cast<double>(s.layers) * static_cast<double>(s.kv_row_bytes);
+  t.attention = {row * current_keys * static_cast<double>(s.heads),
+                 row * ideal_keys * static_cast<double>(s.kv_heads)};
+  t.head = {s.head_bytes, s.head_bytes};
+  t.logits = {static_cast<double>(s.vocab) * kLogitBytes, kSampleBytes};
+  return t;
+}
+
+std::string TrafficTable(const TrafficShape& s, int64_t context) {
+  struct Column {
+    std::string name;
+    StepTraffic t;
+  };
+  std::vector<Column> columns;
+  for (int64_t b : {1, 8, 32, 64}) {
+    columns.push_back({absl::StrCat("decode b", b), DecodeTraffic(s, b, context)});
+  }
+  for (int64_t p : {512, 4096}) {
+    columns.push_back({absl::StrCat("prefill ", p), PrefillTraffic(s, p)});
+  }
+  std::string out = absl::StrFormat(
+      "traffic model (MB per step, current kernels / ideal (ratio); decode at context %d)\n",
+      context);
+  absl::StrAppend(&out, absl::StrFormat("%-10s", "family"));
+  for (const Column& c : columns) absl::StrAppend(&out, absl::StrFormat(" | %-23s", c.name));
+  absl::StrAppend(&out, "\n");
+  const std::vector<std::pair<std::string, Traffic StepTraffic::*>> families = {
+      {"dense", &StepTraffic::dense},
+      {"experts", &StepTraffic::experts},
+      {"attention", &StepTraffic::attention},
+      {"head", &StepTraffic::head},
+      {"logits", &StepTraffic::logits}};
+  for (const auto& [name, member] : families) {
+    absl::StrAppend(&out, absl::StrFormat("%-10s", name));
+    for (const Column& c : columns) {
+      const Traffic& v = c.t.*member;
+      const std::string cell = v.ideal > 0 ? absl::StrFormat("%.3g/%.3g (%.1fx)", v.current / 1e6,
+                                                             v.ideal / 1e6, v.current / v.ideal)
+                                           : std::string("-");
+      absl::StrAppend(&out, absl::StrFormat(" | %-23s", cell));
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
+}  // namespace tessera::bench

@@ -1,0 +1,66 @@
+// A traffic model of the GPU executor's kernels: the bytes of weights, KV cache and logits
+// each kernel family moves per step at decode batch B (context L per sequence) and for one
+// prompt of T tokens, against the ideal (each weight byte once per step, each KV byte once
+// per KV head per query tile, only sampled ids back to the host). It is arithmetic over the
+// model's shapes and the kernels' access patterns as written today (kernels/cuda):
+//
+//   - products (attention projections, dense FFN, shared experts, router, LM head): GEMV of
+//     up to kGemvMaxBatch (8) tokens per weight pass; a prompt of more than kGemvRows (64)
+//     tokens dequantizes the matrix to 16-bit (written, then read by cuBLAS);
+//   - routed experts: one warp per (row, token · choice): every choice reads its expert's
+//     rows, so B tokens read B · used expert matrices where the ideal reads each distinct
+//     chosen expert once (expected n_expert · (1 − (1 − used / n_expert)^B) of them when
+//     the choices are spread evenly);
+//   - attention: one block per (query, query head) reads every visible key (K and V rows;
+//     MLA's latent once, as key and value) or, with DSA, its selected ones; the ideal reads
+//     them once per KV head (the latent: once) per query tile of 64 queries;
+//   - logits: every row's vocabulary to the host for sampling (4 bytes a logit), where on-
+//     device sampling returns an id and a log-probability.
+//
+// Runnable anywhere (gpu_executor_bench --traffic needs no GPU), so a change to a kernel
+// family's traffic is visible before a GPU measures it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace tessera::bench {
+
+struct TrafficShape {
+  // Weight bytes read by one step (the trunk: no token embedding, no MTP block).
+  double dense_bytes = 0;     // every matrix but the routed experts and the LM head
+  double dense_elements = 0;  // their elements (the 16-bit dequantized copy of a prefill)
+  double expert_bytes = 0;    // routed experts of all layers
+  double head_bytes = 0;      // the LM head (output.weight, or the tied embedding)
+  int64_t n_expert = 0, n_expert_used = 0;
+  // Attention (per trunk layer alike).
+  int64_t layers = 0, heads = 0, kv_heads = 0;
+  int64_t kv_row_bytes = 0;  // bytes of one position's K and V of one KV head (MLA: latent)
+  int64_t dsa_top_k = 0;     // > 0: each query attends at most this many selected keys
+  int64_t vocab = 0;
+};
+
+// The shape of the model in `gguf_path` (weights as stored; KV cache 16-bit, as the GPU's
+// auto dtype). Errors: the file cannot be read or its architecture is unknown.
+absl::StatusOr<TrafficShape> TrafficShapeOf(const std::string& gguf_path);
+
+struct Traffic {
+  double current = 0, ideal = 0;  // bytes
+};
+struct StepTraffic {
+  Traffic dense, experts, attention, head, logits;
+};
+
+// B sequences decoding one token each at context L.
+StepTraffic DecodeTraffic(const TrafficShape& s, int64_t batch, int64_t context);
+// One prompt of T tokens in one step (the last row's logits).
+StepTraffic PrefillTraffic(const TrafficShape& s, int64_t tokens);
+
+// The table gpu_executor_bench --traffic prints: per kernel family, MB current / ideal and
+// their ratio at decode batch 1, 8, 32 and 64 (context `context`) and prompts of 512 and
+// 4,096 tokens.
+std::string TrafficTable(const TrafficShape& s, int64_t context);
+
+}  // namespace tessera::bench

@@ -1,0 +1,119 @@
+// The GPU traffic model (bench/gpu_traffic.h) against figures worked out by hand from its
+// stated access patterns, and its reading of a generated model's shapes against the file's
+// own tensor sizes.
+#include "bench/gpu_traffic.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/gguf/split.h"
+#include "common/model/synthetic.h"
+#include "gtest/gtest.h"
+
+namespace tessera::bench {
+namespace {
+
+TrafficShape Small() {
+  TrafficShape s;
+  s.dense_bytes = 100;
+  s.dense_elements = 50;
+  s.expert_bytes = 800;  // 8 experts of 100 bytes
+  s.head_bytes = 30;
+  s.n_expert = 8;
+  s.n_expert_used = 2;
+  s.layers = 2;
+  s.heads = 4;
+  s.kv_heads = 2;
+  s.kv_row_bytes = 10;
+  s.vocab = 100;
+  return s;
+}
+
+TEST(GpuTraffic, DecodeFiguresWorkedOutByHand) {
+  const StepTraffic t = DecodeTraffic(Small(), /*batch=*/9, /*context=*/5);
+  // GEMV passes of up to 8 tokens: 9 tokens read every weight twice.
+  EXPECT_DOUBLE_EQ(t.dense.current, 200);
+  EXPECT_DOUBLE_EQ(t.dense.ideal, 100);
+  // 9 tokens x 2 choices x 100 bytes; ideal: 8 (1 - 0.75^9) distinct experts of 100 bytes.
+  EXPECT_DOUBLE_EQ(t.experts.current, 1800);
+  EXPECT_NEAR(t.experts.ideal, 800 * (1 - std::pow(0.75, 9)), 1e-9);
+  // 2 layers x 9 queries x 5 keys x 10 bytes, per query head (4) vs per KV head (2).
+  EXPECT_DOUBLE_EQ(t.attention.current, 3600);
+  EXPECT_DOUBLE_EQ(t.attention.ideal, 1800);
+  EXPECT_DOUBLE_EQ(t.head.current, 60);
+  EXPECT_DOUBLE_EQ(t.head.ideal, 30);
+  EXPECT_DOUBLE_EQ(t.logits.current, 9 * 100 * 4);
+  EXPECT_DOUBLE_EQ(t.logits.ideal, 9 * 8);
+}
+
+TEST(GpuTraffic, PrefillFiguresWorkedOutByHand) {
+  TrafficShape s = Small();
+  StepTraffic t = PrefillTraffic(s, 3);
+  EXPECT_DOUBLE_EQ(t.dense.current, 100);  // one GEMV pass
+  EXPECT_DOUBLE_EQ(t.experts.current, 600);
+  EXPECT_NEAR(t.experts.ideal, 800 * (1 - std::pow(0.75, 3)), 1e-9);
+  // Keys 1 + 2 + 3 per query head; ideal: one tile reading 3 keys per KV head.
+  EXPECT_DOUBLE_EQ(t.attention.current, 2 * 10 * 6 * 4);
+  EXPECT_DOUBLE_EQ(t.attention.ideal, 2 * 10 * 3 * 2);
+  EXPECT_DOUBLE_EQ(t.head.current, 30);
+  EXPECT_DOUBLE_EQ(t.logits.current, 400);
+
+  t = PrefillTraffic(s, 100);
+  // Above 64 tokens: the matrix, plus its 16-bit copy written and read (50 elements).
+  EXPECT_DOUBLE_EQ(t.dense.current, 100 + 4 * 50);
+  EXPECT_DOUBLE_EQ(t.attention.current, 2 * 10 * (100 * 101 / 2) * 4);
+  EXPECT_DOUBLE_EQ(t.attention.ideal, 2 * 10 * (64 + 100) * 2);  // tiles ending at 64, 100
+
+  s.dsa_top_k = 2;  // each query reads at most 2 selected keys: 1 + 2 + 2
+  t = PrefillTraffic(s, 3);
+  EXPECT_DOUBLE_EQ(t.attention.current, 2 * 10 * 5 * 4);
+  EXPECT_DOUBLE_EQ(t.attention.ideal, 2 * 10 * 5 * 2);
+  EXPECT_DOUBLE_EQ(DecodeTraffic(s, 1, 50).attention.current, 2 * 1 * 2 * 10 * 4);
+}
+
+// The shapes read from a generated MoE + MLA model: the routed experts, the head and the
+// rest add up to every trunk matrix of the file; the latent cache row is c + rope dims.
+TEST(GpuTraffic, ReadsTheShapesOfAModelFile) {
+  model::SyntheticOptions o;
+  o.arch = "deepseek2";
+  o.quant = "Q8_0";
+  o.seed = 3;
+  auto w = model::BuildSyntheticModel(o);
+  ASSERT_TRUE(w.ok()) << w.status();
+  const std::string path = absl::StrCat(::testing::TempDir(), "/traffic-deepseek2.gguf");
+  ASSERT_TRUE(w->WriteFile(path).ok());
+  auto s = TrafficShapeOf(path);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto file = gguf::GgufModel::Open(path);
+  ASSERT_TRUE(file.ok());
+  double matrices = 0, experts = 0, head = 0;
+  int64_t vocab = 0;
+  for (const gguf::TensorInfo& t : file->tensors()) {
+    if (t.name == "output.weight") {
+      head = static_cast<double>(t.n_bytes);
+      vocab = t.dims[1];
+    }
+    if (t.name.rfind("blk.", 0) != 0 || t.dims.size() < 2) continue;
+    matrices += static_cast<double>(t.n_bytes);
+    if (t.name.find("_exps") != std::string::npos) experts += static_cast<double>(t.n_bytes);
+  }
+  EXPECT_GT(experts, 0);
+  EXPECT_DOUBLE_EQ(s->expert_bytes, experts);
+  EXPECT_DOUBLE_EQ(s->dense_bytes + s->expert_bytes, matrices);
+  EXPECT_DOUBLE_EQ(s->head_bytes, head);
+  auto hp = model::SyntheticHyperParams(o);
+  ASSERT_TRUE(hp.ok()) << hp.status();
+  EXPECT_EQ(s->n_expert, hp->n_expert);
+  EXPECT_EQ(s->n_expert_used, hp->n_expert_used);
+  EXPECT_EQ(s->layers, hp->n_layer);
+  EXPECT_EQ(s->heads, hp->n_head[0]);
+  EXPECT_EQ(s->kv_heads, 1);  // MLA: one latent
+  EXPECT_EQ(s->kv_row_bytes, 2 * (hp->kv_lora_rank + hp->n_rot));
+  EXPECT_EQ(s->vocab, vocab);
+  EXPECT_FALSE(TrafficTable(*s, 128).empty());
+  EXPECT_FALSE(TrafficShapeOf(path + ".missing").ok());
+}
+
+}  // namespace
+}  // namespace tessera::bench
