@@ -603,23 +603,19 @@ def main():
 
     work = args.work_dir or tempfile.mkdtemp(prefix="tesserad_api_test.")
     os.makedirs(work, exist_ok=True)
-    model = os.path.join(work, "llama-tiny-q8_0.gguf")
-    gen = subprocess.run([args.tessera, "gen-model", "--arch", "llama", "--preset", "tiny",
-                          "--quant", "Q8_0", "--seed", "5", "--out", model],
-                         capture_output=True, text=True)
-    if gen.returncode != 0:
-        print(f"FAIL tessera gen-model: {gen.stderr}")
-        return 1
-
-    # The same check on float32 weights (the embedded default model's kind), whose products
-    # run in float: their kernels, not integer sums, must keep a row's bits.
-    model_f32 = os.path.join(work, "llama-tiny-f32.gguf")
-    gen = subprocess.run([args.tessera, "gen-model", "--arch", "llama", "--preset", "tiny",
-                          "--quant", "F32", "--seed", "6", "--out", model_f32],
-                         capture_output=True, text=True)
-    if gen.returncode != 0:
-        print(f"FAIL tessera gen-model: {gen.stderr}")
-        return 1
+    # The tiny llama at Q8_0 (integer products), and at F32 (the embedded default model's
+    # kind, products in float) for the batch check: float kernels, not integer sums, must
+    # keep a row's bits there.
+    models = {}
+    for quant, seed in (("Q8_0", 5), ("F32", 6)):
+        models[quant] = os.path.join(work, f"llama-tiny-{quant.lower()}.gguf")
+        gen = subprocess.run([args.tessera, "gen-model", "--arch", "llama", "--preset", "tiny",
+                              "--quant", quant, "--seed", str(seed), "--out", models[quant]],
+                             capture_output=True, text=True)
+        if gen.returncode != 0:
+            print(f"FAIL tessera gen-model: {gen.stderr}")
+            return 1
+    model, model_f32 = models["Q8_0"], models["F32"]
 
     t_start = time.monotonic()
     main_daemon = Tesserad(args.tesserad, ["--model", model,
