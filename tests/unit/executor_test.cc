@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <utility>
@@ -301,6 +302,46 @@ TEST(Executor, PromptChunksGiveTheBitsOfOneChunkOnTheFastPath) {
     for (size_t i = 0; i < whole.size(); ++i) {
       ASSERT_EQ(std::bit_cast<uint32_t>(whole[i]), std::bit_cast<uint32_t>(cut[i]))
           << (i < whole.size() / 2 ? "prompt" : "decode") << " logit " << i % (whole.size() / 2);
+    }
+  }
+}
+
+// SequenceInput::all_hidden: Step's hidden holds every new token's final-norm state (what an
+// MTP block pairs with the next token over a prompt) with the logits of the last row only;
+// the rows equal those of a step that computes every row's logits (whose hidden rows are
+// its head rows), bit for bit, and the logits equal a plain step's.
+TEST(Executor, AllHiddenRowsWithoutEveryRowsLogits) {
+  for (const std::string quant : {"F32", "Q8_0"}) {
+    SCOPED_TRACE(quant);
+    const std::string path = Synthetic("deepseek2", quant);
+    auto run = [&](bool all_hidden, bool all_logits, std::vector<std::vector<float>>* hidden) {
+      auto ex = Make(path);
+      std::vector<SequenceInput> seqs(2);
+      seqs[0].tokens = Tokens(7, 1);
+      seqs[1].tokens = Tokens(3, 2);
+      const int half = static_cast<int>(ex->n_blocks() / 2);
+      seqs[0].block_table = Iota(half);
+      seqs[1].block_table = Iota(half, half);
+      for (SequenceInput& s : seqs) {
+        s.all_hidden = all_hidden;
+        s.all_logits = all_logits;
+      }
+      auto l = ex->Step(seqs, nullptr, hidden);
+      EXPECT_TRUE(l.ok()) << l.status();
+      return l.ok() ? *l : std::vector<std::vector<float>>{};
+    };
+    std::vector<std::vector<float>> all, every_logit, plain;
+    const auto logits = run(true, false, &all);
+    const auto every = run(false, true, &every_logit);
+    const auto last = run(false, false, &plain);
+    ASSERT_EQ(all.size(), 2u);
+    const int64_t d = Make(path)->hparams().n_embd;
+    for (int s = 0; s < 2; ++s) {
+      ASSERT_EQ(all[s].size(), (s == 0 ? 7u : 3u) * d);
+      ASSERT_EQ(all[s].size(), every_logit[s].size());
+      EXPECT_EQ(0, std::memcmp(all[s].data(), every_logit[s].data(), all[s].size() * 4));
+      EXPECT_EQ(0, std::memcmp(all[s].data() + all[s].size() - d, plain[s].data(), d * 4));
+      EXPECT_EQ(logits[s], last[s]);
     }
   }
 }

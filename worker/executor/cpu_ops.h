@@ -44,6 +44,7 @@ class CpuOps {
   const Vec& output_bias() const { return impl_.weights.output_bias; }
   int tp_rank() const { return impl_.options.tp_rank; }
   const HeadRows& head_rows() const { return head_rows_; }
+  bool all_hidden_rows() const { return b_.all_hidden; }
 
   // The step's buffers.
   Act Tensor(Buf role, int64_t rows, int64_t cols, Prec prec);

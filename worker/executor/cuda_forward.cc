@@ -760,6 +760,7 @@ class CudaOps {
   Vec output_bias() const { return weights_.output_bias; }
   int tp_rank() const { return s_.impl.options.tp_rank; }
   const HeadRows& head_rows() const { return head_rows_; }
+  bool all_hidden_rows() const { return false; }  // refused before the step (Executor::Step)
 
   // The step's buffers.
   Act Tensor(Buf role, int64_t rows, int64_t cols, Prec prec);

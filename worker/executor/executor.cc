@@ -481,6 +481,7 @@ absl::Status Executor::Impl::Flatten(absl::Span<const SequenceInput> seqs, StepT
   for (size_t s = 0; s < seqs.size(); ++s) {
     const SequenceInput& in = seqs[s];
     b.seq_begin.push_back(b.size());
+    b.all_hidden = b.all_hidden || in.all_hidden;
     if (in.tokens.empty())
       return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": no tokens"));
     if (mtp) {
@@ -527,6 +528,11 @@ absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
   std::vector<float> hidden_rows;
   if (hidden != nullptr) b.hidden_out = &hidden_rows;
   absl::StatusOr<std::vector<std::vector<float>>> logits;
+  if (gpu != nullptr && b.all_hidden) {
+    return absl::UnimplementedError(
+        "the GPU executor does not return every row's hidden state yet (SequenceInput::"
+        "all_hidden: MTP speculative decoding runs on CPU workers)");
+  }
   if (gpu != nullptr) {
     logits = gpu->Step(b);
   } else {
@@ -535,7 +541,17 @@ absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
     TESSERA_RETURN_IF_ERROR(mtp ? pass.RunMtp(b.size()) : pass.Run(b.size()));
     logits = ops.TakeLogits();
   }
-  if (logits.ok() && hidden != nullptr) *hidden = LogitsBySequence(seqs, hidden_rows, hp.n_embd);
+  if (logits.ok() && hidden != nullptr) {
+    if (b.all_hidden) {
+      hidden->assign(seqs.size(), {});
+      for (size_t s = 0; s < seqs.size(); ++s) {
+        hidden->at(s).assign(hidden_rows.begin() + b.seq_begin[s] * hp.n_embd,
+                             hidden_rows.begin() + b.seq_begin[s + 1] * hp.n_embd);
+      }
+    } else {
+      *hidden = LogitsBySequence(seqs, hidden_rows, hp.n_embd);
+    }
+  }
   return logits;
 }
 

@@ -70,8 +70,10 @@ struct Batch {
   // An MTP step (Executor::MtpStep): each token's given hidden, [tokens][n_embd].
   bool mtp = false;
   std::vector<float> mtp_hidden;
-  // Where the head's normalized rows go, [head rows][n_embd] (null: not asked).
+  // Where the head's normalized rows go, [head rows][n_embd] (null: not asked); with
+  // all_hidden, every token's row instead (SequenceInput::all_hidden).
   std::vector<float>* hidden_out = nullptr;
+  bool all_hidden = false;
   int64_t size() const { return static_cast<int64_t>(tok.size()); }
 };
 

@@ -283,11 +283,19 @@ class ForwardPass {
                     bool bias) {
     const HeadRows& rows = ops_.head_rows();
     const int64_t R = static_cast<int64_t>(rows.count);
+    if (ops_.all_hidden_rows()) {
+      // Every row's state, normalized as the head's rows are (the same bits for those): the
+      // blocks are done, so kH32 is free.
+      Act all = ops_.Tensor(Buf::kH32, x.rows, hp_.n_embd, Prec::kF32);
+      TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(x, norm, hp_.rms_eps, all));
+      TESSERA_RETURN_IF_ERROR(ops_.RoundToAct(all));
+      TESSERA_RETURN_IF_ERROR(ops_.TakeHidden(all));
+    }
     Act hr = ops_.Tensor(Buf::kHeadIn, R, hp_.n_embd, Prec::kF32);
     TESSERA_RETURN_IF_ERROR(ops_.GatherHeadRows(x, hr));
     TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(hr, norm, hp_.rms_eps, hr));
     TESSERA_RETURN_IF_ERROR(ops_.RoundToAct(hr));
-    TESSERA_RETURN_IF_ERROR(ops_.TakeHidden(hr));
+    if (!ops_.all_hidden_rows()) TESSERA_RETURN_IF_ERROR(ops_.TakeHidden(hr));
     Act logits = ops_.Tensor(Buf::kLogits, R, Rows(head), Prec::kF32);
     TESSERA_RETURN_IF_ERROR(ops_.Products({{&head, hr, logits, rows.seq}}));
     if (bias) TESSERA_RETURN_IF_ERROR(ops_.AddBias(logits, ops_.output_bias()));

@@ -11,6 +11,8 @@
 //   using Product = MatProduct<Mat>;  using Expert = ExpertProduct<Mat>;
 //   hparams(), config(), layer(l), output(), output_norm(), output_bias(), tp_rank()
 //   head_rows()                           the rows whose logits the step wants (HeadRows)
+//   all_hidden_rows()                     TakeHidden takes every row's final-norm state
+//                                         (SequenceInput::all_hidden), not the head rows'
 //   Act Tensor(Buf, rows, cols, Prec)     the step's buffer for that role, rows × cols
 //                                         (contents kept while the role's size holds)
 //   Act AsF32(Act a, Buf scratch)         `a` in float32 (a itself where it already is)
