@@ -64,7 +64,7 @@ struct DaemonConfig {
   bool parse_special_in_content = false;
   bool enable_prefix_caching = true;
   bool overlap_delivery = true;
-  std::string speculative;             // none | ngram
+  std::string speculative;             // none | ngram | mtp
   int64_t num_speculative_tokens = 0;  // drafts per decode
   int64_t ngram_min = 0;               // n-gram lengths looked up
   int64_t ngram_max = 0;

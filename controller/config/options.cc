@@ -257,10 +257,14 @@ const OptionSpec kOptions[] = {
      "decoding: each decode also feeds the tokens that followed the latest earlier occurrence "
      "of the sequence's last n-gram (prompt and output), and the workers keep those the model "
      "would have generated itself, so several tokens may come from one step. The output is "
-     "the same as without (greedy and seeded sampling alike). none: one token per step.",
+     "the same as without (greedy and seeded sampling alike). mtp: the model's own "
+     "multi-token-prediction block (GLM-5, DeepSeek-V3: nextn_predict_layers > 0) drafts "
+     "greedily after each sampled token, fed back with its own hidden state for further "
+     "drafts, and the next step verifies them the same way (CPU workers). none: one token "
+     "per step.",
      &C::speculative,
      {},
-     "none|ngram"},
+     "none|ngram|mtp"},
     {"num-speculative-tokens", T::kInt, S::kScheduling, "4", "", "K",
      "Most tokens drafted per decode with --speculative.", &C::num_speculative_tokens,
      Between(1, 64)},

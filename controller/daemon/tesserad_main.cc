@@ -86,6 +86,7 @@ absl::StatusOr<std::string> DefaultModel(const std::string& cache_dir) {
 struct ModelFacts {
   serving::ModelInfo info;
   int64_t n_ctx = 0;
+  int64_t n_nextn = 0;  // NextN/MTP blocks the file has
 };
 
 // Reads the model's metadata only (no weights) and checks that it can be served split
@@ -129,6 +130,13 @@ absl::StatusOr<ModelFacts> InspectModel(const config::DaemonConfig& c, const std
   i.tp = tp;
   i.created_unix = static_cast<int64_t>(std::time(nullptr));
   f.n_ctx = hp.n_ctx_train;
+  f.n_nextn = hp.n_nextn;
+  if (c.speculative == "mtp" && hp.n_nextn == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": --speculative mtp needs the model's multi-token-prediction block (", arch_name,
+        ".nextn_predict_layers > 0, as GLM-5 / DeepSeek-V3 files have); this file "
+        "has none (--speculative ngram drafts without one)"));
+  }
   return f;
 }
 
@@ -231,6 +239,12 @@ int Serve(const config::DaemonConfig& c) {
     return 1;
   }
   const bool on_gpus = !placement->gpus.empty();
+  if (on_gpus && c.speculative == "mtp") {
+    LogError(
+        "--speculative mtp runs on CPU workers only for now (the GPU executor does not "
+        "return every row's hidden state yet); use --cpu-workers N or --speculative ngram");
+    return 1;
+  }
 
   metrics::Registry registry(!c.disable_metrics);
   metrics::ServingMetricsOptions mo;
@@ -251,6 +265,7 @@ int Serve(const config::DaemonConfig& c) {
   wo.dtype = c.dtype;
   wo.exact = c.exact;
   wo.batch_invariant = c.batch_invariant;
+  wo.load_mtp = c.speculative == "mtp";
   wo.weight_packing = c.repack_weights;
   wo.kv_block_size = static_cast<int>(c.kv_block_size);
   wo.gpus = placement->gpus;

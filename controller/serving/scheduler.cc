@@ -54,7 +54,11 @@ StepPlan Scheduler::Schedule() {
         s->generated() > 0) {
       const int64_t room = std::min<int64_t>(
           {limits_.num_speculative_tokens, budget - 1, s->max_tokens - s->generated() - 1});
-      if (room > 0) {
+      if (room > 0 && limits_.mtp) {
+        drafts.assign(s->mtp_drafts.begin(),
+                      s->mtp_drafts.begin() +
+                          std::min<int64_t>(room, static_cast<int64_t>(s->mtp_drafts.size())));
+      } else if (room > 0) {
         drafts = s->ngram_index.Draft(s->tokens, {.min_n = limits_.ngram_min,
                                                   .max_n = limits_.ngram_max,
                                                   .max_draft = static_cast<int>(room)});

@@ -39,6 +39,8 @@ struct SchedulerLimits {
   int num_speculative_tokens = 0;
   int ngram_min = 2;
   int ngram_max = 4;
+  // The drafts are the workers' (the model's MTP head, Sequence::mtp_drafts), not n-grams.
+  bool mtp = false;
 };
 
 // What one sequence does in a step: feed tokens[start, start + n_tokens) and, when

@@ -52,6 +52,9 @@ struct Sequence {
   int32_t spec_accepted_tokens = 0;
   // The n-grams of `tokens`, kept as they grow, so that drafting does not scan them all.
   sampling::NgramIndex ngram_index;
+  // --speculative mtp: the MTP head's drafts after the last token (from the step that
+  // sampled it; empty until one did).
+  std::vector<int32_t> mtp_drafts;
 
   std::unique_ptr<OutputText> text;
 

@@ -56,8 +56,8 @@ ServingEngine::ServingEngine(StepRunner* runner, tokenizer::Tokenizer tokenizer,
       observer_(observer),
       blocks_(std::make_unique<BlockManager>(0, 1, options.enable_prefix_caching)),
       scheduler_({options.max_num_seqs, options.max_num_batched_tokens,
-                  options.speculative == "ngram" ? options.num_speculative_tokens : 0,
-                  options.ngram_min, options.ngram_max},
+                  options.speculative != "none" ? options.num_speculative_tokens : 0,
+                  options.ngram_min, options.ngram_max, options.speculative == "mtp"},
                  blocks_.get()),
       link_(std::make_shared<Link>()) {
   const int32_t n_vocab = std::max(info_.n_vocab, tokenizer_.vocab().size());
@@ -186,7 +186,7 @@ absl::StatusOr<std::unique_ptr<RequestHandle>> ServingEngine::Submit(GenerateReq
   }
   seq->tokens = request.prompt_tokens;
   seq->prompt_len = static_cast<int32_t>(request.prompt_tokens.size());
-  seq->speculate = options_.speculative == "ngram";
+  seq->speculate = options_.speculative == "ngram" || options_.speculative == "mtp";
   seq->text = std::make_unique<OutputText>(&tokenizer_, request.stop);
   seq->cancel = std::make_shared<CancelFlag>();
   seq->request = std::move(request);
@@ -514,6 +514,10 @@ void ServingEngine::AddToStep(const ScheduledChunk& c, v1::StepRequest& step) {
   q->set_prefill(c.n_tokens == 1 && c.drafts.empty() && c.start < s.prompt_len);
   q->mutable_block_table()->Assign(s.block_table.begin(), s.block_table.end());
   q->set_sample(c.sample);
+  if (s.speculate && options_.speculative == "mtp") {
+    q->set_mtp(true);
+    if (c.sample) q->set_mtp_draft_tokens(options_.num_speculative_tokens);
+  }
   if (s.sampler_created) return;
   q->set_request_id(s.request.request_id);
   // The first step of the sequence creates its sampler on rank 0; after a preemption the
@@ -575,6 +579,7 @@ void ServingEngine::ApplyResult(const StepPlan& plan, const v1::StepResult& resu
     }
     scheduler_.CacheComputed(c.seq);
     if (!c.sample) continue;
+    c.seq->mtp_drafts.assign(r.mtp_drafts().begin(), r.mtp_drafts().end());
     ApplyToken(c.seq, r, out);
   }
 }

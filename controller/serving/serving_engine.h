@@ -70,8 +70,10 @@ struct EngineOptions {
   // Hand a step's events to their sinks (and detokenize them, unless the request has stop
   // strings) while the runner computes the next step, instead of before starting it.
   bool overlap_delivery = true;
-  // Speculative decoding: "none" or "ngram" (prompt lookup: drafts from the sequence's own
-  // tokens, verified by the workers in the same step; the output is the same as without).
+  // Speculative decoding: "none", "ngram" (prompt lookup: drafts from the sequence's own
+  // tokens) or "mtp" (the workers' MTP head drafts after each sampled token; the runner's
+  // workers must have loaded it), verified by the workers in the next step; the output is
+  // the same as without.
   std::string speculative = "none";
   // Drafted tokens per decode (at most), and the n-gram lengths looked up (longest first).
   int num_speculative_tokens = 4;

@@ -51,6 +51,7 @@ struct WorkerGroupOptions {
   std::string dtype = "auto";
   bool exact = false;
   bool batch_invariant = true;          // see ExecutorOptions::batch_invariant
+  bool load_mtp = false;                // see ExecutorOptions::load_mtp (--speculative mtp)
   std::string weight_packing = "auto";  // auto | on | off: ExecutorOptions::weight_packing
   int kv_block_size = model::kDefaultKvBlockSize;
   int64_t kv_tokens = 0;

@@ -27,6 +27,8 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/local_step_runner.h"
 #include "tests/support/scripted_step_runner.h"
+#include "tests/support/synthetic_model.h"
+#include "worker/engine/step_engine.h"
 #include "worker/sampling/sampling.h"
 
 namespace tessera::serving {
@@ -87,8 +89,9 @@ std::unique_ptr<LocalStepRunner> MakeRunner(int64_t kv_tokens = 4096) {
 }
 
 std::unique_ptr<ServingEngine> MakeEngine(StepRunner* runner, EngineOptions options = {},
-                                          EngineObserver* observer = nullptr) {
-  auto file = gguf::GgufModel::Open(TinyModel());
+                                          EngineObserver* observer = nullptr,
+                                          const std::string& model = TinyModel()) {
+  auto file = gguf::GgufModel::Open(model);
   EXPECT_TRUE(file.ok()) << file.status();
   auto text = LoadModelText(file->metadata(), "");
   EXPECT_TRUE(text.ok()) << text.status();
@@ -446,6 +449,158 @@ TEST(ServingEngine, FastPathConcurrentRequestsEqualEachRunAlone) {
       for (size_t t = 0; t < alone.logprobs.size(); ++t) {
         EXPECT_EQ(together[i].logprobs[t].logprob, alone.logprobs[t].logprob) << "token " << t;
       }
+    }
+  }
+}
+
+// GLM-5's shape in small: MoE, MLA with the DSA indexer, and a NextN/MTP block (the small
+// glm-dsa preset), at Q8_0.
+const std::string& MtpModel() {
+  static const std::string path = testing::WriteSmallModel("glm-dsa", "Q8_0", 9, "serving-mtp");
+  return path;
+}
+
+executor::ExecutorOptions MtpFastOptions() {
+  executor::ExecutorOptions o;
+  o.threads = 2;
+  o.kv_tokens = 2048;
+  o.load_mtp = true;
+  return o;
+}
+
+namespace v1 = ::tessera::v1;
+
+std::vector<int32_t> Iota(int n) {
+  std::vector<int32_t> v(n);
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+int32_t Argmax(const float* row, int64_t n) {
+  return static_cast<int32_t>(std::max_element(row, row + n) - row);
+}
+
+// The workers' MTP drafts (StepEngine, StepSequence.mtp) against the MTP head computed
+// independently on a fresh executor: the whole prompt's hidden states in one step, the MTP
+// block over every (position, next token) pair in one step, then one row fed back per
+// further draft. The engine instead gets the prompt in two chunks (the first chunk's last
+// position waits for the next chunk's first token) and then verifies its drafts in a decode
+// step; on the fast path prompt rows get the same bits however they are chunked, so the
+// first step's drafts must be equal exactly, the verify step's by the argmax.
+TEST(ServingEngine, MtpDraftsAreTheMtpHeadsGreedyTokens) {
+  const std::vector<int32_t> prompt = Prompt(24, 5);
+  auto ex = executor::Executor::Create(MtpModel(), MtpFastOptions());
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  const int64_t V = (*ex)->hparams().n_vocab;
+  const int n_blocks = (*ex)->n_blocks();
+  worker::StepEngine engine(*std::move(ex), 0);
+  auto chunk = [&](uint64_t step_id, int start, std::vector<int32_t> tokens, bool sample,
+                   int drafts) {
+    v1::StepRequest step;
+    step.set_step_id(step_id);
+    v1::StepSequence* s = step.add_seqs();
+    s->set_seq_id(1);
+    s->mutable_tokens()->Assign(tokens.begin(), tokens.end());
+    s->set_start_pos(start);
+    for (int b = 0; b < n_blocks; ++b) s->add_block_table(b);
+    s->set_sample(sample);
+    s->set_num_drafts(drafts);
+    s->set_mtp(true);
+    s->set_mtp_draft_tokens(3);
+    if (step_id == 1) s->set_new_sampler(true);  // greedy
+    auto r = engine.Run(step);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : v1::StepResult{};
+  };
+  const v1::StepResult r1 =
+      chunk(1, 0, std::vector<int32_t>(prompt.begin(), prompt.begin() + 10), false, 0);
+  ASSERT_EQ(r1.seqs(0).mtp_drafts_size(), 0);
+  const v1::StepResult r2 =
+      chunk(2, 10, std::vector<int32_t>(prompt.begin() + 10, prompt.end()), true, 0);
+  const int32_t x = r2.seqs(0).token();
+  ASSERT_EQ(r2.seqs(0).mtp_drafts_size(), 3);
+
+  // The independent computation.
+  auto ref = executor::Executor::Create(MtpModel(), MtpFastOptions());
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  auto mtp_drafts = [&](const std::vector<int32_t>& seq, int count) {
+    executor::SequenceInput trunk;
+    trunk.tokens.assign(seq.begin(), seq.end() - 1);
+    trunk.block_table = Iota(n_blocks);
+    trunk.all_hidden = true;
+    std::vector<std::vector<float>> hidden;
+    EXPECT_TRUE((*ref)->Step({&trunk, 1}, nullptr, &hidden).ok());
+    executor::SequenceInput m;
+    m.tokens.assign(seq.begin() + 1, seq.end());
+    m.block_table = trunk.block_table;
+    m.mtp_hidden = hidden[0];
+    std::vector<int32_t> out;
+    for (int k = 0; k < count; ++k) {
+      std::vector<std::vector<float>> h;
+      auto l = (*ref)->MtpStep({&m, 1}, &h);
+      EXPECT_TRUE(l.ok()) << l.status();
+      if (!l.ok()) return out;
+      out.push_back(Argmax((*l)[0].data() + (*l)[0].size() - V, V));
+      m.start_pos += static_cast<int64_t>(m.tokens.size());
+      m.tokens = {out.back()};
+      m.mtp_hidden = h[0];
+    }
+    return out;
+  };
+  std::vector<int32_t> seq = prompt;
+  seq.push_back(x);
+  const std::vector<int32_t> want = mtp_drafts(seq, 3);
+  EXPECT_EQ(std::vector<int32_t>(r2.seqs(0).mtp_drafts().begin(), r2.seqs(0).mtp_drafts().end()),
+            want);
+
+  // Verify them: x and the three drafts in one step; then the next drafts follow the kept
+  // drafts and the token after them.
+  std::vector<int32_t> feed = {x};
+  feed.insert(feed.end(), r2.seqs(0).mtp_drafts().begin(), r2.seqs(0).mtp_drafts().end());
+  const v1::StepResult r3 = chunk(3, 24, feed, true, 3);
+  for (const v1::SequenceResult& a : r3.seqs(0).accepted_drafts()) seq.push_back(a.token());
+  seq.push_back(r3.seqs(0).token());
+  ASSERT_EQ(r3.seqs(0).mtp_drafts_size(), 3);
+  EXPECT_EQ(r3.seqs(0).mtp_drafts(0), mtp_drafts(seq, 1)[0]);
+}
+
+// --speculative mtp through the serving engine: every request's tokens and logprobs equal
+// the engine's without speculation bit for bit (greedy and seeded sampling; prompts cut
+// into chunks by a small token budget), drafts were made and verified, nothing leaks.
+TEST(ServingEngine, SpeculativeMtpDecodingEqualsPlainDecoding) {
+  std::vector<GenerateRequest> requests;
+  for (int i = 0; i < 8; ++i) {
+    GenerateRequest r = Request(i, 9 + 5 * i, 12);
+    r.logprobs = true;
+    requests.push_back(std::move(r));
+  }
+  auto run = [&](const std::string& speculative) {
+    auto runner = LocalStepRunner::Create(MtpModel(), MtpFastOptions());
+    EXPECT_TRUE(runner.ok()) << runner.status();
+    EngineOptions o;
+    o.speculative = speculative;
+    o.num_speculative_tokens = 2;
+    o.max_num_batched_tokens = 40;
+    auto engine = MakeEngine(runner->get(), o, nullptr, MtpModel());
+    std::vector<Outcome> got = RunAll(*engine, requests);
+    return std::make_pair(got, engine->stats());
+  };
+  const auto [plain, plain_stats] = run("none");
+  const auto [spec, spec_stats] = run("mtp");
+  EXPECT_EQ(plain_stats.spec_draft_tokens, 0);
+  EXPECT_GT(spec_stats.spec_draft_tokens, 0);
+  EXPECT_LE(spec_stats.spec_accepted_tokens, spec_stats.spec_draft_tokens);
+  EXPECT_EQ(spec_stats.kv_blocks_used, 0);
+  std::printf("mtp: %lld draft tokens, %lld accepted\n",
+              static_cast<long long>(spec_stats.spec_draft_tokens),
+              static_cast<long long>(spec_stats.spec_accepted_tokens));
+  for (size_t i = 0; i < requests.size(); ++i) {
+    SCOPED_TRACE(absl::StrCat("request ", i));
+    ASSERT_TRUE(spec[i].status.ok()) << spec[i].status;
+    EXPECT_EQ(spec[i].tokens, plain[i].tokens);
+    ASSERT_EQ(spec[i].logprobs.size(), plain[i].logprobs.size());
+    for (size_t t = 0; t < plain[i].logprobs.size(); ++t) {
+      EXPECT_EQ(spec[i].logprobs[t].logprob, plain[i].logprobs[t].logprob) << "token " << t;
     }
   }
 }

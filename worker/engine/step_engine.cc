@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <future>
+#include <numeric>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/status_macros.h"
 
 namespace tessera::worker {
 
@@ -90,7 +92,10 @@ sampling::SampleResult StepEngine::SampleOne(SequenceState& st, absl::Span<const
 }
 
 absl::StatusOr<v1::StepResult> StepEngine::Run(const v1::StepRequest& step) {
-  for (uint64_t id : step.release_seq_ids()) sequences_.erase(id);
+  for (uint64_t id : step.release_seq_ids()) {
+    sequences_.erase(id);
+    mtp_.erase(id);
+  }
 
   v1::StepResult result;
   result.set_step_id(step.step_id());
@@ -133,6 +138,7 @@ absl::StatusOr<v1::StepResult> StepEngine::Run(const v1::StepRequest& step) {
   // A step without sequences only releases samplers (and measures the control plane).
   if (step.seqs_size() == 0) return result;
   std::vector<executor::SequenceInput> inputs(step.seqs_size());
+  bool any_mtp = false;
   for (int i = 0; i < step.seqs_size(); ++i) {
     const v1::StepSequence& s = step.seqs(i);
     inputs[i].tokens.assign(s.tokens().begin(), s.tokens().end());
@@ -143,6 +149,9 @@ absl::StatusOr<v1::StepResult> StepEngine::Run(const v1::StepRequest& step) {
     // Verified rows must get the logits one-token steps would: the same kernels per row.
     inputs[i].rows_as_decodes = s.num_drafts() > 0;
     inputs[i].prefill = s.prefill();
+    // MTP sequences: every row's hidden state, for the MTP block's rows.
+    inputs[i].all_hidden = s.mtp();
+    any_mtp = any_mtp || s.mtp();
     if (s.num_drafts() < 0 || s.num_drafts() >= s.tokens_size() ||
         (s.num_drafts() > 0 && (!s.sample() || s.return_logits()))) {
       return absl::InvalidArgumentError(
@@ -151,9 +160,23 @@ absl::StatusOr<v1::StepResult> StepEngine::Run(const v1::StepRequest& step) {
                        " tokens (drafts need sample, no return_logits, and a token before them)"));
     }
   }
-  absl::StatusOr<std::vector<std::vector<float>>> logits = executor_->Step(inputs);
+  if (any_mtp && !executor_->has_mtp()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("step ", step.step_id(),
+                     ": a sequence asks for MTP drafts but this worker did not load "
+                     "the model's MTP block (WorkerSetup.load_mtp)"));
+  }
+  std::vector<std::vector<float>> hidden;
+  absl::StatusOr<std::vector<std::vector<float>>> logits =
+      executor_->Step(inputs, nullptr, any_mtp ? &hidden : nullptr);
   if (!logits.ok()) return logits.status();
-  if (rank_ != 0) return result;
+  // Per sequence: drafts kept and the token after them (rank 0 decides; MTP needs them on
+  // every rank).
+  std::vector<int32_t> outcome(2 * step.seqs_size(), 0);
+  if (rank_ != 0) {
+    if (any_mtp) TESSERA_RETURN_IF_ERROR(RunMtp(step, hidden, outcome, nullptr));
+    return result;
+  }
 
   for (auto& [id, state] : fresh) sequences_.insert_or_assign(id, std::move(state));
   const int64_t n_vocab = executor_->hparams().n_vocab;
@@ -215,8 +238,101 @@ absl::StatusOr<v1::StepResult> StepEngine::Run(const v1::StepRequest& step) {
       fill(d, r, end);
     }
     fill(out, sampled[i], grammar_end[i] != 0);
+    outcome[2 * i] = static_cast<int32_t>(kept[i].size());
+    outcome[2 * i + 1] = sampled[i].token;
   }
+  if (any_mtp) TESSERA_RETURN_IF_ERROR(RunMtp(step, hidden, outcome, &result));
   return result;
+}
+
+absl::Status StepEngine::RunMtp(const v1::StepRequest& step,
+                                const std::vector<std::vector<float>>& hidden,
+                                std::vector<int32_t>& outcome, v1::StepResult* result) {
+  TESSERA_RETURN_IF_ERROR(
+      executor_->BroadcastFromRank0(outcome.data(), outcome.size() * sizeof(int32_t)));
+  const int64_t d = executor_->hparams().n_embd, V = executor_->hparams().n_vocab;
+  // The MTP rows of this step: each known position with the token after it.
+  std::vector<executor::SequenceInput> rows;
+  std::vector<int> seq_index;
+  for (int i = 0; i < step.seqs_size(); ++i) {
+    const v1::StepSequence& s = step.seqs(i);
+    if (!s.mtp()) continue;
+    MtpState& st = mtp_[s.seq_id()];
+    if (s.start_pos() == 0) st = MtpState{};
+    const int n = s.tokens_size();
+    const int first = n - 1 - s.num_drafts();  // the last token that is not a draft
+    // The last row whose state is valid: after the kept drafts when sampled.
+    const int last = s.sample() ? first + outcome[2 * i] : n - 1;
+    executor::SequenceInput m;
+    m.block_table.assign(s.block_table().begin(), s.block_table().end());
+    m.start_pos = s.start_pos();
+    if (st.pending_pos >= 0 && st.pending_pos == s.start_pos() - 1) {
+      m.start_pos = st.pending_pos;
+      m.tokens.push_back(s.tokens(0));
+      m.mtp_hidden = st.pending_hidden;
+    }
+    st.pending_pos = -1;
+    for (int r = 0; r <= last; ++r) {
+      const float* h = hidden[i].data() + static_cast<int64_t>(r) * d;
+      if (r == last && !s.sample()) {
+        // A prompt chunk's last position waits for the next chunk's first token.
+        st.pending_pos = s.start_pos() + r;
+        st.pending_hidden.assign(h, h + d);
+        break;
+      }
+      m.tokens.push_back(r < last ? s.tokens(r + 1) : outcome[2 * i + 1]);
+      m.mtp_hidden.insert(m.mtp_hidden.end(), h, h + d);
+    }
+    if (m.tokens.empty()) continue;
+    rows.push_back(std::move(m));
+    seq_index.push_back(i);
+  }
+  if (rows.empty()) return absl::OkStatus();
+  // Greedy drafts: the MTP head's argmax after the last row, then fed back (its token and its
+  // own normalized state, one position on) while the sequence wants more and its blocks hold
+  // the position. Every rank computes the same argmax from the same gathered logits.
+  std::vector<std::vector<int32_t>> drafts(rows.size());
+  std::vector<size_t> owner(rows.size());  // each row's entry of drafts
+  std::iota(owner.begin(), owner.end(), 0);
+  const int64_t slots = executor_->block_size();
+  for (;;) {
+    std::vector<std::vector<float>> h;
+    absl::StatusOr<std::vector<std::vector<float>>> l = executor_->MtpStep(rows, &h);
+    if (!l.ok()) return l.status();
+    std::vector<executor::SequenceInput> next;
+    std::vector<size_t> next_owner;
+    for (size_t j = 0; j < rows.size(); ++j) {
+      const size_t o = owner[j];
+      const v1::StepSequence& s = step.seqs(seq_index[o]);
+      if (!s.sample() || static_cast<int>(drafts[o].size()) >= s.mtp_draft_tokens()) continue;
+      const float* row = (*l)[j].data() + (*l)[j].size() - V;
+      const int32_t token = static_cast<int32_t>(std::max_element(row, row + V) - row);
+      drafts[o].push_back(token);
+      const int64_t pos = rows[j].start_pos + static_cast<int64_t>(rows[j].tokens.size());
+      if (static_cast<int>(drafts[o].size()) >= s.mtp_draft_tokens() ||
+          pos >= static_cast<int64_t>(rows[j].block_table.size()) * slots) {
+        continue;
+      }
+      executor::SequenceInput f;
+      f.tokens = {token};
+      f.start_pos = pos;
+      f.block_table = rows[j].block_table;
+      f.mtp_hidden = h[j];
+      next.push_back(std::move(f));
+      next_owner.push_back(o);
+    }
+    if (next.empty()) break;
+    rows = std::move(next);
+    owner = std::move(next_owner);
+  }
+  if (result != nullptr) {
+    for (size_t j = 0; j < drafts.size(); ++j) {
+      result->mutable_seqs(seq_index[j])
+          ->mutable_mtp_drafts()
+          ->Assign(drafts[j].begin(), drafts[j].end());
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tessera::worker

@@ -53,6 +53,18 @@ class StepEngine {
     std::unique_ptr<grammar::Matcher> matcher;  // structured output, else null
     std::vector<uint64_t> mask;                 // the matcher's token mask, reused
   };
+  // Every rank, per sequence drafting with the MTP block: the state of the position whose
+  // next token is not known yet (a prompt chunk's last), -1: none.
+  struct MtpState {
+    int64_t pending_pos = -1;
+    std::vector<float> pending_hidden;
+  };
+  // The MTP rows of the step's MTP sequences and, for those that sampled, the drafts
+  // (StepSequence.mtp): `outcome` (2 per sequence: drafts kept, the token after them) is
+  // rank 0's and is broadcast first; `result` is rank 0's (null elsewhere).
+  absl::Status RunMtp(const tessera::v1::StepRequest& step,
+                      const std::vector<std::vector<float>>& hidden, std::vector<int32_t>& outcome,
+                      tessera::v1::StepResult* result);
   // Starts building vocab_trie_ on a background thread unless it was started already.
   void StartVocabularyTrie();
   // Samples sequence state `st` from `logits` (one row), masked by its grammar when it has
@@ -63,6 +75,7 @@ class StepEngine {
   std::unique_ptr<executor::Executor> executor_;
   int rank_;
   std::map<uint64_t, SequenceState> sequences_;
+  std::map<uint64_t, MtpState> mtp_;
   // The vocabulary as grammars see it, built in the background on rank 0.
   std::shared_future<absl::StatusOr<std::shared_ptr<const grammar::TokenTrie>>> vocab_trie_;
   GrammarCache grammars_;

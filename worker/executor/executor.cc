@@ -600,6 +600,13 @@ absl::StatusOr<std::vector<std::vector<float>>> Executor::Step(
 
 bool Executor::has_mtp() const { return impl_->mtp_blocks > 0; }
 
+absl::Status Executor::BroadcastFromRank0(void* data, size_t bytes) {
+  if (impl_->options.tp_size <= 1 || impl_->options.comm == nullptr || bytes == 0) {
+    return absl::OkStatus();
+  }
+  return impl_->options.comm->Broadcast(data, bytes, 0);
+}
+
 absl::StatusOr<std::vector<std::vector<float>>> Executor::MtpStep(
     absl::Span<const SequenceInput> seqs, std::vector<std::vector<float>>* hidden) {
   return impl_->Step(seqs, nullptr, /*mtp=*/true, hidden);

@@ -177,6 +177,9 @@ class Executor {
 
   // Whether the NextN/MTP block was loaded (ExecutorOptions::load_mtp).
   bool has_mtp() const;
+  // `bytes` at `data` from rank 0 to every rank of the tensor-parallel group (a no-op at
+  // TP = 1): what rank 0 alone decided (sampled tokens) for work every rank does next.
+  absl::Status BroadcastFromRank0(void* data, size_t bytes);
   // One step of the NextN/MTP draft head (spec 12.6). Per sequence, row i pairs tokens[i]
   // with the trunk hidden mtp_hidden row i of position p = start_pos + i (the position
   // before the token's) and predicts the token after tokens[i] (position p + 2). Row i sits

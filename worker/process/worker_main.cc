@@ -275,6 +275,7 @@ int Run(const Flags& flags) {
   o.kv_block_size = setup.kv_block_size() > 0 ? setup.kv_block_size() : model::kDefaultKvBlockSize;
   o.kv_tokens = setup.kv_tokens();
   o.batch_invariant = !setup.allow_batch_variance();
+  o.load_mtp = setup.load_mtp();
   if (!setup.weight_packing().empty()) {
     std::optional<executor::WeightPacking> packing =
         executor::ParseWeightPacking(setup.weight_packing());
