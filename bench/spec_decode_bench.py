@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Speculative decoding (n-gram) on the path users run: tesserad with and without
---speculative ngram, side by side in one run.
+"""Speculative decoding on the path users run: tesserad with and without --speculative ngram
+(or --method mtp: the model's own MTP block), side by side in one run.
 
-For each setting (none, then ngram at each K), the script starts tesserad on MODEL, sends
+For each setting (none, then the method at each K), the script starts tesserad on MODEL, sends
 REQUESTS greedy completions one after another (a single stream: decode speed is what
 speculation changes) of a repetitive prompt (a code snippet repeated, so that prompt lookup
 finds n-grams), each generating TOKENS tokens with ignore_eos, and prints the decode rate
@@ -12,6 +12,7 @@ speculation. Settings alternate ROUNDS times; medians are printed at the end.
 
 Usage: bench/spec_decode_bench.py --tesserad build/default/bin/tesserad --model M.gguf
            [--k 1,2,4] [--rounds 3] [--requests 4] [--tokens 128] [--threads 2]
+           [--method ngram|mtp]
 """
 
 import argparse
@@ -101,8 +102,11 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--ngram-min", type=int, default=1)
     p.add_argument("--port", type=int, default=18190)
+    p.add_argument("--method", default="ngram", choices=["ngram", "mtp"],
+                   help="the drafter: prompt lookup, or the model's MTP block (a model with "
+                        "nextn_predict_layers > 0)")
     args = p.parse_args()
-    settings = [("none", 0)] + [("ngram", int(k)) for k in args.k.split(",")]
+    settings = [("none", 0)] + [(args.method, int(k)) for k in args.k.split(",")]
     results = {s: [] for s in settings}
     cpu = ""
     try:
@@ -126,7 +130,7 @@ def main():
     for s in settings:
         rate = statistics.median(x["tok_s"] for x in results[s])
         length = statistics.median(x["acceptance_length"] for x in results[s])
-        name = "none" if s[0] == "none" else f"ngram K={s[1]}"
+        name = "none" if s[0] == "none" else f"{s[0]} K={s[1]}"
         print(f"| {name} | {rate:.1f} | {rate / base:.2f} | {length:.2f} |")
 
 

@@ -60,6 +60,14 @@ if(TARGET tesserad AND TARGET tessera-worker AND TARGET tessera)
                      --tessera $<TARGET_FILE:tessera>)
     set_tests_properties(tesserad_speculative_test PROPERTIES
       LABELS "clients;http;daemon" TIMEOUT 180)
+    # The same with the model's MTP head drafting (small glm-dsa), at TP 2: the MTP block
+    # runs on both ranks after rank 0's sampled tokens are broadcast.
+    add_test(NAME tesserad_speculative_mtp_test
+             COMMAND ${TESSERA_SYSTEM_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/tesserad_speculative_test.py
+                     --tesserad $<TARGET_FILE:tesserad> --worker $<TARGET_FILE:tessera-worker>
+                     --tessera $<TARGET_FILE:tessera> --mtp --tp 2)
+    set_tests_properties(tesserad_speculative_mtp_test PROPERTIES
+      LABELS "clients;http;daemon" TIMEOUT 180)
 
     # 77: python3-grpcio is not installed (tools/install-deps.sh installs it).
     add_test(NAME tesserad_grpc_reflection_client
