@@ -131,11 +131,13 @@ absl::StatusOr<ModelFacts> InspectModel(const config::DaemonConfig& c, const std
   i.created_unix = static_cast<int64_t>(std::time(nullptr));
   f.n_ctx = hp.n_ctx_train;
   f.n_nextn = hp.n_nextn;
-  if (c.speculative == "mtp" && hp.n_nextn == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": --speculative mtp needs the model's multi-token-prediction block (", arch_name,
-        ".nextn_predict_layers > 0, as GLM-5 / DeepSeek-V3 files have); this file "
-        "has none (--speculative ngram drafts without one)"));
+  if (c.speculative == "mtp") {
+    if (const std::string why = model::MtpUnavailable(*arch, hp, arch_name); !why.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": --speculative mtp needs the model's multi-token-prediction block (",
+                       arch_name, ".nextn_predict_layers > 0, as GLM-5 files have): ", why,
+                       " (--speculative ngram drafts without one)"));
+    }
   }
   return f;
 }

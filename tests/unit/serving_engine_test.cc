@@ -460,6 +460,12 @@ const std::string& MtpModel() {
   return path;
 }
 
+// The same at F32 (float products).
+const std::string& MtpModelF32() {
+  static const std::string path = testing::WriteSmallModel("glm-dsa", "F32", 9, "serving-mtp");
+  return path;
+}
+
 executor::ExecutorOptions MtpFastOptions() {
   executor::ExecutorOptions o;
   o.threads = 2;
@@ -566,7 +572,8 @@ TEST(ServingEngine, MtpDraftsAreTheMtpHeadsGreedyTokens) {
 
 // --speculative mtp through the serving engine: every request's tokens and logprobs equal
 // the engine's without speculation bit for bit (greedy and seeded sampling; prompts cut
-// into chunks by a small token budget), drafts were made and verified, nothing leaks.
+// into chunks by a small token budget; K = 1, 2 and 4; Q8_0 and F32 weights), drafts were
+// made and verified, nothing leaks.
 TEST(ServingEngine, SpeculativeMtpDecodingEqualsPlainDecoding) {
   std::vector<GenerateRequest> requests;
   for (int i = 0; i < 8; ++i) {
@@ -574,33 +581,38 @@ TEST(ServingEngine, SpeculativeMtpDecodingEqualsPlainDecoding) {
     r.logprobs = true;
     requests.push_back(std::move(r));
   }
-  auto run = [&](const std::string& speculative) {
-    auto runner = LocalStepRunner::Create(MtpModel(), MtpFastOptions());
-    EXPECT_TRUE(runner.ok()) << runner.status();
-    EngineOptions o;
-    o.speculative = speculative;
-    o.num_speculative_tokens = 2;
-    o.max_num_batched_tokens = 40;
-    auto engine = MakeEngine(runner->get(), o, nullptr, MtpModel());
-    std::vector<Outcome> got = RunAll(*engine, requests);
-    return std::make_pair(got, engine->stats());
-  };
-  const auto [plain, plain_stats] = run("none");
-  const auto [spec, spec_stats] = run("mtp");
-  EXPECT_EQ(plain_stats.spec_draft_tokens, 0);
-  EXPECT_GT(spec_stats.spec_draft_tokens, 0);
-  EXPECT_LE(spec_stats.spec_accepted_tokens, spec_stats.spec_draft_tokens);
-  EXPECT_EQ(spec_stats.kv_blocks_used, 0);
-  std::printf("mtp: %lld draft tokens, %lld accepted\n",
-              static_cast<long long>(spec_stats.spec_draft_tokens),
-              static_cast<long long>(spec_stats.spec_accepted_tokens));
-  for (size_t i = 0; i < requests.size(); ++i) {
-    SCOPED_TRACE(absl::StrCat("request ", i));
-    ASSERT_TRUE(spec[i].status.ok()) << spec[i].status;
-    EXPECT_EQ(spec[i].tokens, plain[i].tokens);
-    ASSERT_EQ(spec[i].logprobs.size(), plain[i].logprobs.size());
-    for (size_t t = 0; t < plain[i].logprobs.size(); ++t) {
-      EXPECT_EQ(spec[i].logprobs[t].logprob, plain[i].logprobs[t].logprob) << "token " << t;
+  for (const auto& [model, k] : {std::pair<const std::string*, int>{&MtpModel(), 1},
+                                 {&MtpModel(), 4},
+                                 {&MtpModelF32(), 2}}) {
+    SCOPED_TRACE(absl::StrCat(*model, " K=", k));
+    auto run = [&](const std::string& speculative) {
+      auto runner = LocalStepRunner::Create(*model, MtpFastOptions());
+      EXPECT_TRUE(runner.ok()) << runner.status();
+      EngineOptions o;
+      o.speculative = speculative;
+      o.num_speculative_tokens = k;
+      o.max_num_batched_tokens = 40;
+      auto engine = MakeEngine(runner->get(), o, nullptr, *model);
+      std::vector<Outcome> got = RunAll(*engine, requests);
+      return std::make_pair(got, engine->stats());
+    };
+    const auto [plain, plain_stats] = run("none");
+    const auto [spec, spec_stats] = run("mtp");
+    EXPECT_EQ(plain_stats.spec_draft_tokens, 0);
+    EXPECT_GT(spec_stats.spec_draft_tokens, 0);
+    EXPECT_LE(spec_stats.spec_accepted_tokens, spec_stats.spec_draft_tokens);
+    EXPECT_EQ(spec_stats.kv_blocks_used, 0);
+    std::printf("mtp: %lld draft tokens, %lld accepted\n",
+                static_cast<long long>(spec_stats.spec_draft_tokens),
+                static_cast<long long>(spec_stats.spec_accepted_tokens));
+    for (size_t i = 0; i < requests.size(); ++i) {
+      SCOPED_TRACE(absl::StrCat("request ", i));
+      ASSERT_TRUE(spec[i].status.ok()) << spec[i].status;
+      EXPECT_EQ(spec[i].tokens, plain[i].tokens);
+      ASSERT_EQ(spec[i].logprobs.size(), plain[i].logprobs.size());
+      for (size_t t = 0; t < plain[i].logprobs.size(); ++t) {
+        EXPECT_EQ(spec[i].logprobs[t].logprob, plain[i].logprobs[t].logprob) << "token " << t;
+      }
     }
   }
 }
