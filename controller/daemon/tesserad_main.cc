@@ -241,10 +241,11 @@ int Serve(const config::DaemonConfig& c) {
     return 1;
   }
   const bool on_gpus = !placement->gpus.empty();
-  if (on_gpus && c.speculative == "mtp") {
+  if (on_gpus && c.speculative == "mtp" && tp > 1) {
     LogError(
-        "--speculative mtp runs on CPU workers only for now (the GPU executor does not "
-        "return every row's hidden state yet); use --cpu-workers N or --speculative ngram");
+        "--speculative mtp on GPU workers runs at --tp 1 only for now (the sampled tokens "
+        "would cross the ranks through NCCL, which takes device memory); use --cpu-workers N, "
+        "--tp 1 or --speculative ngram");
     return 1;
   }
 

@@ -714,6 +714,69 @@ TEST_P(BatchInvariance, VerifiedRowsEqualOneTokenSteps) {
   }
 }
 
+// MTP drafting on the GPU executor (--speculative mtp at TP 1): every row's final-norm state
+// (SequenceInput::all_hidden) and the MTP block's logits over (state, next token) pairs
+// match the CPU's exact path within the float32 bound (the small glm-dsa preset carries a
+// NextN block), the drafts (argmax) are the same, and the last row's state is the one a
+// step without all_hidden returns, bit for bit.
+TEST(CudaExecutor, MtpRowsMatchTheCpu) {
+  TESSERA_REQUIRE_GPU();
+  const Model& m = FindModel("glm-dsa");
+  const std::string path = ModelPath(m);
+  ExecutorOptions go = Gpu(kF32), co = CpuExact();
+  go.load_mtp = co.load_mtp = true;
+  auto gpu = Make(path, go, "glm-dsa f32 MTP");
+  auto cpu = Make(path, co, "glm-dsa cpu MTP");
+  ASSERT_NE(gpu, nullptr);
+  ASSERT_NE(cpu, nullptr);
+  const int64_t V = gpu->hparams().n_vocab, d = gpu->hparams().n_embd;
+  const Seq seq{Tokens(13, 4, static_cast<int>(V)), 0, "M"};
+  SequenceInput in;
+  in.tokens.assign(seq.tokens.begin(), seq.tokens.begin() + 12);
+  in.block_table = Table(seq, 14);
+  in.all_hidden = true;
+  std::vector<std::vector<float>> hg, hc, plain;
+  auto lg = gpu->Step({&in, 1}, nullptr, &hg);
+  auto lc = cpu->Step({&in, 1}, nullptr, &hc);
+  ASSERT_TRUE(lg.ok()) << lg.status();
+  ASSERT_TRUE(lc.ok()) << lc.status();
+  ASSERT_EQ(hg[0].size(), static_cast<size_t>(12 * d));
+  ASSERT_EQ(hc[0].size(), hg[0].size());
+  double worst = 0;
+  for (size_t i = 0; i < hg[0].size(); ++i)
+    worst = std::max(worst, std::fabs(double{hg[0][i]} - hc[0][i]));
+  EXPECT_LT(worst, 1e-3) << "every row's hidden state, GPU vs CPU";
+  auto again = Make(path, go, "glm-dsa f32 MTP again");
+  SequenceInput last = in;
+  last.all_hidden = false;
+  ASSERT_TRUE(again->Step({&last, 1}, nullptr, &plain).ok());
+  ASSERT_EQ(plain[0].size(), static_cast<size_t>(d));
+  EXPECT_EQ(0, std::memcmp(plain[0].data(), hg[0].data() + 11 * d, d * sizeof(float)));
+
+  // The MTP block over positions 0..11, each with the token after it (the 13th token last).
+  auto mtp = [&](Executor& ex, const std::vector<float>& hidden) {
+    SequenceInput r;
+    r.tokens.assign(seq.tokens.begin() + 1, seq.tokens.begin() + 13);
+    r.block_table = in.block_table;
+    r.mtp_hidden = hidden;
+    auto l = ex.MtpStep({&r, 1});
+    EXPECT_TRUE(l.ok()) << l.status();
+    return l.ok() ? (*l)[0] : std::vector<float>{};
+  };
+  const std::vector<float> mg = mtp(*gpu, hg[0]), mc = mtp(*cpu, hc[0]);
+  ASSERT_EQ(mg.size(), static_cast<size_t>(V));
+  ASSERT_EQ(mc.size(), mg.size());
+  double max_logit = 0, diff = 0;
+  for (int64_t i = 0; i < V; ++i) {
+    max_logit = std::max(max_logit, std::fabs(double{mc[i]}));
+    diff = std::max(diff, std::fabs(double{mg[i]} - mc[i]));
+  }
+  EXPECT_LE(diff, 2e-4 * max_logit + 1e-3) << "MTP logits, GPU vs CPU";
+  EXPECT_EQ(std::max_element(mg.begin(), mg.end()) - mg.begin(),
+            std::max_element(mc.begin(), mc.end()) - mc.begin())
+      << "the draft";
+}
+
 INSTANTIATE_TEST_SUITE_P(Architectures, BatchInvariance,
                          ::testing::Values("llama", "qwen3moe", "deepseek2"), ArchName);
 

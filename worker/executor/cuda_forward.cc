@@ -231,6 +231,7 @@ struct StepBuffers {
   DeviceBuffer qi, ki, wi, scores, selected, head_ids;
   DeviceBuffer gemm_scratch, inputs, hr, logits32, gathered;
   DeviceBuffer mtp_in, mtp_hidden;  // MTP steps only (executors that loaded the block)
+  DeviceBuffer all_hidden;          // every row's hidden state (the same executors)
   void* host_inputs = nullptr;      // pinned
   size_t host_inputs_bytes = 0;
   std::vector<float> host_logits;
@@ -342,6 +343,7 @@ struct StepState {
   bool mtp = false;
   const std::vector<float>* mtp_hidden = nullptr;
   std::vector<float>* hidden_out = nullptr;
+  bool all_hidden = false;  // hidden_out takes every row (executors with the MTP block)
 };
 
 StepState MakeStepState(const Batch& b, const StepPlan& plan) {
@@ -355,6 +357,7 @@ StepState MakeStepState(const Batch& b, const StepPlan& plan) {
   st.mtp = b.mtp;
   st.mtp_hidden = &b.mtp_hidden;
   st.hidden_out = b.hidden_out;
+  st.all_hidden = b.all_hidden;
   if (!plan.graph) {
     st.seq_of = &b.seq_of;
     st.head_row_seq = plan.row_seq;
@@ -613,6 +616,7 @@ absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int
       {&bufs.logits32, R * weights.vocab_local * 4, "logits"},
       {&bufs.mtp_in, impl.mtp_blocks > 0 ? T * 2 * d * 4 : 0, "MTP inputs"},
       {&bufs.mtp_hidden, impl.mtp_blocks > 0 ? T * d * 4 : 0, "MTP hidden rows"},
+      {&bufs.all_hidden, impl.mtp_blocks > 0 ? T * d * 4 : 0, "every row's hidden state"},
   };
   for (const Need& n : needs) {
     TESSERA_RETURN_IF_ERROR(
@@ -725,6 +729,7 @@ constexpr Role kRoles[] = {
     {&StepBuffers::logits32, "logits"},
     {&StepBuffers::mtp_in, "MTP inputs"},
     {&StepBuffers::mtp_hidden, "MTP hidden rows"},
+    {&StepBuffers::all_hidden, "every row's hidden state"},
 };
 static_assert(std::size(kRoles) == static_cast<size_t>(Buf::kCount),
               "every Buf role needs a step buffer");
@@ -760,7 +765,7 @@ class CudaOps {
   Vec output_bias() const { return weights_.output_bias; }
   int tp_rank() const { return s_.impl.options.tp_rank; }
   const HeadRows& head_rows() const { return head_rows_; }
-  bool all_hidden_rows() const { return false; }  // refused before the step (Executor::Step)
+  bool all_hidden_rows() const { return step_.all_hidden; }
 
   // The step's buffers.
   Act Tensor(Buf role, int64_t rows, int64_t cols, Prec prec);

@@ -528,10 +528,10 @@ absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
   std::vector<float> hidden_rows;
   if (hidden != nullptr) b.hidden_out = &hidden_rows;
   absl::StatusOr<std::vector<std::vector<float>>> logits;
-  if (gpu != nullptr && b.all_hidden) {
-    return absl::UnimplementedError(
-        "the GPU executor does not return every row's hidden state yet (SequenceInput::"
-        "all_hidden: MTP speculative decoding runs on CPU workers)");
+  if (gpu != nullptr && b.all_hidden && mtp_blocks == 0) {
+    return absl::FailedPreconditionError(
+        "the GPU executor returns every row's hidden state (SequenceInput::all_hidden) only "
+        "with the MTP block loaded (ExecutorOptions::load_mtp), whose buffers it uses");
   }
   if (gpu != nullptr) {
     logits = gpu->Step(b);
@@ -603,6 +603,11 @@ bool Executor::has_mtp() const { return impl_->mtp_blocks > 0; }
 absl::Status Executor::BroadcastFromRank0(void* data, size_t bytes) {
   if (impl_->options.tp_size <= 1 || impl_->options.comm == nullptr || bytes == 0) {
     return absl::OkStatus();
+  }
+  if (impl_->options.comm->on_device()) {
+    return absl::UnimplementedError(
+        "a broadcast of host data over a device communicator (NCCL): MTP drafting on GPU "
+        "workers runs at TP 1 only");
   }
   return impl_->options.comm->Broadcast(data, bytes, 0);
 }

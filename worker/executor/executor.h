@@ -113,7 +113,7 @@ struct SequenceInput {
   // Step's `hidden` holds the final-norm state of every new token of every sequence of the
   // step (when any asks), not only of the logits rows: an MTP block then pairs each prompt
   // position with the token after it (its cache covers the prompt), without the LM head
-  // computed for every row. CPU executor only for now (the GPU's is Unimplemented).
+  // computed for every row. The GPU executor does it with the MTP block loaded (load_mtp).
   bool all_hidden = false;
   // Executor::MtpStep only: row i (n_embd floats, row-major) is the trunk's final-norm hidden
   // state (Step's `hidden`) of position start_pos + i, paired with tokens[i], the token at

@@ -284,9 +284,8 @@ class ForwardPass {
     const HeadRows& rows = ops_.head_rows();
     const int64_t R = static_cast<int64_t>(rows.count);
     if (ops_.all_hidden_rows()) {
-      // Every row's state, normalized as the head's rows are (the same bits for those): the
-      // blocks are done, so kH32 is free.
-      Act all = ops_.Tensor(Buf::kH32, x.rows, hp_.n_embd, Prec::kF32);
+      // Every row's state, normalized as the head's rows are (the same bits for those).
+      Act all = ops_.Tensor(Buf::kAllHidden, x.rows, hp_.n_embd, Prec::kF32);
       TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(x, norm, hp_.rms_eps, all));
       TESSERA_RETURN_IF_ERROR(ops_.RoundToAct(all));
       TESSERA_RETURN_IF_ERROR(ops_.TakeHidden(all));

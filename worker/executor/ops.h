@@ -112,6 +112,7 @@ enum class Buf : uint8_t {
   kLogits,     // this rank's vocabulary columns of the head
   kMtpIn,      // the MTP block's input [enorm(embedding) | hnorm(hidden)], 2 n_embd wide
   kMtpHidden,  // the MTP block's given trunk hidden rows (float32)
+  kAllHidden,  // every row's final-norm state (float32; SequenceInput::all_hidden)
   kCount
 };
 
