@@ -260,8 +260,7 @@ const OptionSpec kOptions[] = {
      "the same as without (greedy and seeded sampling alike). mtp: the model's own "
      "multi-token-prediction block (GLM-5, DeepSeek-V3: nextn_predict_layers > 0) drafts "
      "greedily after each sampled token, fed back with its own hidden state for further "
-     "drafts, and the next step verifies them the same way (CPU workers at any --tp, GPU "
-     "workers at --tp 1). none: one token per step.",
+     "drafts, and the next step verifies them the same way. none: one token per step.",
      &C::speculative,
      {},
      "none|ngram|mtp"},

@@ -241,13 +241,6 @@ int Serve(const config::DaemonConfig& c) {
     return 1;
   }
   const bool on_gpus = !placement->gpus.empty();
-  if (on_gpus && c.speculative == "mtp" && tp > 1) {
-    LogError(
-        "--speculative mtp on GPU workers runs at --tp 1 only for now (the sampled tokens "
-        "would cross the ranks through NCCL, which takes device memory); use --cpu-workers N, "
-        "--tp 1 or --speculative ngram");
-    return 1;
-  }
 
   metrics::Registry registry(!c.disable_metrics);
   metrics::ServingMetricsOptions mo;

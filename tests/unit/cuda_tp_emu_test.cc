@@ -135,6 +135,53 @@ std::vector<float> RunRanks(const std::string& path, int tp, CommKind kind, bool
   return r.logits;
 }
 
+// Executor::BroadcastFromRank0 over a device communicator (NCCL's kind: device memory only)
+// stages the host bytes through the GPU executor's own buffer: what rank 0 sampled reaches
+// every rank before an MTP step (--speculative mtp on GPU workers at TP > 1).
+TEST(EmulatedTpBroadcast, HostBytesFromRankZeroThroughADeviceCommunicator) {
+  const std::string path = testing::WriteSmallModel("glm-dsa", "Q8_0", 31, "emu-tp");
+  gloo::rendezvous::HashStore store;
+  std::vector<std::vector<int32_t>> got(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      comm::GlooOptions g;
+      g.prefix = "emu-bcast/";
+      auto c = comm::GlooCommunicator::Connect(store, r, 2, g);
+      if (!c.ok()) {
+        errors[r] = c.status().ToString();
+        return;
+      }
+      EmulatedDeviceComm comm(*std::move(c));
+      ExecutorOptions o;
+      o.device = Device::kCuda;
+      o.kv_tokens = 64;
+      o.kv_block_size = 16;
+      o.max_step_tokens = 64;
+      o.load_mtp = true;
+      o.tp_rank = r;
+      o.tp_size = 2;
+      o.comm = &comm;
+      auto ex = Executor::Create(path, o);
+      if (!ex.ok()) {
+        errors[r] = ex.status().ToString();
+        return;
+      }
+      std::vector<int32_t> v =
+          r == 0 ? std::vector<int32_t>{3, 141, -1, 59, 26} : std::vector<int32_t>(5, 0);
+      absl::Status s = (*ex)->BroadcastFromRank0(v.data(), v.size() * sizeof(int32_t));
+      if (!s.ok()) errors[r] = s.ToString();
+      got[r] = v;
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(got[1], (std::vector<int32_t>{3, 141, -1, 59, 26}));
+  EXPECT_EQ(got[0], got[1]);
+}
+
 struct Case {
   std::string arch, quant;
 };

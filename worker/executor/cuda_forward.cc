@@ -382,9 +382,10 @@ struct CudaForward::State {
   int selected_k = 0;
   int64_t indexer_score_bytes = 0;
 
-  DeviceWeights weights;  // the executor's lifetime
-  DeviceKvCache cache;    // planned once, after the weights and a first sizing of the buffers
-  StepBuffers buffers;    // grown by the steps that need more
+  DeviceWeights weights;   // the executor's lifetime
+  DeviceKvCache cache;     // planned once, after the weights and a first sizing of the buffers
+  StepBuffers buffers;     // grown by the steps that need more
+  DeviceBuffer broadcast;  // BroadcastHost's staging
 
   struct CapturedGraph {
     cudaGraphExec_t exec = nullptr;
@@ -1543,6 +1544,18 @@ absl::StatusOr<std::unique_ptr<CudaForward>> CudaForward::Create(Executor::Impl&
   TESSERA_RETURN_IF_ERROR(s.PlanCache(mem->free_bytes, mem->total_bytes, n_blocks));
   TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(s.stream), "load sync"));
   return std::unique_ptr<CudaForward>(new CudaForward(std::move(state)));
+}
+
+absl::Status CudaForward::BroadcastHost(void* data, size_t bytes, comm::Communicator* comm) {
+  State& s = *state_;
+  TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaSetDevice(s.device), "cudaSetDevice"));
+  bool grew = false;
+  TESSERA_RETURN_IF_ERROR(s.broadcast.Ensure(bytes, "a broadcast's staging", &grew));
+  TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
+      cudaMemcpy(s.broadcast.ptr, data, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (broadcast)"));
+  TESSERA_RETURN_IF_ERROR(comm->Broadcast(s.broadcast.ptr, bytes, 0));
+  return cuda::CudaStatus(cudaMemcpy(data, s.broadcast.ptr, bytes, cudaMemcpyDeviceToHost),
+                          "cudaMemcpy (broadcast)");
 }
 
 absl::StatusOr<std::vector<std::vector<float>>> CudaForward::Step(const Batch& b) {

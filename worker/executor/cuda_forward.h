@@ -26,6 +26,9 @@ class CudaForward {
 
   // One step over the batch Impl::Flatten built; logits as Executor::Step returns them.
   absl::StatusOr<std::vector<std::vector<float>>> Step(const Batch& b);
+  // Host bytes from rank 0 to every rank over `comm`, a device communicator (NCCL): staged
+  // through a device buffer of this executor's GPU (Executor::BroadcastFromRank0).
+  absl::Status BroadcastHost(void* data, size_t bytes, comm::Communicator* comm);
 
   // "cuda:0 (NVIDIA H200)".
   std::string device_name() const;

@@ -20,6 +20,10 @@ absl::StatusOr<std::vector<std::vector<float>>> CudaForward::Step(const Batch&) 
   return absl::FailedPreconditionError("this build has no CUDA backend");
 }
 
+absl::Status CudaForward::BroadcastHost(void*, size_t, comm::Communicator*) {
+  return absl::FailedPreconditionError("this build has no CUDA backend");
+}
+
 std::string CudaForward::device_name() const { return "cpu"; }
 
 }  // namespace tessera::executor

@@ -605,9 +605,10 @@ absl::Status Executor::BroadcastFromRank0(void* data, size_t bytes) {
     return absl::OkStatus();
   }
   if (impl_->options.comm->on_device()) {
-    return absl::UnimplementedError(
-        "a broadcast of host data over a device communicator (NCCL): MTP drafting on GPU "
-        "workers runs at TP 1 only");
+    if (impl_->gpu == nullptr) {
+      return absl::FailedPreconditionError("a device communicator on a CPU executor");
+    }
+    return impl_->gpu->BroadcastHost(data, bytes, impl_->options.comm);
   }
   return impl_->options.comm->Broadcast(data, bytes, 0);
 }
