@@ -570,14 +570,14 @@ TEST(ServingEngine, MtpDraftsAreTheMtpHeadsGreedyTokens) {
   EXPECT_EQ(r3.seqs(0).mtp_drafts(0), mtp_drafts(seq, 1)[0]);
 }
 
-// --speculative mtp through the serving engine: every request's tokens and logprobs equal
-// the engine's without speculation bit for bit (greedy and seeded sampling; prompts cut
-// into chunks by a small token budget; K = 1, 2 and 4; Q8_0 and F32 weights), drafts were
-// made and verified, nothing leaks.
+// --speculative mtp through the serving engine: 32 requests at once, each one's tokens and logprobs
+// equal the engine's without speculation bit for bit (greedy and seeded sampling; prompts cut into
+// chunks by a small token budget; K = 1, 2 and 4; Q8_0 and F32 weights), drafts were made and
+// verified, nothing leaks.
 TEST(ServingEngine, SpeculativeMtpDecodingEqualsPlainDecoding) {
   std::vector<GenerateRequest> requests;
-  for (int i = 0; i < 8; ++i) {
-    GenerateRequest r = Request(i, 9 + 5 * i, 12);
+  for (int i = 0; i < 32; ++i) {
+    GenerateRequest r = Request(i, 9 + (5 * i) % 47, 12);
     r.logprobs = true;
     requests.push_back(std::move(r));
   }
