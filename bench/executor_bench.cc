@@ -94,14 +94,21 @@ double WeightBytesPerToken(const Executor& ex) {
   return bytes;
 }
 
+// A sequence owning every cache block whose 16-token prompt `ex` has just prefilled (the
+// decode benchmarks' start).
+SequenceInput PrefilledSequence(Executor& ex) {
+  SequenceInput s;
+  s.block_table.resize(ex.n_blocks());
+  std::iota(s.block_table.begin(), s.block_table.end(), 0);
+  s.tokens = Prompt(16, static_cast<int>(ex.hparams().n_vocab));
+  (void)ex.Step({&s, 1});
+  return s;
+}
+
 void Decode(benchmark::State& state, Model m, int n) {
   auto ex = Make(m, static_cast<int>(state.range(0)));
   const int vocab = static_cast<int>(ex->hparams().n_vocab);
-  SequenceInput s;
-  s.block_table.resize(ex->n_blocks());
-  std::iota(s.block_table.begin(), s.block_table.end(), 0);
-  s.tokens = Prompt(16, vocab);
-  (void)ex->Step({&s, 1});  // a short prompt, then n single-token steps per iteration
+  SequenceInput s = PrefilledSequence(*ex);  // then n single-token steps per iteration
   ex->ResetProfile();
   for (auto _ : state) {
     s.start_pos = 16;
@@ -134,11 +141,7 @@ void Verify(benchmark::State& state, Model m) {
   const int k = static_cast<int>(state.range(1));
   auto ex = Make(m, static_cast<int>(state.range(0)));
   const int vocab = static_cast<int>(ex->hparams().n_vocab);
-  SequenceInput s;
-  s.block_table.resize(ex->n_blocks());
-  std::iota(s.block_table.begin(), s.block_table.end(), 0);
-  s.tokens = Prompt(16, vocab);
-  (void)ex->Step({&s, 1});
+  SequenceInput s = PrefilledSequence(*ex);
   ex->ResetProfile();
   int64_t pos = 16;
   for (auto _ : state) {

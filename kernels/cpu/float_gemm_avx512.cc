@@ -13,6 +13,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cpu/kernels_avx512.h"
@@ -159,26 +160,14 @@ void DotRows(const float* w, int64_t ldw, int64_t rows, const float* x, int64_t 
 
 void FloatGemmDots(const float* w, int64_t ldw, int64_t rows, const float* x, int64_t ldx,
                    int64_t batch, int64_t n, float* y, int64_t ldy) {
-  int64_t b = 0;
-  for (; b + 6 <= batch; b += 6) DotRows<6>(w, ldw, rows, x + b * ldx, ldx, n, y + b * ldy, ldy);
-  switch (batch - b) {
-    case 5:
-      DotRows<5>(w, ldw, rows, x + b * ldx, ldx, n, y + b * ldy, ldy);
-      break;
-    case 4:
-      DotRows<4>(w, ldw, rows, x + b * ldx, ldx, n, y + b * ldy, ldy);
-      break;
-    case 3:
-      DotRows<3>(w, ldw, rows, x + b * ldx, ldx, n, y + b * ldy, ldy);
-      break;
-    case 2:
-      DotRows<2>(w, ldw, rows, x + b * ldx, ldx, n, y + b * ldy, ldy);
-      break;
-    case 1:
-      DotRows<1>(w, ldw, rows, x + b * ldx, ldx, n, y + b * ldy, ldy);
-      break;
-    default:
-      break;
+  using RowsFn =
+      void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t);
+  // By vectors in the block: 6 while they last, then the rest in one block.
+  constexpr RowsFn kRows[] = {nullptr,    DotRows<1>, DotRows<2>, DotRows<3>,
+                              DotRows<4>, DotRows<5>, DotRows<6>};
+  for (int64_t b = 0; b < batch; b += 6) {
+    const int64_t nb = std::min<int64_t>(6, batch - b);
+    kRows[nb](w, ldw, rows, x + b * ldx, ldx, n, y + b * ldy, ldy);
   }
 }
 

@@ -131,40 +131,34 @@ float DotQ4_K(const void* wp, const void* ap, int64_t n) {
   return acc;
 }
 
-// Two rows against one activation row: block i of both per register (no half idle when a
-// row has an odd number of blocks).
-void DotQ4_K2(const void* w0p, const void* w1p, const void* ap, int64_t n, float out[2]) {
+// Block i of (w0, a0) and of (w1, a1) per register: two rows against one activation row
+// (a0 = a1; no half idle when a row has an odd number of blocks), or one row against two
+// activation rows (w0 = w1). out[k] has the bits of the one-vector dot of (wk, ak).
+void PairQ4_K(const void* w0p, const void* w1p, const void* a0p, const void* a1p, int64_t n,
+              float out[2]) {
   const auto* w0 = static_cast<const quant::BlockQ4_K*>(w0p);
   const auto* w1 = static_cast<const quant::BlockQ4_K*>(w1p);
-  const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
+  const auto* a0 = static_cast<const quant::BlockQ8_K*>(a0p);
+  const auto* a1 = static_cast<const quant::BlockQ8_K*>(a1p);
   float acc0 = 0.0f, acc1 = 0.0f;
   for (int64_t i = 0; i < n / kQKK; ++i) {
     PrefetchAhead(w0 + i, sizeof(quant::BlockQ4_K));
-    PrefetchAhead(w1 + i, sizeof(quant::BlockQ4_K));
+    if (w1 != w0) PrefetchAhead(w1 + i, sizeof(quant::BlockQ4_K));
     int32_t is[2], ms[2];
-    SumsQ4_K(w0[i], w1[i], a[i], a[i], true, is, ms);
-    acc0 = AccumulateQ4_K(acc0, w0[i], a[i], is[0], ms[0]);
-    acc1 = AccumulateQ4_K(acc1, w1[i], a[i], is[1], ms[1]);
+    SumsQ4_K(w0[i], w1[i], a0[i], a1[i], true, is, ms);
+    acc0 = AccumulateQ4_K(acc0, w0[i], a0[i], is[0], ms[0]);
+    acc1 = AccumulateQ4_K(acc1, w1[i], a1[i], is[1], ms[1]);
   }
   out[0] = acc0;
   out[1] = acc1;
 }
 
-// One row against two activation rows: block i against both per register.
-void DotQ4_K_TwoVectors(const void* wp, const void* a0p, const void* a1p, int64_t n, float out[2]) {
-  const auto* w = static_cast<const quant::BlockQ4_K*>(wp);
-  const auto* a0 = static_cast<const quant::BlockQ8_K*>(a0p);
-  const auto* a1 = static_cast<const quant::BlockQ8_K*>(a1p);
-  float acc0 = 0.0f, acc1 = 0.0f;
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    PrefetchAhead(w + i, sizeof(quant::BlockQ4_K));
-    int32_t is[2], ms[2];
-    SumsQ4_K(w[i], w[i], a0[i], a1[i], true, is, ms);
-    acc0 = AccumulateQ4_K(acc0, w[i], a0[i], is[0], ms[0]);
-    acc1 = AccumulateQ4_K(acc1, w[i], a1[i], is[1], ms[1]);
-  }
-  out[0] = acc0;
-  out[1] = acc1;
+void DotQ4_K2(const void* w0, const void* w1, const void* a, int64_t n, float out[2]) {
+  PairQ4_K(w0, w1, a, a, n, out);
+}
+
+void DotQ4_K_TwoVectors(const void* w, const void* a0, const void* a1, int64_t n, float out[2]) {
+  PairQ4_K(w, w, a0, a1, n, out);
 }
 
 // Q6_K: scales 8h..8h+7 of a block as int16 in both 128-bit lanes of a 256-bit half.

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -454,16 +455,14 @@ TEST(ServingEngine, FastPathConcurrentRequestsEqualEachRunAlone) {
 }
 
 // GLM-5's shape in small: MoE, MLA with the DSA indexer, and a NextN/MTP block (the small
-// glm-dsa preset), at Q8_0.
-const std::string& MtpModel() {
-  static const std::string path = testing::WriteSmallModel("glm-dsa", "Q8_0", 9, "serving-mtp");
-  return path;
-}
-
-// The same at F32 (float products).
-const std::string& MtpModelF32() {
-  static const std::string path = testing::WriteSmallModel("glm-dsa", "F32", 9, "serving-mtp");
-  return path;
+// glm-dsa preset), in `quant` (Q8_0: integer products, F32: float ones).
+const std::string& MtpModel(const std::string& quant = "Q8_0") {
+  static std::map<std::string, std::string>* paths = new std::map<std::string, std::string>;
+  auto it = paths->find(quant);
+  if (it == paths->end()) {
+    it = paths->emplace(quant, testing::WriteSmallModel("glm-dsa", quant, 9, "serving-mtp")).first;
+  }
+  return it->second;
 }
 
 executor::ExecutorOptions MtpFastOptions() {
@@ -583,7 +582,7 @@ TEST(ServingEngine, SpeculativeMtpDecodingEqualsPlainDecoding) {
   }
   for (const auto& [model, k] : {std::pair<const std::string*, int>{&MtpModel(), 1},
                                  {&MtpModel(), 4},
-                                 {&MtpModelF32(), 2}}) {
+                                 {&MtpModel("F32"), 2}}) {
     SCOPED_TRACE(absl::StrCat(*model, " K=", k));
     auto run = [&](const std::string& speculative) {
       auto runner = LocalStepRunner::Create(*model, MtpFastOptions());

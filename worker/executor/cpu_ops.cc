@@ -22,6 +22,7 @@ CpuOps::CpuOps(Executor::Impl& impl, Batch& b) : impl_(impl), b_(b) {
   for (size_t s = 0; s < b.seqs.size(); ++s) {
     const SequenceInput& in = b.seqs[s];
     seq_decode_[s] = in.rows_as_decodes || (in.tokens.size() == 1 && !in.prefill);
+    prompt_rows_ = prompt_rows_ || !seq_decode_[s];
   }
   // RoPE angles per token, shared by every layer's rotations.
   const int half = impl_.rope.n_rot / 2;
@@ -152,10 +153,8 @@ absl::Status CpuOps::Products(std::initializer_list<Product> products) {
       // Rows that are not the step's tokens (the head's, one per sampled position): under
       // batch invariance per-vector kernels, the ones a single row takes, so that a row's
       // logits depend neither on how many sequences sample in the step nor on its chunk.
+      // Otherwise they are a product like any other.
       TESSERA_RETURN_IF_ERROR(MatMulPerVector(*p.w, x, n, y));
-    } else if (p.row_seq != nullptr && n >= cpu::kPrefillBatch) {
-      // The same rows batched: multiplied per sequence.
-      TESSERA_RETURN_IF_ERROR(MatMulRows(*p.w, 0, p.w->rows, x, n, y, p.w->rows, p.row_seq));
     } else {
       many.push_back({p.w, x, y, n});
       batch = std::max(batch, n);
@@ -313,9 +312,8 @@ absl::Status CpuOps::GatherVocab(Act logits) {
 }
 
 bool CpuOps::PrefillRowsTakeOtherKernels(const QuantMatrix& w) const {
-  return impl_.options.batch_invariant && !impl_.options.exact &&
-         !cpu::DotsMatchAnyBatch(w.type, impl_.matmul) &&
-         std::any_of(seq_decode_.begin(), seq_decode_.end(), [](char d) { return d == 0; });
+  return prompt_rows_ && impl_.options.batch_invariant && !impl_.options.exact &&
+         !cpu::DotsMatchAnyBatch(w.type, impl_.matmul);
 }
 
 absl::Status CpuOps::MatMulRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,

@@ -143,6 +143,7 @@ class CpuOps {
   const std::vector<int>* seq_of_ = nullptr;
   // Per sequence: its rows are decodes (one-token steps, or rows_as_decodes), not a prefill.
   std::vector<char> seq_decode_;
+  bool prompt_rows_ = false;             // some sequence's rows are a prefill's
   std::vector<int64_t> head_row_index_;  // the step's token row of each head row
   std::vector<int> head_row_seq_;        // and its sequence
   HeadRows head_rows_;

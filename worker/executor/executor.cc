@@ -461,11 +461,13 @@ void UnpadVocab(const std::vector<float>& parts, int tp, int64_t rows_gathered, 
 }
 
 std::vector<std::vector<float>> LogitsBySequence(absl::Span<const SequenceInput> seqs,
-                                                 const std::vector<float>& rows, int64_t V) {
+                                                 const std::vector<float>& rows, int64_t V,
+                                                 bool every_row) {
   std::vector<std::vector<float>> result(seqs.size());
   int64_t r = 0;
   for (size_t s = 0; s < seqs.size(); ++s) {
-    const int64_t n = seqs[s].all_logits ? static_cast<int64_t>(seqs[s].tokens.size()) : 1;
+    const int64_t n =
+        every_row || seqs[s].all_logits ? static_cast<int64_t>(seqs[s].tokens.size()) : 1;
     result[s].assign(rows.begin() + r * V, rows.begin() + (r + n) * V);
     r += n;
   }
@@ -542,15 +544,7 @@ absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
     logits = ops.TakeLogits();
   }
   if (logits.ok() && hidden != nullptr) {
-    if (b.all_hidden) {
-      hidden->assign(seqs.size(), {});
-      for (size_t s = 0; s < seqs.size(); ++s) {
-        hidden->at(s).assign(hidden_rows.begin() + b.seq_begin[s] * hp.n_embd,
-                             hidden_rows.begin() + b.seq_begin[s + 1] * hp.n_embd);
-      }
-    } else {
-      *hidden = LogitsBySequence(seqs, hidden_rows, hp.n_embd);
-    }
+    *hidden = LogitsBySequence(seqs, hidden_rows, hp.n_embd, b.all_hidden);
   }
   return logits;
 }

@@ -132,10 +132,11 @@ inline int64_t VocabWidth(int64_t V, int tp) { return (V + tp - 1) / tp; }
 // `parts` as all-gathered ([tp][rows_gathered][width]) into `out`: `rows` whole rows of V.
 void UnpadVocab(const std::vector<float>& parts, int tp, int64_t rows_gathered, int64_t rows,
                 int64_t V, std::vector<float>& out);
-// Logits rows (every new token of all_logits sequences, else the last; whole rows of V) as
-// Executor::Step returns them: per sequence.
+// Logits rows (every new token of all_logits sequences, or of every sequence with
+// `every_row`, else the last; whole rows of V) as Executor::Step returns them: per sequence.
 std::vector<std::vector<float>> LogitsBySequence(absl::Span<const SequenceInput> seqs,
-                                                 const std::vector<float>& rows, int64_t V);
+                                                 const std::vector<float>& rows, int64_t V,
+                                                 bool every_row = false);
 
 struct Executor::Impl {
   ExecutorOptions options;
