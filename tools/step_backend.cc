@@ -51,6 +51,11 @@ int ParseBackendFlag(const Args& args, size_t i, BackendOptions& o, const char* 
     o.verbose = true;
     return 1;
   }
+  if (a == "--expert-parallel" || a == "--no-expert-parallel") {
+    o.expert_parallel =
+        a == "--expert-parallel" ? model::ExpertParallel::kOn : model::ExpertParallel::kOff;
+    return 1;
+  }
   if (a != "--tp" && a != "--worker-binary" && a != "--device") return 0;
   if (i + 1 >= args.size()) {
     std::fprintf(stderr, "tessera %s: %s needs a value\n", command, a.c_str());
@@ -110,6 +115,7 @@ absl::StatusOr<std::unique_ptr<serving::StepRunner>> OpenStepRunner(
   o.dtype = DtypeName(exec.dtype);
   o.exact = exec.exact;
   o.weight_packing = executor::WeightPackingName(exec.weight_packing);
+  o.expert_parallel = std::string(model::ExpertParallelName(backend.expert_parallel));
   o.kv_block_size = exec.kv_block_size;
   o.kv_tokens = exec.kv_tokens;
   o.max_restarts = 0;  // an offline command fails instead of retrying

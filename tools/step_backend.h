@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/model/shard_plan.h"
 #include "controller/serving/engine.h"
 #include "controller/serving/step_runner.h"
 #include "tools/commands.h"
@@ -21,10 +22,12 @@ struct BackendOptions {
   std::string worker_binary;
   int gpu = -1;          // --device: -1 CPU, else the (first) CUDA device
   bool verbose = false;  // --verbose: print the kernels chosen (workers log theirs anyway)
+  // --expert-parallel / --no-expert-parallel with --tp (model::PlanOptions::experts).
+  model::ExpertParallel expert_parallel = model::ExpertParallel::kAuto;
 };
 
-// Parses --tp N, --worker-binary PATH, --device cpu|cuda|cuda:N and --verbose at args[i]
-// (see ParseExecutorFlag).
+// Parses --tp N, --worker-binary PATH, --device cpu|cuda|cuda:N, --expert-parallel,
+// --no-expert-parallel and --verbose at args[i] (see ParseExecutorFlag).
 int ParseBackendFlag(const Args& args, size_t i, BackendOptions& o, const char* command);
 
 // Opens the model with `exec` (its kv_tokens sizes the cache) on the chosen backend. With

@@ -32,7 +32,7 @@ constexpr char kUsage[] =
     "usage: tessera validate --model FILE [--tp N] [--device-memory SIZE]\n"
     "                        [--gpu-memory-utilization F] [--max-model-len N]\n"
     "                        [--kv-dtype f16|bf16|f32] [--arch-as NAME] [--hf-config PATH]\n"
-    "                        [--json]\n"
+    "                        [--expert-parallel | --no-expert-parallel] [--json]\n"
     "\n"
     "Reads the model's metadata and tensor index only (no weights) and prints: architecture\n"
     "and hyper-parameters, every tensor's mapping, type, fixups and tensor-parallel split,\n"
@@ -48,7 +48,17 @@ constexpr char kUsage[] =
     "  --kv-dtype T               KV-cache element type for the estimate (default f16)\n"
     "  --arch-as NAME             treat an unknown general.architecture as NAME\n"
     "  --hf-config PATH           a HuggingFace config.json supplying or overriding values\n"
-    "  --json                     machine-readable output (schema \"tessera-validate/1\")\n";
+    "  --expert-parallel          deal the routed experts out whole to the ranks (default: where\n"
+    "                             their hidden dim cannot be divided evenly in whole quant\n"
+    "                             blocks)\n"
+    "  --no-expert-parallel       divide every expert's hidden dim among the ranks instead\n"
+    "  --json                     machine-readable output (schema \"tessera-validate/1\")\n"
+    "\n"
+    "At --tp N every part of a block is divided as evenly as whole heads and whole quant blocks\n"
+    "allow (uneven shares where they must be); GQA ranks keep the KV heads their query heads\n"
+    "use; a part that cannot be cut on block boundaries goes whole to one rank. The report\n"
+    "names the strategy of each part, the per-rank memory and, under expert parallelism,\n"
+    "which experts each rank holds.\n";
 
 struct Options {
   std::string model, arch_as, hf_config;
@@ -57,6 +67,7 @@ struct Options {
   double utilization = 0.9;
   std::optional<uint64_t> max_model_len;
   uint32_t kv_bytes = 2;
+  model::ExpertParallel experts = model::ExpertParallel::kAuto;
   bool json = false;
 };
 
@@ -99,7 +110,7 @@ std::optional<uint64_t> ParseSize(const std::string& s) {
 // loads without it; problems of the block itself are listed in the report.
 Json MtpReport(const model::ArchSpec& arch, const HyperParams& hp, const std::string& prefix,
                const gguf::GgufModel& gg, const model::TensorMap& trunk_map,
-               const model::ShardPlan& trunk, int tp, const model::KvOptions& kv) {
+               const model::ShardPlan& trunk, int tp, const model::PlanOptions& plan_options) {
   Json j;
   const std::string why = model::MtpUnavailable(arch, hp, prefix);
   j["available"] = why.empty();
@@ -128,7 +139,7 @@ Json MtpReport(const model::ArchSpec& arch, const HyperParams& hp, const std::st
       problems.push_back(p);
     }
   }
-  model::ShardPlan plan = model::BuildShardPlan(map, hp, tp, kv);
+  model::ShardPlan plan = model::BuildShardPlan(map, hp, tp, plan_options);
   for (const std::string& p : plan.problems) {
     if (std::find(trunk.problems.begin(), trunk.problems.end(), p) == trunk.problems.end()) {
       problems.push_back(p);
@@ -144,6 +155,18 @@ Json MtpReport(const model::ArchSpec& arch, const HyperParams& hp, const std::st
   }
   j["ranks"] = ranks;
   return j;
+}
+
+// "1-8, 10" for {1, ..., 8, 10}.
+std::string SizeRanges(const std::vector<int>& v) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    parts.push_back(j > i ? absl::StrCat(v[i], "-", v[j]) : absl::StrCat(v[i]));
+    i = j + 1;
+  }
+  return parts.empty() ? "none" : absl::StrJoin(parts, ", ");
 }
 
 Json HyperParamsJson(const HyperParams& hp) {
@@ -283,19 +306,22 @@ int Validate(const Options& o) {
                  {"chat_template", md.Find("tokenizer.chat_template") != nullptr},
                  {"tokenizer", md.GetString("tokenizer.ggml.model").value_or("")}};
 
-  model::KvOptions kv;
-  kv.kv_element_bytes = o.kv_bytes;
-  model::ShardPlan plan = model::BuildShardPlan(map, hp, o.tp, kv);
+  model::PlanOptions plan_options;
+  plan_options.kv.kv_element_bytes = o.kv_bytes;
+  plan_options.experts = o.experts;
+  model::ShardPlan plan = model::BuildShardPlan(map, hp, o.tp, plan_options);
   for (const std::string& p : plan.problems) problems.push_back(p);
-  std::vector<int> valid = model::ValidTpSizes(map, hp, 64);
+  std::vector<int> valid = model::ValidTpSizes(map, hp, 64, plan_options);
   if (!plan.problems.empty()) {
-    problems.push_back(absl::StrCat("--tp ", o.tp, " is not possible for this model; valid sizes: ",
-                                    valid.empty() ? "none" : absl::StrJoin(valid, ", ")));
+    problems.push_back(absl::StrCat(
+        "--tp ", o.tp, " is not possible for this model; valid sizes: ", SizeRanges(valid)));
   }
   r["tp"] = o.tp;
   r["valid_tp"] = valid;
-  r["mtp"] =
-      MtpReport(*arch, hp, file_arch.empty() ? arch->name : file_arch, *gg, map, plan, o.tp, kv);
+  r["expert_parallel"] = plan.expert_parallel;
+  r["strategy"] = plan.strategy;
+  r["mtp"] = MtpReport(*arch, hp, file_arch.empty() ? arch->name : file_arch, *gg, map, plan, o.tp,
+                       plan_options);
 
   // Per-tensor mapping, with each rank's split range.
   Json tensors = Json::array();
@@ -341,6 +367,16 @@ int Validate(const Options& o) {
               {"read_bytes", rp.read_bytes},
               {"weight_bytes", rp.weight_bytes},
               {"kv_bytes_per_token", rp.kv_bytes_per_token}};
+    if (plan.expert_parallel) {
+      // Per MoE block, the experts [begin, end) this rank holds.
+      Json experts = Json::array();
+      for (uint32_t l = 0; l < rp.blocks.size(); ++l) {
+        if (!hp.is_moe_block(l)) continue;
+        experts.push_back(
+            {{"block", l}, {"experts", {rp.blocks[l].expert_begin, rp.blocks[l].expert_end}}});
+      }
+      j["experts"] = experts;
+    }
     if (usable) {
       int64_t left = static_cast<int64_t>(*usable) - static_cast<int64_t>(rp.weight_bytes);
       uint64_t tokens = left > 0 && rp.kv_bytes_per_token > 0
@@ -401,8 +437,7 @@ int Validate(const Options& o) {
     }
     std::printf("\n%zu tensors in the file: %zu mapped, %zu skipped, %zu fixups\n",
                 gg->tensors().size(), found, skipped, fixups);
-    std::printf("tensor parallelism %d (valid: %s)\n", o.tp,
-                valid.empty() ? "none" : absl::StrJoin(valid, ", ").c_str());
+    std::printf("tensor parallelism %d (valid: %s)\n", o.tp, SizeRanges(valid).c_str());
     std::printf("\n%-6s %14s %14s %16s %14s\n", "rank", "reads", "weights", "KV per token",
                 usable ? "KV tokens" : "");
     for (const Json& j : r["ranks"]) {
@@ -412,6 +447,31 @@ int Validate(const Options& o) {
           HumanBytes(j["weight_bytes"].get<uint64_t>()).c_str(),
           HumanBytes(j["kv_bytes_per_token"].get<uint64_t>()).c_str(),
           j.contains("kv_tokens") ? std::to_string(j["kv_tokens"].get<uint64_t>()).c_str() : "");
+    }
+    if (plan.ranks.size() > 1 && plan.problems.empty()) {
+      uint64_t lo = plan.ranks[0].weight_bytes, hi = lo;
+      for (const model::RankPlan& rp : plan.ranks) {
+        lo = std::min(lo, rp.weight_bytes);
+        hi = std::max(hi, rp.weight_bytes);
+      }
+      std::printf("per-rank weights within %.1f%% of each other (largest %s, smallest %s)\n",
+                  lo > 0 ? 100.0 * static_cast<double>(hi - lo) / static_cast<double>(lo) : 0.0,
+                  HumanBytes(hi).c_str(), HumanBytes(lo).c_str());
+      std::printf("strategy:\n");
+      for (const std::string& line : plan.strategy) std::printf("  %s\n", line.c_str());
+      if (plan.expert_parallel) {
+        for (uint32_t l = 0; l < hp.n_layer; ++l) {
+          if (!hp.is_moe_block(l)) continue;
+          std::vector<std::string> where;
+          for (const model::RankPlan& rp : plan.ranks) {
+            where.push_back(absl::StrCat("rank ", rp.rank, ": ", rp.blocks[l].expert_begin, "-",
+                                         rp.blocks[l].expert_end - 1));
+          }
+          std::printf("experts of block %u: %s (each block rotates the shares by one rank)\n", l,
+                      absl::StrJoin(where, ", ").c_str());
+          break;
+        }
+      }
     }
     const Json& mtp = r["mtp"];
     if (!mtp["available"].get<bool>()) {
@@ -455,6 +515,11 @@ int RunValidate(const Args& args) {
     }
     if (a == "--json") {
       o.json = true;
+      continue;
+    }
+    if (a == "--expert-parallel" || a == "--no-expert-parallel") {
+      o.experts =
+          a == "--expert-parallel" ? model::ExpertParallel::kOn : model::ExpertParallel::kOff;
       continue;
     }
     if (i + 1 >= args.size()) {

@@ -55,6 +55,27 @@ std::string_view SplitKindName(SplitKind k);
 // The ggml dim a split kind divides; -1 for kReplicated.
 int SplitDim(SplitKind k, size_t n_dims);
 
+// Which division of the block's work a split tensor follows (shard_plan.h). The tensors of
+// one partition in one block are cut at the same places, so that the rank that holds a
+// head's query rows also holds its output columns, say.
+enum class Partition {
+  kNone,       // replicated
+  kVocab,      // vocabulary rows: ceil/floor shares (the last ranks may get fewer)
+  kHeads,      // the attention's query heads (GQA) or heads (MLA)
+  kKvHeads,    // GQA's KV heads: each rank holds those its query heads use
+  kFfn,        // a dense block's SwiGLU hidden dim
+  kExpertFfn,  // the routed experts' hidden dim, or whole experts under expert parallelism
+  kSharedFfn,  // the shared experts' hidden dim
+};
+std::string_view PartitionName(Partition p);
+
+// One part of a fused tensor's split dim (attn_qkv: Q, K, V), divided as its partition is.
+struct Segment {
+  int64_t size = 0;  // elements along the split dim
+  Partition partition = Partition::kNone;
+  int64_t unit = 1;  // elements per unit of the partition (a head's rows, say)
+};
+
 struct TensorSpec {
   const char* name;  // "token_embd.weight", or a block pattern "attn_q.weight" (-> blk.N.)
   Scope scope;
@@ -62,13 +83,13 @@ struct TensorSpec {
   std::function<Need(const HyperParams&, uint32_t layer, const HasTensorFn&)> need;
   bool needs_float = false;  // the consumer computes with it in float (router, norms, ...)
   SplitKind split = SplitKind::kReplicated;
-  // The indivisible chunk along the split dim, in elements (a head's rows, say); a split
-  // must give every rank a whole number of chunks. Segments: a fused tensor whose split dim
-  // is several parts each split separately (attn_qkv: Q, K, V).
-  std::function<std::vector<int64_t>(const HyperParams&, uint32_t layer)> segments;  // sizes
+  // What the split dim counts, and how many of its elements make one unit of it (a head's
+  // rows: whole heads go to a rank).
+  Partition partition = Partition::kNone;
   std::function<int64_t(const HyperParams&, uint32_t layer)> split_unit;
-  // The split dim need not divide evenly (vocabulary rows): the last ranks get fewer.
-  bool uneven_ok = false;
+  // A fused tensor whose split dim is several parts, each divided separately (attn_qkv:
+  // Q by the query heads, K and V by the KV heads).
+  std::function<std::vector<Segment>(const HyperParams&, uint32_t layer)> segments;
   const char* role = "";
   // A block tensor the NextN/MTP block holds but does not run (its DSA indexer: the MTP
   // block attends densely); left skipped when the MTP block is mapped.

@@ -100,6 +100,9 @@ TensorSpec Block(const char* name, Scope scope, std::function<Dims(const HP&, ui
   t.split = split;
   t.split_unit = std::move(unit);
   t.role = role;
+  if (split == SplitKind::kExpertRows || split == SplitKind::kExpertColumns) {
+    t.partition = Partition::kExpertFfn;
+  }
   return t;
 }
 
@@ -116,18 +119,18 @@ void AddGlobals(std::vector<TensorSpec>& t, bool output_bias, bool rope_freqs) {
   auto embd = [](const HP& hp, uint32_t) { return Dims{I(hp.n_embd), I(hp.n_vocab)}; };
   t.push_back(Global("token_embd.weight", embd, Need::kRequired, false, SplitKind::kOutputRows,
                      "token embeddings (vocabulary-parallel)"));
-  t.back().uneven_ok = true;
+  t.back().partition = Partition::kVocab;
   t.push_back(Global(
       "output_norm.weight", [](const HP& hp, uint32_t) { return Dims{I(hp.n_embd)}; },
       Need::kRequired, true, SplitKind::kReplicated, "final RMSNorm"));
   t.push_back(Global("output.weight", embd, Need::kOptional, false, SplitKind::kOutputRows,
                      "LM head (absent: tied to token_embd)"));
-  t.back().uneven_ok = true;
+  t.back().partition = Partition::kVocab;
   if (output_bias) {
     t.push_back(Global(
         "output.bias", [](const HP& hp, uint32_t) { return Dims{I(hp.n_vocab)}; }, Need::kOptional,
         true, SplitKind::kOutputRows, "LM head bias"));
-    t.back().uneven_ok = true;
+    t.back().partition = Partition::kVocab;
   }
   if (rope_freqs) {
     t.push_back(Global(
@@ -165,26 +168,32 @@ void AddDenseAttention(std::vector<TensorSpec>& t, DenseAttentionOptions o) {
         return Dims{I(hp.n_embd), q_rows(hp, l)};
       },
       separate, false, SplitKind::kOutputRows, dk, "W_q (whole heads per rank)"));
+  t.back().partition = Partition::kHeads;
   t.push_back(Block(
       "attn_k.weight", Scope::kBlock,
       [k_rows](const HP& hp, uint32_t l) {
         return Dims{I(hp.n_embd), k_rows(hp, l)};
       },
       separate, false, SplitKind::kOutputRows, dk, "W_k (whole KV heads per rank)"));
+  t.back().partition = Partition::kKvHeads;
   t.push_back(Block(
       "attn_v.weight", Scope::kBlock,
       [v_rows](const HP& hp, uint32_t l) {
         return Dims{I(hp.n_embd), v_rows(hp, l)};
       },
       separate, false, SplitKind::kOutputRows, dv, "W_v (whole KV heads per rank)"));
+  t.back().partition = Partition::kKvHeads;
   TensorSpec qkv = Block(
       "attn_qkv.weight", Scope::kBlock,
       [=](const HP& hp, uint32_t l) {
         return Dims{I(hp.n_embd), q_rows(hp, l) + k_rows(hp, l) + v_rows(hp, l)};
       },
       Optional, false, SplitKind::kOutputRows, dk, "fused Q|K|V projection");
+  qkv.partition = Partition::kHeads;
   qkv.segments = [=](const HP& hp, uint32_t l) {
-    return std::vector<int64_t>{q_rows(hp, l), k_rows(hp, l), v_rows(hp, l)};
+    return std::vector<Segment>{{q_rows(hp, l), Partition::kHeads, dk(hp, l)},
+                                {k_rows(hp, l), Partition::kKvHeads, dk(hp, l)},
+                                {v_rows(hp, l), Partition::kKvHeads, dv(hp, l)}};
   };
   t.push_back(qkv);
   if (o.biases) {
@@ -192,14 +201,17 @@ void AddDenseAttention(std::vector<TensorSpec>& t, DenseAttentionOptions o) {
         "attn_q.bias", Scope::kBlock,
         [q_rows](const HP& hp, uint32_t l) { return Dims{q_rows(hp, l)}; }, separate_bias, true,
         SplitKind::kOutputRows, dk, "Q bias"));
+    t.back().partition = Partition::kHeads;
     t.push_back(Block(
         "attn_k.bias", Scope::kBlock,
         [k_rows](const HP& hp, uint32_t l) { return Dims{k_rows(hp, l)}; }, separate_bias, true,
         SplitKind::kOutputRows, dk, "K bias"));
+    t.back().partition = Partition::kKvHeads;
     t.push_back(Block(
         "attn_v.bias", Scope::kBlock,
         [v_rows](const HP& hp, uint32_t l) { return Dims{v_rows(hp, l)}; }, separate_bias, true,
         SplitKind::kOutputRows, dv, "V bias"));
+    t.back().partition = Partition::kKvHeads;
   }
   if (o.qk_norm != Need::kNotExpected) {
     Need n = o.qk_norm;
@@ -213,6 +225,7 @@ void AddDenseAttention(std::vector<TensorSpec>& t, DenseAttentionOptions o) {
         return Dims{I(hp.n_head[l] * hp.head_dim_v), I(hp.n_embd)};
       },
       Required, false, SplitKind::kInputColumns, dv, "W_o (input columns by head, all-reduce)"));
+  t.back().partition = Partition::kHeads;
   if (o.output_bias) {
     t.push_back(Norm(
         "attn_output.bias", Scope::kBlock, [](const HP& hp, uint32_t) { return I(hp.n_embd); },
@@ -229,18 +242,21 @@ void AddDenseFfn(std::vector<TensorSpec>& t, Scope scope) {
         return Dims{I(hp.n_embd), I(hp.n_ff[l])};
       },
       Required, false, SplitKind::kOutputRows, one, "SwiGLU gate"));
+  t.back().partition = Partition::kFfn;
   t.push_back(Block(
       "ffn_up.weight", scope,
       [](const HP& hp, uint32_t l) {
         return Dims{I(hp.n_embd), I(hp.n_ff[l])};
       },
       Required, false, SplitKind::kOutputRows, one, "SwiGLU up"));
+  t.back().partition = Partition::kFfn;
   t.push_back(Block(
       "ffn_down.weight", scope,
       [](const HP& hp, uint32_t l) {
         return Dims{I(hp.n_ff[l]), I(hp.n_embd)};
       },
       Required, false, SplitKind::kInputColumns, one, "SwiGLU down (all-reduce)"));
+  t.back().partition = Partition::kFfn;
 }
 
 struct MoeOptions {
@@ -283,7 +299,8 @@ void AddMoe(std::vector<TensorSpec>& t, MoeOptions o) {
         },
         Optional, false, SplitKind::kExpertRows, one, "fused expert gate|up");
     f.segments = [](const HP& hp, uint32_t) {
-      return std::vector<int64_t>{I(hp.n_ff_exp), I(hp.n_ff_exp)};
+      return std::vector<Segment>{{I(hp.n_ff_exp), Partition::kExpertFfn, 1},
+                                  {I(hp.n_ff_exp), Partition::kExpertFfn, 1}};
     };
     t.push_back(f);
   }
@@ -303,18 +320,21 @@ void AddMoe(std::vector<TensorSpec>& t, MoeOptions o) {
         return Dims{I(hp.n_embd), sh_width(hp)};
       },
       shared, false, SplitKind::kOutputRows, one, "shared expert gate"));
+  t.back().partition = Partition::kSharedFfn;
   t.push_back(Block(
       "ffn_up_shexp.weight", Scope::kMoeBlock,
       [sh_width](const HP& hp, uint32_t) {
         return Dims{I(hp.n_embd), sh_width(hp)};
       },
       shared, false, SplitKind::kOutputRows, one, "shared expert up"));
+  t.back().partition = Partition::kSharedFfn;
   t.push_back(Block(
       "ffn_down_shexp.weight", Scope::kMoeBlock,
       [sh_width](const HP& hp, uint32_t) {
         return Dims{sh_width(hp), I(hp.n_embd)};
       },
       shared, false, SplitKind::kInputColumns, one, "shared expert down (all-reduce)"));
+  t.back().partition = Partition::kSharedFfn;
 }
 
 // Multi-head latent attention (spec 10.2-10.4).
@@ -351,12 +371,14 @@ void AddMla(std::vector<TensorSpec>& t) {
         return Dims{I(hp.q_lora_rank), I(hp.n_head[l] * hp.key_length_mla)};
       },
       q_lora, false, SplitKind::kOutputRows, dq, "q up-projection (whole heads per rank)"));
+  t.back().partition = Partition::kHeads;
   t.push_back(Block(
       "attn_q.weight", Scope::kBlock,
       [](const HP& hp, uint32_t l) {
         return Dims{I(hp.n_embd), I(hp.n_head[l] * hp.key_length_mla)};
       },
       no_q_lora, false, SplitKind::kOutputRows, dq, "W_q without q LoRA (whole heads per rank)"));
+  t.back().partition = Partition::kHeads;
   t.push_back(Block(
       "attn_kv_a_mqa.weight", Scope::kBlock,
       [](const HP& hp, uint32_t) {
@@ -373,12 +395,14 @@ void AddMla(std::vector<TensorSpec>& t) {
         return Dims{I(hp.qk_nope()), I(hp.kv_lora_rank), I(hp.n_head[l])};
       },
       split_kv_b, false, SplitKind::kHeads, one, "per-head (W_UK)^T, absorbed into q"));
+  t.back().partition = Partition::kHeads;
   t.push_back(Block(
       "attn_v_b.weight", Scope::kBlock,
       [](const HP& hp, uint32_t l) {
         return Dims{I(hp.kv_lora_rank), I(hp.value_length_mla), I(hp.n_head[l])};
       },
       split_kv_b, false, SplitKind::kHeads, one, "per-head W_UV"));
+  t.back().partition = Partition::kHeads;
   t.push_back(Block(
       "attn_kv_b.weight", Scope::kBlock,
       [](const HP& hp, uint32_t l) {
@@ -387,6 +411,7 @@ void AddMla(std::vector<TensorSpec>& t) {
       legacy_kv_b, false, SplitKind::kOutputRows,
       [](const HP& hp, uint32_t) { return I(hp.qk_nope() + hp.value_length_mla); },
       "legacy unsplit kv_b_proj (split into attn_k_b/attn_v_b at load)"));
+  t.back().partition = Partition::kHeads;
   t.push_back(Block(
       "attn_output.weight", Scope::kBlock,
       [](const HP& hp, uint32_t l) {
@@ -395,6 +420,7 @@ void AddMla(std::vector<TensorSpec>& t) {
       Required, false, SplitKind::kInputColumns,
       [](const HP& hp, uint32_t) { return I(hp.value_length_mla); },
       "W_o (input columns by head, all-reduce)"));
+  t.back().partition = Partition::kHeads;
 }
 
 // The DSA lightning indexer (spec 12.2, 12.4); small, so replicated (spec 16).
@@ -454,10 +480,10 @@ std::vector<TensorSpec> NextnTensors() {
                    "MTP head RMSNorm (absent: output_norm)"));
   t.push_back(Block("nextn.shared_head_head.weight", Scope::kBlock, vocab, Optional, false,
                     SplitKind::kOutputRows, nullptr, "MTP LM head (absent: output.weight)"));
-  t.back().uneven_ok = true;
+  t.back().partition = Partition::kVocab;
   t.push_back(Block("nextn.embed_tokens.weight", Scope::kBlock, vocab, Optional, false,
                     SplitKind::kOutputRows, nullptr, "MTP token embeddings (absent: token_embd)"));
-  t.back().uneven_ok = true;
+  t.back().partition = Partition::kVocab;
   return t;
 }
 
@@ -602,6 +628,26 @@ std::string_view SplitKindName(SplitKind k) {
       return "split by experts' intermediate rows";
     case SplitKind::kExpertColumns:
       return "split by experts' intermediate columns";
+  }
+  return "?";
+}
+
+std::string_view PartitionName(Partition p) {
+  switch (p) {
+    case Partition::kNone:
+      return "replicated";
+    case Partition::kVocab:
+      return "vocabulary";
+    case Partition::kHeads:
+      return "attention heads";
+    case Partition::kKvHeads:
+      return "KV heads";
+    case Partition::kFfn:
+      return "dense FFN";
+    case Partition::kExpertFfn:
+      return "routed experts";
+    case Partition::kSharedFfn:
+      return "shared experts";
   }
   return "?";
 }

@@ -373,7 +373,17 @@ void WriteKeys(const ArchSpec& arch, const HyperParams& hp, gguf::Metadata& md) 
 }  // namespace
 
 std::vector<std::string> SyntheticPresets() {
-  return {"tiny", "small", "124m", "moe-1g", "glm5-shape"};
+  return {"tiny",
+          "small",
+          "uneven",
+          "ep-1408",
+          "124m",
+          "moe-1g",
+          "glm5-shape",
+          "deepseek-v3-shape",
+          "qwen3-235b-shape",
+          "qwen3-30b-shape",
+          "glm45-air-shape"};
 }
 
 std::vector<std::string> SyntheticQuants() {
@@ -437,6 +447,46 @@ absl::StatusOr<HyperParams> SyntheticHyperParams(const SyntheticOptions& o) {
       hp.indexer_top_k = 16;
     }
     if (o.arch == "glm-dsa" || o.arch == "glm4moe") hp.n_nextn = 1;
+  } else if (o.preset == "uneven" || o.preset == "ep-1408") {
+    // Shapes that tensor parallelism cannot divide evenly (every architecture): 8 heads of 32
+    // (attn_output's 256 columns are one K-quant block) over 2 KV heads (fewer than 3 or 4
+    // ranks, whose query heads then cut a group), a dense FFN of 768 (three K-quant blocks);
+    // MoE: 6 experts of 192 columns (less than one K-quant block: expert parallelism), or
+    // with ep-1408 of 1,408 columns (GLM-4.5-Air's: 5.5 K-quant blocks).
+    if (o.preset == "ep-1408" && !moe) {
+      return absl::InvalidArgumentError("preset ep-1408 is for MoE architectures");
+    }
+    d = 256;
+    layers = 3;
+    heads = 8;
+    kv_heads = 2;
+    head_dim = 32;
+    ff = 768;
+    hp.n_ctx_train = 4096;
+    hp.rope_freq_base = 10000.0f;
+    hp.rms_eps = mla ? 1e-6f : 1e-5f;
+    if (moe) {
+      hp.n_expert = 6;
+      hp.n_expert_used = 2;
+      hp.n_ff_exp = o.preset == "ep-1408" ? 1408 : 192;
+      hp.n_expert_shared = o.arch == "qwen3moe" ? 0 : 1;
+      hp.n_leading_dense = o.arch == "qwen3moe" ? 0 : 1;
+      hp.expert_weights_scale = o.arch == "qwen3moe" ? 0.0f : 2.5f;
+      hp.expert_weights_norm = true;
+      hp.gating_func = o.arch == "qwen3moe" ? 0 : 2;
+    }
+    if (mla) {
+      hp.q_lora_rank = d;
+      hp.kv_lora_rank = 256;
+      hp.n_rot = 32;
+      hp.key_length_mla = 96;
+      hp.value_length_mla = 64;
+    }
+    if (o.arch == "glm-dsa") {
+      hp.indexer_heads = 4;
+      hp.indexer_head_dim = 64;
+      hp.indexer_top_k = 16;
+    }
   } else if (o.preset == "124m") {
     // A llama-shaped ~124M-parameter model for benchmarks: hidden 768, 12 layers, 12 heads /
     // 4 KV heads, FFN 2048, vocabulary 32000.
@@ -451,11 +501,15 @@ absl::StatusOr<HyperParams> SyntheticHyperParams(const SyntheticOptions& o) {
     hp.rope_freq_base = 500000.0f;
     hp.rms_eps = 1e-5f;
     hp.n_vocab = 32000;
-  } else if (o.preset == "moe-1g") {
+  } else if (o.preset == "moe-1g" || o.preset == "moe-1g-ep") {
     // A deepseek2-shaped model of about 1 GB at Q8_0 for benchmarks: 64 experts, top-8,
-    // 8 blocks (1 dense), MLA with q LoRA, vocabulary 32000.
-    if (o.arch != "deepseek2")
-      return absl::InvalidArgumentError("preset moe-1g is for --arch deepseek2");
+    // 8 blocks (1 dense), MLA with q LoRA, vocabulary 32000. moe-1g-ep: experts of 480
+    // columns (15 blocks of 32, under one 256-block pair: no even split over 2 or 4 ranks,
+    // so tensor parallelism deals the experts out whole).
+    if (o.arch != "deepseek2") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("preset ", o.preset, " is for --arch deepseek2"));
+    }
     d = 1024;
     layers = 8;
     heads = 8;
@@ -466,7 +520,7 @@ absl::StatusOr<HyperParams> SyntheticHyperParams(const SyntheticOptions& o) {
     hp.rms_eps = 1e-6f;
     hp.n_expert = 64;
     hp.n_expert_used = 8;
-    hp.n_ff_exp = 512;
+    hp.n_ff_exp = o.preset == "moe-1g-ep" ? 480 : 512;
     hp.n_expert_shared = 1;
     hp.n_leading_dense = 1;
     hp.n_expert_groups = 8;
@@ -480,10 +534,92 @@ absl::StatusOr<HyperParams> SyntheticHyperParams(const SyntheticOptions& o) {
     hp.key_length_mla = 96;
     hp.value_length_mla = 64;
     hp.n_vocab = 32000;
+  } else if (o.preset == "deepseek-v3-shape") {
+    // DeepSeek-V3 / R1 (HF config.json): MLA with q LoRA, 256 experts top-8 in 8 groups.
+    if (o.arch != "deepseek2") {
+      return absl::InvalidArgumentError("preset deepseek-v3-shape is for --arch deepseek2");
+    }
+    d = 7168;
+    layers = 61;
+    heads = 128;
+    kv_heads = 1;
+    head_dim = 0;
+    ff = 18432;
+    hp.n_ctx_train = 163840;
+    hp.rms_eps = 1e-6f;
+    hp.n_expert = 256;
+    hp.n_expert_used = 8;
+    hp.n_ff_exp = 2048;
+    hp.n_expert_shared = 1;
+    hp.n_leading_dense = 3;
+    hp.n_expert_groups = 8;
+    hp.n_group_used = 4;
+    hp.expert_weights_scale = 2.5f;
+    hp.expert_weights_norm = true;
+    hp.gating_func = 2;
+    hp.q_lora_rank = 1536;
+    hp.kv_lora_rank = 512;
+    hp.n_rot = 64;
+    hp.key_length_mla = 192;
+    hp.value_length_mla = 128;
+    hp.rope_scaling_type = "yarn";
+    hp.rope_scaling_factor = 40.0f;
+    hp.rope_orig_ctx = 4096;
+    hp.yarn_log_multiplier = 0.1f;
+    hp.n_vocab = 129280;
+    hp.n_nextn = 1;
+  } else if (o.preset == "qwen3-235b-shape" || o.preset == "qwen3-30b-shape") {
+    // Qwen3-235B-A22B and Qwen3-30B-A3B (HF config.json): 128 experts top-8 of 1,536 and
+    // 768 columns, 4 KV heads of 128.
+    if (o.arch != "qwen3moe") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("preset ", o.preset, " is for --arch qwen3moe"));
+    }
+    const bool big = o.preset == "qwen3-235b-shape";
+    d = big ? 4096 : 2048;
+    layers = big ? 94 : 48;
+    heads = big ? 64 : 32;
+    kv_heads = 4;
+    head_dim = 128;
+    ff = big ? 12288 : 6144;
+    hp.n_ctx_train = 40960;
+    hp.rope_freq_base = 1e6f;
+    hp.rms_eps = 1e-6f;
+    hp.n_expert = 128;
+    hp.n_expert_used = 8;
+    hp.n_ff_exp = big ? 1536 : 768;
+    hp.expert_weights_norm = true;
+    hp.n_vocab = 151936;
+  } else if (o.preset == "glm45-air-shape") {
+    // GLM-4.5-Air (HF config.json): 128 experts top-8 of 1,408 columns plus a shared one,
+    // one leading dense block, 96 heads over 8 KV heads, partial rotary, an MTP block.
+    if (o.arch != "glm4moe") {
+      return absl::InvalidArgumentError("preset glm45-air-shape is for --arch glm4moe");
+    }
+    d = 4096;
+    layers = 46;
+    heads = 96;
+    kv_heads = 8;
+    head_dim = 128;
+    ff = 10944;
+    hp.n_ctx_train = 131072;
+    hp.rope_freq_base = 1e6f;
+    hp.rms_eps = 1e-5f;
+    hp.n_expert = 128;
+    hp.n_expert_used = 8;
+    hp.n_ff_exp = 1408;
+    hp.n_expert_shared = 1;
+    hp.n_leading_dense = 1;
+    hp.expert_weights_scale = 1.0f;
+    hp.expert_weights_norm = true;
+    hp.gating_func = 2;
+    hp.n_vocab = 151552;
+    hp.n_nextn = 1;
   } else if (o.preset == "glm5-shape") {
     if (o.arch != "glm-dsa") {
       return absl::InvalidArgumentError("preset glm5-shape is GLM-5's shape: use --arch glm-dsa");
     }
+    hp.n_vocab = 154880;
     // ../shared/spec/glm5-scenario.md
     d = 6144;
     layers = 78;
@@ -543,17 +679,20 @@ absl::StatusOr<gguf::GgufWriter> BuildSyntheticModel(const SyntheticOptions& o) 
   auto hp_or = SyntheticHyperParams(o);
   if (!hp_or.ok()) return hp_or.status();
   HyperParams hp = *hp_or;
-  auto mix = ParseQuant(o.preset == "glm5-shape" && o.quant == "F32" ? "UD-Q4_K_XL" : o.quant);
+  // The real models' shapes: headers only (data as holes), in their usual quant mixes.
+  const bool sparse = absl::EndsWith(o.preset, "-shape");
+  auto mix = ParseQuant(!sparse || o.quant != "F32" ? o.quant
+                        : o.preset == "glm5-shape"  ? "UD-Q4_K_XL"
+                                                    : "Q4_K_M");
   if (!mix.ok()) return mix.status();
   const ArchSpec& arch = *FindArch(o.arch);
-  const bool sparse = o.preset == "glm5-shape";
 
   gguf::GgufWriter w;
   gguf::Metadata& md = w.metadata();
   md.Set("general.architecture", Value::String(o.arch));
   md.Set("general.type", Value::String("model"));
   md.Set("general.name", Value::String(absl::StrCat("tessera-synthetic-", o.arch, "-", o.preset)));
-  hp.n_vocab = AddVocabulary(o.arch, sparse ? 154880 : hp.n_vocab, md);
+  hp.n_vocab = AddVocabulary(o.arch, hp.n_vocab, md);
   WriteKeys(arch, hp, md);
   md.Set(absl::StrCat(o.arch, ".vocab_size"), Value::U32(hp.n_vocab));
   md.Set("general.file_type", Value::U32(FileType(o.quant)));

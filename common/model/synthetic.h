@@ -17,7 +17,7 @@ namespace tessera::model {
 
 struct SyntheticOptions {
   std::string arch = "llama";
-  std::string preset = "tiny";  // tiny | small | glm5-shape
+  std::string preset = "tiny";  // SyntheticPresets()
   std::string quant = "F32";    // F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K..Q6_K, Q4_K_M,
                                 // UD-Q4_K_XL (the glm5-shape default)
   uint64_t seed = 1;

@@ -48,7 +48,8 @@ struct DaemonConfig {
   std::string dtype;          // auto | float32 | bfloat16 | float16
   bool exact = false;
   bool batch_invariant = true;
-  std::string repack_weights = "auto";  // auto | on | off
+  std::string repack_weights = "auto";   // auto | on | off
+  std::string expert_parallel = "auto";  // auto | on | off
   // --- scheduling and limits ---
   int64_t max_model_len = 0;  // 0: the model's context length
   int64_t kv_block_size = 0;

@@ -2,6 +2,7 @@
 // then validation.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "controller/config/daemon_config.h"
 #include "controller/config/options.h"
 #include "controller/config/units.h"
@@ -117,6 +119,14 @@ absl::Status FlagError(const std::string& flag, const std::string& message) {
   return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", message));
 }
 
+// An enum option whose values include on and off: also a bare --flag or --no-flag.
+static bool IsOnOffEnum(const OptionSpec& opt) {
+  if (opt.type != OptionType::kEnum) return false;
+  const std::vector<std::string> values = absl::StrSplit(opt.choices, '|');
+  return std::find(values.begin(), values.end(), "on") != values.end() &&
+         std::find(values.begin(), values.end(), "off") != values.end();
+}
+
 absl::Status ApplyFlags(const std::vector<std::string>& args, DaemonConfig* config,
                         Origins* origins) {
   for (size_t i = 0; i < args.size(); ++i) {
@@ -136,11 +146,19 @@ absl::Status ApplyFlags(const std::vector<std::string>& args, DaemonConfig* conf
     bool negated = false;
     if (opt == nullptr && absl::StartsWith(name, "no-")) {
       const OptionSpec* base = FindOption(name.substr(3));
-      if (base != nullptr && base->type == OptionType::kBool) {
+      if (base != nullptr && (base->type == OptionType::kBool || IsOnOffEnum(*base))) {
         if (value) return FlagError(name, "takes no value");
         opt = base;
         negated = true;
       }
+    }
+    if (opt != nullptr && IsOnOffEnum(*opt) && !value &&
+        (negated || i + 1 >= args.size() || absl::StartsWith(args[i + 1], "--"))) {
+      // --flag / --no-flag of an auto|on|off option: on / off.
+      (*origins)[opt->name] = Origin::kFlag;
+      absl::Status s = ApplyOptionText(*opt, negated ? "off" : "on", config);
+      if (!s.ok()) return FlagError(name, std::string(s.message()));
+      continue;
     }
     if (opt == nullptr) {
       return absl::InvalidArgumentError(

@@ -167,6 +167,22 @@ const OptionSpec kOptions[] = {
      "share one product also for the other types and CPUs, with results that may differ in "
      "the last bits with the batch.",
      &C::batch_invariant},
+    {"expert-parallel",
+     T::kEnum,
+     S::kParallelism,
+     "auto",
+     "",
+     "MODE",
+     "How MoE models' routed experts are divided among the --tp ranks. on "
+     "(also bare --expert-parallel): expert parallelism, each rank holds whole experts (dealt "
+     "out as evenly as the count allows) and computes the tokens routed to them; off (also "
+     "--no-expert-parallel): every expert's hidden dim is divided among the ranks; auto: "
+     "expert parallelism where the experts' hidden dim cannot be divided evenly in whole quant "
+     "blocks (Qwen3-235B-A22B at TP 8, say). Attention, dense FFNs and shared experts stay "
+     "tensor-parallel; `tessera validate --tp N` names the choice.",
+     &C::expert_parallel,
+     {},
+     "auto|on|off"},
     {"repack-weights",
      T::kEnum,
      S::kParallelism,

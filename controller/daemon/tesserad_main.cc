@@ -86,7 +86,8 @@ absl::StatusOr<std::string> DefaultModel(const std::string& cache_dir) {
 struct ModelFacts {
   serving::ModelInfo info;
   int64_t n_ctx = 0;
-  int64_t n_nextn = 0;  // NextN/MTP blocks the file has
+  int64_t n_nextn = 0;                      // NextN/MTP blocks the file has
+  std::vector<std::string> split_strategy;  // ShardPlan::strategy (tp > 1)
 };
 
 // Reads the model's metadata only (no weights) and checks that it can be served split
@@ -110,9 +111,12 @@ absl::StatusOr<ModelFacts> InspectModel(const config::DaemonConfig& c, const std
   if (!map.problems.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", absl::StrJoin(map.problems, "; ")));
   }
-  model::ShardPlan plan = model::BuildShardPlan(map, hp, tp);
+  model::PlanOptions plan_options;
+  plan_options.experts =
+      model::ParseExpertParallel(c.expert_parallel).value_or(model::ExpertParallel::kAuto);
+  model::ShardPlan plan = model::BuildShardPlan(map, hp, tp, plan_options);
   if (!plan.problems.empty()) {
-    std::vector<int> valid = model::ValidTpSizes(map, hp, 64);
+    std::vector<int> valid = model::ValidTpSizes(map, hp, 64, plan_options);
     return absl::InvalidArgumentError(absl::StrCat(
         path, " cannot be split ", tp, " ways: ", model::SummarizeProblems(plan.problems),
         " (valid --tp values: ", absl::StrJoin(valid, ", "), ")"));
@@ -131,6 +135,7 @@ absl::StatusOr<ModelFacts> InspectModel(const config::DaemonConfig& c, const std
   i.created_unix = static_cast<int64_t>(std::time(nullptr));
   f.n_ctx = hp.n_ctx_train;
   f.n_nextn = hp.n_nextn;
+  f.split_strategy = plan.strategy;
   if (c.speculative == "mtp") {
     if (const std::string why = model::MtpUnavailable(*arch, hp, arch_name); !why.empty()) {
       return absl::InvalidArgumentError(
@@ -211,6 +216,9 @@ int Serve(const config::DaemonConfig& c) {
     LogError(std::string(facts.status().message()));
     return 1;
   }
+  for (const std::string& line : facts->split_strategy) {
+    LogInfo(absl::StrCat("tensor split: ", line));
+  }
   auto text = serving::LoadModelText(file->metadata(), c.chat_template);
   if (!text.ok()) {
     LogError(absl::StrCat("the model's tokenizer or chat template cannot be loaded: ",
@@ -263,6 +271,7 @@ int Serve(const config::DaemonConfig& c) {
   wo.batch_invariant = c.batch_invariant;
   wo.load_mtp = c.speculative == "mtp";
   wo.weight_packing = c.repack_weights;
+  wo.expert_parallel = c.expert_parallel;
   wo.kv_block_size = static_cast<int>(c.kv_block_size);
   wo.gpus = placement->gpus;
   wo.comm_backend = placement->comm_backend;

@@ -135,6 +135,7 @@ v1::WorkerSetup WorkerGroup::Impl::SetupLocked(int rank, uint64_t gen) {
   setup.set_allow_batch_variance(!options.batch_invariant);
   setup.set_load_mtp(options.load_mtp);
   setup.set_weight_packing(options.weight_packing);
+  setup.set_expert_parallel(options.expert_parallel);
   setup.set_kv_block_size(options.kv_block_size);
   setup.set_kv_tokens(options.kv_tokens);
   setup.set_heartbeat_interval_ms(options.heartbeat_interval.count());

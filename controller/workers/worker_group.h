@@ -50,9 +50,10 @@ struct WorkerGroupOptions {
   std::vector<int> gpus;                     // one per rank (NCCL); empty: CPU workers
   std::string dtype = "auto";
   bool exact = false;
-  bool batch_invariant = true;          // see ExecutorOptions::batch_invariant
-  bool load_mtp = false;                // see ExecutorOptions::load_mtp (--speculative mtp)
-  std::string weight_packing = "auto";  // auto | on | off: ExecutorOptions::weight_packing
+  bool batch_invariant = true;           // see ExecutorOptions::batch_invariant
+  bool load_mtp = false;                 // see ExecutorOptions::load_mtp (--speculative mtp)
+  std::string expert_parallel = "auto";  // auto | on | off: ExecutorOptions::expert_parallel
+  std::string weight_packing = "auto";   // auto | on | off: ExecutorOptions::weight_packing
   int kv_block_size = model::kDefaultKvBlockSize;
   int64_t kv_tokens = 0;
   double gpu_memory_utilization = 0.9;

@@ -20,7 +20,8 @@ __global__ void __launch_bounds__(kAttentionWarps* kWarpSize)
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int64_t qi = blockIdx.x;
   const int h = blockIdx.y;
-  const int kv_head = h / (a.heads / a.kv_heads);
+  const int kv_head =
+      a.group > 0 ? (a.head0 + h) / a.group - a.head0 / a.group : h / (a.heads / a.kv_heads);
   const T* q = static_cast<const T*>(a.q) + qi * a.q_token_stride + static_cast<int64_t>(h) * a.d_k;
   float qv[kPerLane];
 #pragma unroll

@@ -24,6 +24,10 @@ struct PagedAttentionArgs {
   int kv_heads = 0;  // 1 for MLA
   int d_k = 0;       // query/key width (MLA: kv_lora_rank + rope dim = 576)
   int d_v = 0;       // value width (MLA: kv_lora_rank = 512, the key's first values)
+  // GQA under tensor parallelism: the model's index of the first query head here and the
+  // model's query heads per KV head; query head h then uses KV head
+  // (head0 + h) / group − head0 / group (0: h / (heads / kv_heads)).
+  int head0 = 0, group = 0;
   int block_size = 0;
   float scale = 0.0f;  // s of spec 5.4 / 10.6
   // Query q of head h: q + q·q_token_stride + h·d_k. Output: out + q·out_token_stride + h·d_v.

@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(kGemvWarps* kWarpSize)
   if (row >= a.w.rows) return;  // the whole warp: no shuffle is left waiting
   const int64_t choices = a.tokens * a.used;
   for (int64_t choice = blockIdx.y; choice < choices; choice += gridDim.y) {  // t·used + j
-    const int m = a.ids[choice];
+    const int m = a.ids[choice] - a.member0;
     float acc = 0.0f;
     if (m >= 0 && m < a.members) {
       const uint8_t* wr = static_cast<const uint8_t*>(a.w.data) +

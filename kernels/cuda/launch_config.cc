@@ -250,7 +250,14 @@ absl::StatusOr<LaunchConfig> AttentionLaunch(const AttentionShape& s, int* per_l
                                 s.kv_heads, ", d_k ", s.d_k, ", d_v ", s.d_v, ", block size ",
                                 s.block_size, ": expected positive values"));
   }
-  if (s.heads % s.kv_heads != 0) {
+  if (s.group > 0
+          ? (s.head0 < 0 || s.kv_heads != (s.head0 + s.heads - 1) / s.group - s.head0 / s.group + 1)
+          : s.heads % s.kv_heads != 0) {
+    if (s.group > 0) {
+      return Invalid("attention", absl::StrCat("query heads ", s.head0, "..", s.head0 + s.heads - 1,
+                                               " in groups of ", s.group, " do not use ",
+                                               s.kv_heads, " KV heads"));
+    }
     return Invalid("attention", absl::StrCat(s.heads, " query heads are not a multiple of ",
                                              s.kv_heads, " KV heads (GQA)"));
   }

@@ -113,6 +113,9 @@ struct AttentionShape {
   int d_k = 0;          // key (and query) width
   int d_v = 0;          // value width
   int block_size = 0;   // tokens per KV-cache block
+  // A rank's range of a GQA model's query heads: the model's index of the first, and its
+  // query heads per KV head (0: heads / kv_heads, whole groups).
+  int head0 = 0, group = 0;
 };
 absl::StatusOr<LaunchConfig> AttentionLaunch(const AttentionShape& shape, int* per_lane,
                                              const DeviceLimits& limits = {});

@@ -33,6 +33,9 @@ struct GroupedGemvArgs {
   DeviceMatrix w;
   size_t member_bytes = 0;
   int members = 0;
+  // ids count from this member: id i uses member i − member0; ids outside the stack
+  // (another rank's experts under expert parallelism) give zero rows.
+  int member0 = 0;
   const int32_t* ids = nullptr;
   int64_t tokens = 0;
   int used = 0;

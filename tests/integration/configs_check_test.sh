@@ -23,16 +23,26 @@ for config in "$src"/deploy/configs/*.yaml; do
     status=1
   fi
 done
-# A config that cannot work is refused with the reason (TP 16 does not divide GLM-5's
-# expert FFN into whole quant blocks).
+# TP 16 (multi-host) plans too: 8 quant blocks of expert FFN cannot be shared by 16 ranks,
+# so the routed experts go whole to the ranks (expert parallelism, 16 each), and the log
+# says so.
 if out=$("$tesserad" --config "$src/deploy/configs/glm5-8gpu.yaml" --model "$glm5" --tp 16 \
-  --gpus 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15 --check 2>&1); then
-  echo "FAIL: --tp 16 on GLM-5 was accepted"
+  --gpus 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15 --check 2>&1) &&
+  [[ "$out" == *"routed experts: expert parallel, 256 experts: 16/16/16/16/16/16/16/16/16/16/16/16/16/16/16/16"* ]]; then
+  echo "ok   --tp 16: expert parallel"
+else
+  echo "FAIL: --tp 16 on GLM-5: $out"
   status=1
-elif [[ "$out" != *"cannot be split 16 ways"*"valid --tp values: 1, 2, 4, 8"* ]]; then
-  echo "FAIL: unexpected error for --tp 16: $out"
+fi
+# A config that cannot work is refused with the reason.
+if out=$("$tesserad" --config "$src/deploy/configs/glm5-8gpu.yaml" --model "$glm5" \
+  --expert-parallel sometimes --check 2>&1); then
+  echo "FAIL: --expert-parallel sometimes was accepted"
+  status=1
+elif [[ "$out" != *"--expert-parallel"*"auto|on|off"* ]]; then
+  echo "FAIL: unexpected error for --expert-parallel sometimes: $out"
   status=1
 else
-  echo "ok   --tp 16 refused: ${out:0:160}..."
+  echo "ok   --expert-parallel sometimes refused: ${out:0:160}..."
 fi
 exit $status

@@ -47,6 +47,8 @@ using ConnectFn = std::function<absl::StatusOr<std::unique_ptr<comm::Communicato
 struct RanksResult {
   std::vector<float> logits;  // rank 0's logits of every step, flattened
   std::string rank0_error;    // "" when rank 0 succeeded
+  // Every rank's step traces (the experts each token chose), one per step, where asked.
+  std::vector<std::vector<executor::StepTrace>> traces;
 };
 
 // Called on rank r's thread after each of its steps, with its communicator (null at TP 1).
@@ -61,9 +63,10 @@ inline RanksResult RunOnRanks(const std::string& path, int tp,
                               const ConnectFn& connect,
                               const std::vector<std::vector<executor::SequenceInput>>& steps,
                               bool rank0_error_expected = false,
-                              const AfterStepFn& after_step = nullptr) {
+                              const AfterStepFn& after_step = nullptr, bool trace = false) {
   std::vector<std::vector<float>> out(tp);
   std::vector<std::string> errors(tp);
+  std::vector<std::vector<executor::StepTrace>> traces(tp);
   std::vector<std::thread> threads;
   for (int r = 0; r < tp; ++r) {
     threads.emplace_back([&, r] {
@@ -86,7 +89,8 @@ inline RanksResult RunOnRanks(const std::string& path, int tp,
         return;
       }
       for (size_t k = 0; k < steps.size(); ++k) {
-        auto logits = (*ex)->Step(steps[k]);
+        executor::StepTrace* t = trace ? &traces[r].emplace_back() : nullptr;
+        auto logits = (*ex)->Step(steps[k], t);
         if (!logits.ok()) {
           errors[r] = absl::StrCat("Step: ", logits.status().ToString());
           return;
@@ -97,7 +101,7 @@ inline RanksResult RunOnRanks(const std::string& path, int tp,
     });
   }
   for (auto& t : threads) t.join();
-  RanksResult result{out[0], errors[0]};
+  RanksResult result{out[0], errors[0], std::move(traces)};
   if (rank0_error_expected && !errors[0].empty()) return result;
   for (int r = 0; r < tp; ++r) EXPECT_EQ(errors[r], "") << "tp " << tp << " rank " << r;
   for (int r = 1; r < tp; ++r) {

@@ -160,8 +160,20 @@ TEST_F(ConfigTest, BooleanFlagForms) {
   EXPECT_TRUE(Load("exact: on\n")->exact);
   EXPECT_THAT(Error("", {"--no-exact=1"}), HasSubstr("takes no value"));
   EXPECT_THAT(Error("", {"--exact=maybe"}), HasSubstr("--exact: expected a boolean"));
-  // --no- only negates booleans.
+  // --no- only negates booleans (and auto|on|off options, below).
   EXPECT_THAT(Error("", {"--no-tp"}), HasSubstr("unknown flag --no-tp"));
+}
+
+TEST_F(ConfigTest, OnOffOptionsTakeBareFlags) {
+  EXPECT_EQ(Load("", {})->expert_parallel, "auto");
+  EXPECT_EQ(Load("", {"--expert-parallel"})->expert_parallel, "on");
+  EXPECT_EQ(Load("", {"--expert-parallel", "--tp", "2"})->expert_parallel, "on");
+  EXPECT_EQ(Load("", {"--expert-parallel", "--tp", "2"})->tp, 2);
+  EXPECT_EQ(Load("", {"--expert-parallel", "off"})->expert_parallel, "off");
+  EXPECT_EQ(Load("", {"--expert-parallel=auto"})->expert_parallel, "auto");
+  EXPECT_EQ(Load("expert-parallel: on\n", {"--no-expert-parallel"})->expert_parallel, "off");
+  EXPECT_THAT(Error("", {"--no-expert-parallel=on"}), HasSubstr("takes no value"));
+  EXPECT_THAT(Error("", {"--expert-parallel", "maybe"}), HasSubstr("auto|on|off"));
 }
 
 TEST_F(ConfigTest, ValuesOfEachType) {

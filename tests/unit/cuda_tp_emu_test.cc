@@ -21,6 +21,8 @@
 #include "common/gguf/split.h"
 #include "common/model/arch.h"
 #include "common/model/hparams.h"
+#include "common/model/shard_plan.h"
+#include "common/model/synthetic.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/emu/emu_runtime.h"
@@ -103,10 +105,12 @@ enum class CommKind { kDevice, kHost };
 // testing::RunOnRanks.
 testing::RanksResult RunScript(const std::string& path, int tp, CommKind kind,
                                const std::vector<std::vector<SequenceInput>>& steps,
-                               const testing::AfterStepFn& after_step = nullptr) {
+                               const testing::AfterStepFn& after_step = nullptr,
+                               model::ExpertParallel ep = model::ExpertParallel::kAuto) {
   gloo::rendezvous::HashStore store;
-  auto options = [](int) {
+  auto options = [ep](int) {
     ExecutorOptions o;
+    o.expert_parallel = ep;
     o.device = Device::kCuda;
     o.exact = true;
     o.kv_tokens = 64;
@@ -297,6 +301,51 @@ TEST(EmulatedTpTiming, EveryStepTimesEachOfItsAllReducesOnceGraphsIncluded) {
   EXPECT_EQ(r.rank0_error, "");
   EXPECT_EQ(checked, 2 * 5);  // 2 ranks x (1 prefill + 4 decodes)
   for (const std::string& p : problems) ADD_FAILURE() << p;
+}
+
+// Shapes TP cannot divide evenly (the "uneven" preset: 8 heads of 32 over 2 KV heads, an
+// FFN of three K-quant blocks, 6 experts of 192; glm4moe's experts of 1,408) at TP 3 on the
+// GPU executor: uneven head shares whose ranks keep the KV heads their query heads use (at
+// Q8_0 rank 1's heads cut a group), zero shares (Q6_K: attn_output's 256 columns are one
+// block, so one rank computes every head), and the routed experts divided either way
+// (expert parallelism: each rank's grouped products skip the others' experts).
+TEST(EmulatedTpUneven, ThreeRanksGiveTheOneRankLogits) {
+  struct Uneven {
+    const char* arch;
+    const char* quant;
+    const char* preset;
+  };
+  for (const Uneven& u :
+       {Uneven{"llama", "Q8_0", "uneven"}, Uneven{"qwen3", "Q6_K", "uneven"},
+        Uneven{"qwen3moe", "Q8_0", "uneven"}, Uneven{"deepseek2", "Q8_0", "uneven"},
+        Uneven{"glm4moe", "Q8_0", "ep-1408"}, Uneven{"glm-dsa", "Q6_K", "uneven"}}) {
+    model::SyntheticOptions o;
+    o.arch = u.arch;
+    o.quant = u.quant;
+    o.preset = u.preset;
+    o.seed = 31;
+    const std::string path = testing::WriteSyntheticModel(o, "emu-tp-uneven");
+    const auto steps = testing::PrefillThenDecode(19, 5, 3);
+    const testing::RanksResult one = RunScript(path, 1, CommKind::kDevice, steps);
+    ASSERT_EQ(one.rank0_error, "") << u.arch;
+    const bool moe = std::string(u.arch) != "llama" && std::string(u.arch) != "qwen3";
+    for (model::ExpertParallel ep :
+         moe ? std::vector<model::ExpertParallel>{model::ExpertParallel::kOn,
+                                                  model::ExpertParallel::kOff}
+             : std::vector<model::ExpertParallel>{model::ExpertParallel::kAuto}) {
+      const testing::RanksResult three = RunScript(path, 3, CommKind::kDevice, steps, nullptr, ep);
+      ASSERT_EQ(three.rank0_error, "") << u.arch;
+      ASSERT_EQ(three.logits.size(), one.logits.size());
+      double worst = 0;
+      for (size_t i = 0; i < one.logits.size(); ++i) {
+        worst = std::max(worst, std::fabs(static_cast<double>(three.logits[i]) - one.logits[i]));
+      }
+      std::printf("emu_tp arch=%s %s %s tp=3 expert_parallel=%s max_abs=%.3g\n", u.arch, u.quant,
+                  u.preset, std::string(model::ExpertParallelName(ep)).c_str(), worst);
+      EXPECT_LE(worst, 2e-3) << u.arch << " " << u.quant << " expert parallel "
+                             << model::ExpertParallelName(ep);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllArchitectures, EmulatedTp,

@@ -96,14 +96,51 @@ TEST(Validate, SyntheticModelIsLoadable) {
   EXPECT_EQ(skipped, r.json["probes"]["mtp_tensors"].get<int>());
 }
 
-TEST(Validate, QuantBlocksLimitTheTpSize) {
-  // tiny Q4_K_M: attn_output rows are 256 = one K-quant block, so no split along them.
+TEST(Validate, QuantBlocksDecideUnevenShares) {
+  // tiny Q4_K_M: attn_output rows are 256 = one K-quant block, so each block's 4 heads go
+  // to one rank (rotated by block), and the plan says so.
   Result r = Validate({"--model", Synthetic("glm-dsa", "Q4_K_M"), "--tp", "2"});
-  EXPECT_EQ(r.rc, 1);
-  EXPECT_THAT(r.problems, HasSubstr("tensor blk.0.attn_output.weight (q4_K): splitting its rows "
-                                    "of 256 into 2 parts gives pieces of 128 elements"));
-  EXPECT_EQ(r.json["valid_tp"], nlohmann::json::array({1}));
-  EXPECT_EQ(Validate({"--model", Synthetic("glm-dsa", "Q4_K_M")}).rc, 0);
+  EXPECT_EQ(r.rc, 0) << r.problems;
+  EXPECT_THAT(r.json["strategy"].dump(), HasSubstr("attention heads: 4 over 2: 0/4 (uneven"));
+  EXPECT_THAT(r.json["valid_tp"], ::testing::Contains(2));
+  // The experts' 256 columns are one K-quant block too: whole experts per rank.
+  EXPECT_TRUE(r.json["expert_parallel"].get<bool>());
+  EXPECT_THAT(r.json["strategy"].dump(), HasSubstr("is 1 quant block, which 2 ranks cannot"));
+}
+
+TEST(Validate, ExpertParallelismIsChosenNamedAndOverridable) {
+  model::SyntheticOptions o;
+  o.arch = "qwen3moe";
+  o.preset = "uneven";  // 6 experts of 192 columns
+  o.quant = "Q8_0";
+  auto w = model::BuildSyntheticModel(o);
+  ASSERT_TRUE(w.ok());
+  const std::string path = Dir() + "/qwen3moe-uneven.gguf";
+  ASSERT_TRUE(w->WriteFile(path).ok());
+  // 192 columns are 6 blocks of 32: 4 ranks cannot share them evenly, so experts go whole.
+  Result r = Validate({"--model", path, "--tp", "4"});
+  EXPECT_EQ(r.rc, 0) << r.problems;
+  EXPECT_TRUE(r.json["expert_parallel"].get<bool>());
+  EXPECT_THAT(r.json["strategy"].dump(), HasSubstr("routed experts: expert parallel, 6 experts"));
+  EXPECT_THAT(r.json["strategy"].dump(), HasSubstr("4 ranks cannot share evenly"));
+  // Which experts live where: every rank's ranges, together each expert once per block.
+  std::vector<int> owners(6, 0);
+  for (const auto& rank : r.json["ranks"]) {
+    ASSERT_TRUE(rank.contains("experts"));
+    const auto& first = rank["experts"][0];
+    EXPECT_EQ(first["block"], 0);
+    for (int e = first["experts"][0]; e < first["experts"][1].get<int>(); ++e) ++owners[e];
+  }
+  EXPECT_EQ(owners, std::vector<int>(6, 1));
+  // Asked otherwise: every expert's hidden dim divided (unevenly), or EP where TP 3 would
+  // divide it evenly.
+  r = Validate({"--model", path, "--tp", "4", "--no-expert-parallel"});
+  EXPECT_EQ(r.rc, 0) << r.problems;
+  EXPECT_FALSE(r.json["expert_parallel"].get<bool>());
+  EXPECT_THAT(r.json["strategy"].dump(), HasSubstr("routed experts: 192 over 4"));
+  r = Validate({"--model", path, "--tp", "3", "--expert-parallel"});
+  EXPECT_TRUE(r.json["expert_parallel"].get<bool>());
+  EXPECT_THAT(r.json["strategy"].dump(), HasSubstr("--expert-parallel"));
 }
 
 TEST(Validate, MissingTensorIsNamed) {
@@ -165,13 +202,15 @@ TEST(Validate, UnsupportedQuantTypeIsNamed) {
   EXPECT_THAT(r.problems, HasSubstr("not supported"));
 }
 
-TEST(Validate, TpThatDoesNotDivideHeadsSuggestsValidSizes) {
-  // llama tiny: 4 query heads, 2 KV heads.
+TEST(Validate, FewerKvHeadsThanRanksAreReplicated) {
+  // llama tiny: 4 query heads over 2 KV heads; at TP 4 each rank keeps the KV head its one
+  // query head uses.
   Result r = Validate({"--model", Synthetic("llama"), "--tp", "4"});
-  EXPECT_EQ(r.rc, 1);
-  EXPECT_THAT(r.problems, HasSubstr("tensor blk.0.attn_k.weight (split by output rows): 2 heads"));
-  EXPECT_THAT(r.problems, HasSubstr("cannot be divided among 4 ranks"));
-  EXPECT_THAT(r.problems, HasSubstr("--tp 4 is not possible for this model; valid sizes: 1, 2"));
+  EXPECT_EQ(r.rc, 0) << r.problems;
+  EXPECT_THAT(r.json["strategy"].dump(), HasSubstr("KV heads: 2 over 4: 1/1/1/1 (replicated"));
+  EXPECT_THAT(r.json["valid_tp"], ::testing::Contains(4));
+  // 2 layers x 1 KV head x (64 + 64) x 2 bytes per token on every rank.
+  for (const auto& rank : r.json["ranks"]) EXPECT_EQ(rank["kv_bytes_per_token"], 2 * 128 * 2);
 }
 
 TEST(Validate, MissingRequiredKeyAndHfConfigOverride) {

@@ -88,7 +88,8 @@ absl::Status CpuOps::AttendRows(const float* q, int64_t nq, int64_t dk, const fl
 
 absl::Status CpuOps::WriteKv(int layer, const AttentionShape&, Act k, Act v) {
   for (int64_t t = 0; t < k.rows; ++t) {
-    impl_.cache->Write(layer, b_.slot[t], Row(k, t), v.empty() ? nullptr : Row(v, t));
+    impl_.cache->Write(layer, b_.slot[t], Row(k, t), v.empty() ? nullptr : Row(v, t),
+                       static_cast<int>(k.cols), v.empty() ? 0 : static_cast<int>(v.cols));
   }
   return absl::OkStatus();
 }
@@ -103,7 +104,6 @@ absl::Status CpuOps::Attend(int layer, const AttentionShape& shape, Act q, Act o
 absl::Status CpuOps::AttendGqa(int layer, const AttentionShape& shape, Act q_act, Act out) {
   const Batch& b = b_;
   const int64_t dk = shape.d_k, dv = shape.d_v, H = shape.heads, Hkv = shape.kv_heads;
-  const int64_t group = H / Hkv;
   const float* q = static_cast<const float*>(q_act.data);
   float* attn = static_cast<float*>(out.data);
   PagedKvCache& cache = *impl_.cache;
@@ -116,14 +116,17 @@ absl::Status CpuOps::AttendGqa(int layer, const AttentionShape& shape, Act q_act
       // token's own position (below, all such heads as tasks of the pool).
       for (int64_t t = t0; t < t1; ++t) {
         for (int64_t g = 0; g < Hkv; ++g) {
+          // KV head g's query heads (a whole group, unless the rank's heads cut one).
+          const auto [h0, h1] = shape.QueryHeadsOf(g);
+          if (h1 <= h0) continue;
           cpu::PagedAttentionArgs a = PagedArgs(layer, b.seqs[s], b.pos[t] + 1);
-          a.q = &q[(t * H + g * group) * dk];
-          a.nq = static_cast<int>(group);
+          a.q = &q[(t * H + h0) * dk];
+          a.nq = static_cast<int>(h1 - h0);
           a.ldq = a.dk = static_cast<int>(dk);
           a.k.offset = g * dk;
           a.v.offset = g * dv;
           a.dv = static_cast<int>(dv);
-          a.out = &attn[(t * H + g * group) * dv];
+          a.out = &attn[(t * H + h0) * dv];
           a.ld_out = dv;
           paged.push_back(a);
         }
@@ -139,6 +142,9 @@ absl::Status CpuOps::AttendGqa(int layer, const AttentionShape& shape, Act q_act
   std::vector<absl::Status> task_status(pool.size());
   auto attend_group = [&](int64_t task, int thread) {
     const auto [s, g] = gathered[task];
+    const auto [h0, h1] = shape.QueryHeadsOf(g);
+    const int64_t group = h1 - h0;
+    if (group <= 0) return;
     const int64_t t0 = b.seq_begin[s], t1 = b.seq_begin[s + 1], nt = t1 - t0;
     const int64_t n_keys = b.pos[t1 - 1] + 1;
     std::vector<float> kg(n_keys * dk), vg_t(dv * n_keys), vrow(dv), qg(nt * group * dk),
@@ -151,7 +157,7 @@ absl::Status CpuOps::AttendGqa(int layer, const AttentionShape& shape, Act q_act
     }
     for (int64_t t = 0; t < nt; ++t) {
       for (int64_t j = 0; j < group; ++j) {
-        std::copy_n(&q[((t0 + t) * H + g * group + j) * dk], dk, &qg[(t * group + j) * dk]);
+        std::copy_n(&q[((t0 + t) * H + h0 + j) * dk], dk, &qg[(t * group + j) * dk]);
       }
     }
     std::vector<int64_t> last(nt * group);
@@ -164,7 +170,7 @@ absl::Status CpuOps::AttendGqa(int layer, const AttentionShape& shape, Act q_act
     }
     for (int64_t t = 0; t < nt; ++t) {
       for (int64_t j = 0; j < group; ++j) {
-        std::copy_n(&og[(t * group + j) * dv], dv, &attn[((t0 + t) * H + g * group + j) * dv]);
+        std::copy_n(&og[(t * group + j) * dv], dv, &attn[((t0 + t) * H + h0 + j) * dv]);
       }
     }
   };

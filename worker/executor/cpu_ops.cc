@@ -250,6 +250,11 @@ absl::Status CpuOps::Copy(Act src, Act dst) {
   return absl::OkStatus();
 }
 
+absl::Status CpuOps::Zero(Act x) {
+  for (int64_t t = 0; t < x.rows; ++t) std::fill_n(Row(x, t), x.cols, 0.0f);
+  return absl::OkStatus();
+}
+
 absl::Status CpuOps::RoundToAct(Act x) {
   x.prec = Prec::kAct;
   Round(x);

@@ -43,6 +43,7 @@ class CpuOps {
   const Vec& output_norm() const { return impl_.weights.output_norm; }
   const Vec& output_bias() const { return impl_.weights.output_bias; }
   int tp_rank() const { return impl_.options.tp_rank; }
+  const model::BlockShare& share(int l) const { return impl_.shares[l]; }
   const HeadRows& head_rows() const { return head_rows_; }
   bool all_hidden_rows() const { return b_.all_hidden; }
 
@@ -154,7 +155,10 @@ class CpuOps {
   // The per-choice tensors' rows are grouped by expert (ops.h lets the device choose their
   // order): expert e's rows are [expert_begin_[e], expert_begin_[e + 1]); choice k of token t
   // is row choice_row_[t · K + k], and row r belongs to token choice_token_[r].
+  // Under expert parallelism only this rank's experts' choices have rows (choice_row_ -1
+  // for the others), and its stacks start at expert expert0_.
   std::vector<int64_t> expert_begin_, choice_row_, choice_token_;
+  int64_t expert0_ = 0;
   std::vector<float> logits_;  // [head rows][n_vocab] after GatherVocab
   // Open phases (innermost last) and when each last resumed.
   std::vector<std::pair<const char*, std::chrono::steady_clock::time_point>> phases_;

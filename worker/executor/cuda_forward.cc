@@ -569,9 +569,13 @@ absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int
   if (hp.is_moe()) {
     experts = hp.n_expert;
     used = hp.n_expert_used;
-    int64_t F = 0;
-    for (const DeviceLayer& L : weights.layers) {
-      if (L.gate_exps.rows > 0) F = std::max(F, L.gate_exps.rows / experts);
+    int64_t F = 0;  // the widest of this rank's experts' hidden dims
+    for (size_t l = 0; l < weights.layers.size() && l < impl.shares.size(); ++l) {
+      const model::BlockShare& s = impl.shares[l];
+      const int64_t local = s.expert_end - s.expert_begin;
+      if (weights.layers[l].gate_exps.rows > 0 && local > 0) {
+        F = std::max(F, weights.layers[l].gate_exps.rows / local);
+      }
     }
     ffn_w = std::max(ffn_w, used * F);
     down_w = used * d;
@@ -765,6 +769,7 @@ class CudaOps {
   Vec output_norm() const { return weights_.output_norm; }
   Vec output_bias() const { return weights_.output_bias; }
   int tp_rank() const { return s_.impl.options.tp_rank; }
+  const model::BlockShare& share(int l) const { return s_.impl.shares[l]; }
   const HeadRows& head_rows() const { return head_rows_; }
   bool all_hidden_rows() const { return step_.all_hidden; }
 
@@ -831,6 +836,7 @@ class CudaOps {
   // The (tokens, heads) whose per-head member ids head_ids holds, so that HeadProducts
   // fills them once per step rather than once per product.
   std::pair<int64_t, int64_t> head_ids_for_{-1, -1};
+  int layer_ = 0;  // the block whose routing Route last made (ExpertProducts' experts)
 };
 
 Act CudaOps::Tensor(Buf role, int64_t rows, int64_t cols, Prec prec) {
@@ -958,7 +964,11 @@ absl::Status CudaOps::HeadProducts(const Mat& stack, int64_t heads, Act x, Act y
 absl::Status CudaOps::ExpertProducts(std::initializer_list<Expert> products, Act x,
                                      bool per_choice) {
   TESSERA_RETURN_IF_ERROR(error_);
-  const int E = static_cast<int>(s_.hp.n_expert), K = static_cast<int>(s_.hp.n_expert_used);
+  const int K = static_cast<int>(s_.hp.n_expert_used);
+  // This rank's experts (all unless expert-parallel): the stacks hold [e0, e1), and the
+  // other choices' rows come out zero (weighted by Combine into nothing).
+  const model::BlockShare& share = s_.impl.shares[layer_];
+  const int E = static_cast<int>(share.expert_end - share.expert_begin);
   const int32_t* ids = bufs_.route_ids.as<int32_t>();
   for (const Expert& e : products) {
     const int64_t T = e.y.rows / K;
@@ -966,17 +976,19 @@ absl::Status CudaOps::ExpertProducts(std::initializer_list<Expert> products, Act
       return Unsupported("ExpertProducts", absl::StrCat(x.rows, " rows of x and ", e.y.rows,
                                                         " of y with ", K, " experts per token"));
     }
-    TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(
-        Grouped(*e.stack, e.rows, E, ids, T, K, x.data, per_choice, x.ld, e.y.data, e.y.ld),
-        Dt(e.y), s_.stream));
+    cuda::GroupedGemvArgs g =
+        Grouped(*e.stack, e.rows, E, ids, T, K, x.data, per_choice, x.ld, e.y.data, e.y.ld);
+    g.member0 = static_cast<int>(share.expert_begin);
+    TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(g, Dt(e.y), s_.stream));
   }
   return absl::OkStatus();
 }
 
 // Spec 5.6 on the device; the choice stays in route_ids / route_weights for ExpertProducts
 // and Combine.
-absl::Status CudaOps::Route(int layer, Act logits, const Vec& bias) {
+absl::StatusOr<int64_t> CudaOps::Route(int layer, Act logits, const Vec& bias) {
   TESSERA_RETURN_IF_ERROR(error_);
+  layer_ = layer;
   if (Dt(logits) != DType::kF32) return Unsupported("Route", "router logits must be float32");
   const model::HyperParams& hp = s_.hp;
   cuda::MoeRoutingArgs r;
@@ -994,8 +1006,11 @@ absl::Status CudaOps::Route(int layer, Act logits, const Vec& bias) {
   r.ids = bufs_.route_ids.as<int32_t>();
   r.weights = bufs_.route_weights.as<float>();
   TESSERA_RETURN_IF_ERROR(cuda::MoeRoute(r, s_.stream));
-  if (step_.trace == nullptr) return absl::OkStatus();
-  return TraceRouting(layer, logits.rows);
+  // Every (token, choice) keeps its row, t·K + k (another rank's expert: a zero row).
+  const int64_t rows = logits.rows * r.used;
+  if (step_.trace == nullptr) return rows;
+  TESSERA_RETURN_IF_ERROR(TraceRouting(layer, logits.rows));
+  return rows;
 }
 
 // The step trace's copy of the routing (never in graphs: traced steps run eagerly).
@@ -1118,6 +1133,21 @@ absl::Status CudaOps::Scale(Act x, float s) {
   return cuda::Scale(static_cast<float*>(x.data), x.rows * x.cols, s, s_.stream);
 }
 
+absl::Status CudaOps::Zero(Act x) {
+  TESSERA_RETURN_IF_ERROR(error_);
+  const size_t e = cuda::DTypeBytes(Dt(x));
+  if (x.contiguous()) {
+    return cuda::CudaStatus(cudaMemsetAsync(x.data, 0, x.rows * x.cols * e, s_.stream),
+                            "cudaMemsetAsync");
+  }
+  for (int64_t t = 0; t < x.rows; ++t) {
+    TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
+        cudaMemsetAsync(static_cast<uint8_t*>(x.data) + t * x.ld * e, 0, x.cols * e, s_.stream),
+        "cudaMemsetAsync"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CudaOps::Copy(Act src, Act dst) {
   TESSERA_RETURN_IF_ERROR(error_);
   if (src.rows != dst.rows || src.cols != dst.cols || Dt(src) != Dt(dst)) {
@@ -1182,6 +1212,10 @@ absl::Status CudaOps::Attend(int layer, const AttentionShape& shape, Act q, Act 
   a.kv_heads = static_cast<int>(shape.kv_heads);
   a.d_k = static_cast<int>(shape.d_k);
   a.d_v = static_cast<int>(shape.d_v);
+  if (!shape.latent && shape.group > 0) {
+    a.head0 = static_cast<int>(shape.head0);
+    a.group = static_cast<int>(shape.group);
+  }
   a.block_size = block_size;
   a.scale = s_.impl.attn_scale;
   a.q = q.data;

@@ -130,7 +130,7 @@ class ShardReader {
     absl::Span<const uint8_t> whole = file_.TensorData(t);
     if (sh == nullptr) return absl::InternalError(absl::StrCat(m.name, " has no shard"));
     done_ += sh->read_bytes;
-    const int dim = model::SplitDim(m.spec->split, t.dims.size());
+    const int dim = sh->dim;
     v.begin = sh->begin;
     v.end = sh->end;
     if (dim < 0 || tp_ == 1) {
@@ -138,7 +138,8 @@ class ShardReader {
       if (prefault_) Prefault(v.bytes);
       return v;
     }
-    v.dims[dim] = sh->end - sh->begin;
+    v.dims[dim] = sh->extent;
+    if (sh->ranges.empty()) return v;  // nothing of it on this rank
     if (sh->ranges.size() == 1 && sh->ranges[0].count == 1) {
       v.bytes = whole.subspan(sh->ranges[0].offset - t.file_offset, sh->ranges[0].length);
       if (prefault_) Prefault(v.bytes);
@@ -217,6 +218,9 @@ absl::Status PlaceTensor(const model::TensorMapping& m, const ShardView& view,
     return absl::OkStatus();
   }
   LayerWeights& L = w.layers[m.layer];
+  // None of it on this rank (its share of the block's heads or hidden dim is empty): the
+  // slot stays empty and the pass computes nothing of that part.
+  if (view.elements() == 0) return absl::OkStatus();
   std::vector<float>* vec_slot = nullptr;
   QuantMatrix* slot = nullptr;
   FindBlockWeight(L, local, &vec_slot, &slot);
@@ -313,13 +317,18 @@ absl::Status Executor::Impl::AllReduce(std::vector<float>& v) {
 absl::Status Executor::Impl::LoadWeights(const model::TensorMap& map) {
   weights.layers.resize(hp.n_layer + map.mtp_blocks);
   const int tp = options.tp_size, rank = options.tp_rank;
-  model::ShardPlan plan = model::BuildShardPlan(map, hp, tp);
+  model::PlanOptions plan_options;
+  plan_options.experts = options.expert_parallel;
+  model::ShardPlan plan = model::BuildShardPlan(map, hp, tp, plan_options);
   if (!plan.problems.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the model cannot be split ", tp, " ways: ", model::SummarizeProblems(plan.problems)));
   }
   const model::RankPlan& mine = plan.ranks[rank];
   weights.planned_read_bytes = mine.read_bytes;
+  shares = mine.blocks;
+  expert_parallel = plan.expert_parallel;
+  split_strategy = plan.strategy;
   // A GPU reads the views to upload them; the CPU computes from them in place.
   ShardReader reader(file, map, mine, tp, options.device == Device::kCpu, weights.owned_bytes);
   for (const model::TensorMapping& m : map.tensors) {
@@ -672,8 +681,10 @@ KvCacheShape Executor::Impl::PlanCacheShape() {
     shape.k_width = static_cast<int>(hp.kv_lora_rank + hp.n_rot);
     shape.v_width = 0;
   } else {
-    // This rank's KV heads only (the shard plan gives each rank whole KV heads).
-    const int64_t heads_kv = hp.n_head_kv[0] / options.tp_size;
+    // This rank's KV heads only, every layer as wide as its widest (the shard plan's
+    // kv_bytes_per_token).
+    int64_t heads_kv = 0;
+    for (const model::BlockShare& s : shares) heads_kv = std::max(heads_kv, s.kv_heads());
     shape.k_width = static_cast<int>(heads_kv * hp.head_dim_k);
     shape.v_width = static_cast<int>(heads_kv * hp.head_dim_v);
   }

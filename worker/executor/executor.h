@@ -20,6 +20,7 @@
 #include "common/gguf/split.h"
 #include "common/model/constants.h"
 #include "common/model/hparams.h"
+#include "common/model/shard_plan.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/thread_pool.h"
 #include "worker/comm/communicator.h"
@@ -95,6 +96,9 @@ struct ExecutorOptions {
   // tensors, sharded as any block's, and a cache layer of its own. A model without one is
   // an error naming the key (model::MtpUnavailable).
   bool load_mtp = false;
+  // How the routed experts are divided at tp_size > 1 (model::PlanOptions::experts):
+  // whole experts per rank (expert parallelism), or every expert's hidden dim.
+  model::ExpertParallel expert_parallel = model::ExpertParallel::kAuto;
 };
 
 struct SequenceInput {

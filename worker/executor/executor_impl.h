@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "common/gguf/split.h"
 #include "common/model/hparams.h"
+#include "common/model/shard_plan.h"
 #include "common/model/tensor_map.h"
 #include "kernels/cpu/int8_gemm.h"
 #include "kernels/cpu/matmul.h"
@@ -148,7 +149,11 @@ struct Executor::Impl {
   cpu::RopeParams rope;
   float attn_scale = 1.0f;
   std::unique_ptr<cpu::ThreadPool> pool;
-  int mtp_blocks = 0;                           // NextN/MTP blocks loaded (load_mtp)
+  int mtp_blocks = 0;  // NextN/MTP blocks loaded (load_mtp)
+  // This rank's share of each block (heads, KV heads, experts), from the shard plan.
+  std::vector<model::BlockShare> shares;
+  bool expert_parallel = false;
+  std::vector<std::string> split_strategy;      // ShardPlan::strategy
   KvCacheShape kv_shape;                        // of `cache`, or of the GPU's cache
   std::unique_ptr<CudaForward> gpu;             // device kCuda: runs the steps
   std::unique_ptr<PagedKvCache> cache;          // K/V, or the MLA latent + rope key (CPU)

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "common/model/hparams.h"
+#include "common/model/shard_plan.h"
 #include "common/util/status_macros.h"
 #include "worker/executor/arch_config.h"
 #include "worker/executor/ops.h"
@@ -118,6 +119,12 @@ class ForwardPass {
     const Layer& L = ops_.layer(layer);
     const int64_t T = h.rows, dk = hp_.head_dim_k, dv = hp_.head_dim_v;
     const int64_t H = Rows(L.wq) / dk, Hkv = Rows(L.wk) / dk;
+    y = ops_.Tensor(Buf::kY, T, hp_.n_embd, Prec::kAct);
+    if (H == 0) {
+      // None of this block's heads on this rank: it adds nothing to the sum.
+      TESSERA_RETURN_IF_ERROR(ops_.Zero(y));
+      return ops_.AllReduce(y);
+    }
     Act q = ops_.Tensor(Buf::kQ, T, H * dk, Prec::kAct);
     Act k = ops_.Tensor(Buf::kK, T, Hkv * dk, Prec::kAct);
     Act v = ops_.Tensor(Buf::kV, T, Hkv * dv, Prec::kAct);
@@ -135,11 +142,15 @@ class ForwardPass {
     }
     TESSERA_RETURN_IF_ERROR(ops_.Rope(q, H, dk));
     TESSERA_RETURN_IF_ERROR(ops_.Rope(k, Hkv, dk));
-    const AttentionShape shape{.heads = H, .kv_heads = Hkv, .d_k = dk, .d_v = dv};
+    const AttentionShape shape{.heads = H,
+                               .kv_heads = Hkv,
+                               .d_k = dk,
+                               .d_v = dv,
+                               .head0 = ops_.share(layer).head_begin,
+                               .group = hp_.n_head[layer] / hp_.n_head_kv[layer]};
     TESSERA_RETURN_IF_ERROR(ops_.WriteKv(layer, shape, k, v));
     Act attn = ops_.Tensor(Buf::kAttn, T, H * dv, Prec::kAct);
     TESSERA_RETURN_IF_ERROR(ops_.Attend(layer, shape, q, attn));
-    y = ops_.Tensor(Buf::kY, T, hp_.n_embd, Prec::kAct);
     TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.wo, attn, y}}));
     // The output bias once, before the sum over ranks.
     if (ops_.tp_rank() == 0) TESSERA_RETURN_IF_ERROR(ops_.AddBias(y, L.o_bias));
@@ -154,15 +165,17 @@ class ForwardPass {
     const int64_t n = dq - r, vv = hp_.value_length_mla, ql = hp_.q_lora_rank;
     const int64_t H = (ql > 0 ? Rows(L.wq_b) : Rows(L.wq)) / dq;
     const float eps = hp_.rms_eps;
-    // 1. Query: q = W_UQ RMSNorm(W_DQ x) (or W_Q x); per head [nope n | rope r].
+    // 1. Query: q = W_UQ RMSNorm(W_DQ x) (or W_Q x); per head [nope n | rope r]. A rank
+    // with none of the block's heads still keeps the latent cache and runs the indexer
+    // (replicated, and later layers reuse its choice), and adds zeros to the sum.
     Act q = ops_.Tensor(Buf::kQ, T, H * dq, Prec::kAct);
     Act cq;
     if (ql > 0) {
       cq = ops_.Tensor(Buf::kCq, T, ql, Prec::kAct);
       TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.wq_a, h, cq}}));
       TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(cq, L.q_a_norm, eps, cq));
-      TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.wq_b, cq, q}}));
-    } else {
+      if (H > 0) TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.wq_b, cq, q}}));
+    } else if (H > 0) {
       TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.wq, h, q}}));
     }
     // 2-4. The latent and the shared rope key, normed and roped, cached as [c_KV | k_rope].
@@ -170,15 +183,9 @@ class ForwardPass {
     TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.wkv_a, h, kv}}));
     TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(kv.Cols(0, c), L.kv_a_norm, eps, kv.Cols(0, c)));
     TESSERA_RETURN_IF_ERROR(ops_.Rope(kv.Cols(c, r), 1, r));
-    TESSERA_RETURN_IF_ERROR(ops_.Rope(q.Cols(n, H * dq - n), H, dq));
     const AttentionShape shape{
         .heads = H, .kv_heads = 1, .d_k = c + r, .d_v = c, .latent = true, .sparse = sparse};
     TESSERA_RETURN_IF_ERROR(ops_.WriteKv(layer, shape, kv, Act()));
-    // 5-6. W_UK absorbed into the query: Q_h = [K_b[h] q_h^nope (c) | q_h^rope (r)].
-    Act qa = ops_.Tensor(Buf::kQa, T * H, c + r, Prec::kAct);
-    Act heads = q.Reshape(T * H, dq);
-    TESSERA_RETURN_IF_ERROR(ops_.HeadProducts(L.wk_b, H, heads.Cols(0, n), qa.Cols(0, c)));
-    TESSERA_RETURN_IF_ERROR(ops_.Copy(heads.Cols(n, r), qa.Cols(c, r)));
     // DSA: the keys each query may attend to; full indexer layers choose them, the others
     // reuse the last choice (spec 12.4).
     const bool dsa = sparse;
@@ -187,6 +194,17 @@ class ForwardPass {
       TESSERA_RETURN_IF_ERROR(Indexer(layer, h, cq));
     }
     if (dsa) TESSERA_RETURN_IF_ERROR(ops_.TraceSelection(layer));
+    y = ops_.Tensor(Buf::kY, T, hp_.n_embd, Prec::kAct);
+    if (H == 0) {
+      TESSERA_RETURN_IF_ERROR(ops_.Zero(y));
+      return ops_.AllReduce(y);
+    }
+    TESSERA_RETURN_IF_ERROR(ops_.Rope(q.Cols(n, H * dq - n), H, dq));
+    // 5-6. W_UK absorbed into the query: Q_h = [K_b[h] q_h^nope (c) | q_h^rope (r)].
+    Act qa = ops_.Tensor(Buf::kQa, T * H, c + r, Prec::kAct);
+    Act heads = q.Reshape(T * H, dq);
+    TESSERA_RETURN_IF_ERROR(ops_.HeadProducts(L.wk_b, H, heads.Cols(0, n), qa.Cols(0, c)));
+    TESSERA_RETURN_IF_ERROR(ops_.Copy(heads.Cols(n, r), qa.Cols(c, r)));
     // 7. Every head against the single latent K = [c_KV | k_rope], V = c_KV.
     Act a = ops_.Tensor(Buf::kAttn, T, H * c, Prec::kAct);
     TESSERA_RETURN_IF_ERROR(ops_.Attend(layer, shape, qa.Reshape(T, H * (c + r)), a));
@@ -194,7 +212,6 @@ class ForwardPass {
     Act o = ops_.Tensor(Buf::kO, T, H * vv, Prec::kAct);
     TESSERA_RETURN_IF_ERROR(
         ops_.HeadProducts(L.wv_b, H, a.Reshape(T * H, c), o.Reshape(T * H, vv)));
-    y = ops_.Tensor(Buf::kY, T, hp_.n_embd, Prec::kAct);
     TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.wo, o, y}}));
     return ops_.AllReduce(y);
   }
@@ -226,6 +243,11 @@ class ForwardPass {
   absl::Status DenseFfn(int layer, Act h, Act& y) {
     const Layer& L = ops_.layer(layer);
     const int64_t T = h.rows, ff = Rows(L.w_gate);
+    if (ff == 0) {  // none of its hidden dim on this rank
+      y = ops_.Tensor(Buf::kY, T, hp_.n_embd, Prec::kAct);
+      TESSERA_RETURN_IF_ERROR(ops_.Zero(y));
+      return ops_.AllReduce(y);
+    }
     Act gate = ops_.Tensor(Buf::kGate, T, ff, Prec::kAct);
     Act up = ops_.Tensor(Buf::kUp, T, ff, Prec::kAct);
     TESSERA_RETURN_IF_ERROR(ops_.Products({{&L.w_gate, h, gate}, {&L.w_up, h, up}}));
@@ -240,9 +262,13 @@ class ForwardPass {
   // in `y`.
   absl::Status Moe(int layer, Act h, Act& y) {
     const Layer& L = ops_.layer(layer);
-    const int64_t T = h.rows, d = hp_.n_embd, E = hp_.n_expert, K = hp_.n_expert_used;
-    // F: this rank's slice of every expert's hidden dim (all of it at tp 1).
-    const int64_t F = Rows(L.gate_exps) / E;
+    const int64_t T = h.rows, d = hp_.n_embd, E = hp_.n_expert;
+    // The experts this rank holds (all of them unless expert-parallel), and F, its part of
+    // each one's hidden dim (all of it under expert parallelism and at tp 1).
+    const model::BlockShare& share = ops_.share(layer);
+    const int64_t local = share.expert_end - share.expert_begin;
+    const int64_t F = local > 0 ? Rows(L.gate_exps) / local : 0;
+    int64_t rows = 0;  // per-choice rows of this rank
     {
       auto phase = ops_.Phase("router");
       // The router's weights were dequantized at load (spec 13.2); per-vector products, so
@@ -250,18 +276,24 @@ class ForwardPass {
       Act logits = ops_.Tensor(Buf::kRouterLogits, T, E, Prec::kF32);
       TESSERA_RETURN_IF_ERROR(
           ops_.Products({{&L.router, ops_.AsF32(h, Buf::kH32), logits, nullptr, true}}));
-      TESSERA_RETURN_IF_ERROR(ops_.Route(layer, logits, L.exp_probs_b));
+      absl::StatusOr<int64_t> routed = ops_.Route(layer, logits, L.exp_probs_b);
+      if (!routed.ok()) return routed.status();
+      rows = *routed;
     }
     auto phase = ops_.Phase("experts");
-    Act gate = ops_.Tensor(Buf::kGate, T * K, F, Prec::kAct);
-    Act up = ops_.Tensor(Buf::kUp, T * K, F, Prec::kAct);
-    Act down = ops_.Tensor(Buf::kDown, T * K, d, Prec::kAct);
-    TESSERA_RETURN_IF_ERROR(
-        ops_.ExpertProducts({{&L.gate_exps, F, gate}, {&L.up_exps, F, up}}, h, false));
-    TESSERA_RETURN_IF_ERROR(ops_.SiluMul(gate, up));
-    TESSERA_RETURN_IF_ERROR(ops_.ExpertProducts({{&L.down_exps, d, down}}, gate, true));
     y = ops_.Tensor(Buf::kY, T, d, Prec::kAct);
-    TESSERA_RETURN_IF_ERROR(ops_.Combine(down, y));
+    if (F > 0 && rows > 0) {
+      Act gate = ops_.Tensor(Buf::kGate, rows, F, Prec::kAct);
+      Act up = ops_.Tensor(Buf::kUp, rows, F, Prec::kAct);
+      Act down = ops_.Tensor(Buf::kDown, rows, d, Prec::kAct);
+      TESSERA_RETURN_IF_ERROR(
+          ops_.ExpertProducts({{&L.gate_exps, F, gate}, {&L.up_exps, F, up}}, h, false));
+      TESSERA_RETURN_IF_ERROR(ops_.SiluMul(gate, up));
+      TESSERA_RETURN_IF_ERROR(ops_.ExpertProducts({{&L.down_exps, d, down}}, gate, true));
+      TESSERA_RETURN_IF_ERROR(ops_.Combine(down, y));
+    } else {
+      TESSERA_RETURN_IF_ERROR(ops_.Zero(y));
+    }
     if (Present(L.gate_sh)) {
       const int64_t S = Rows(L.gate_sh);
       Act g = ops_.Tensor(Buf::kGate, T, S, Prec::kAct);

@@ -76,12 +76,13 @@ const T* LayerData(const std::vector<std::vector<T>>& v, int layer) {
 }
 }  // namespace
 
-void PagedKvCache::Write(int layer, int64_t slot, const float* k, const float* v) {
+void PagedKvCache::Write(int layer, int64_t slot, const float* k, const float* v, int k_n,
+                         int v_n) {
   Store(LayerData(k_f32_, layer), LayerData(k_16_, layer), slot * shape_.k_width, k,
-        shape_.k_width);
+        k_n < 0 ? shape_.k_width : std::min(k_n, shape_.k_width));
   if (shape_.v_width > 0) {
     Store(LayerData(v_f32_, layer), LayerData(v_16_, layer), slot * shape_.v_width, v,
-          shape_.v_width);
+          v_n < 0 ? shape_.v_width : std::min(v_n, shape_.v_width));
   }
 }
 

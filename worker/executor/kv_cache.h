@@ -39,8 +39,10 @@ class PagedKvCache {
   // block outside the cache.
   int64_t Slot(absl::Span<const int32_t> block_table, int64_t pos) const;
 
-  // Stores one token's K (k_width floats) and V (v_width floats) at `slot` of `layer`.
-  void Write(int layer, int64_t slot, const float* k, const float* v);
+  // Stores one token's K (k_width floats) and V (v_width floats) at `slot` of `layer`, or
+  // only the first k_n / v_n of them (a layer with fewer KV heads on this rank than its
+  // widest).
+  void Write(int layer, int64_t slot, const float* k, const float* v, int k_n = -1, int v_n = -1);
   // Reads one token's K or V into float32.
   void ReadK(int layer, int64_t slot, float* out) const;
   void ReadV(int layer, int64_t slot, float* out) const;

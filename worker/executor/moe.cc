@@ -71,8 +71,12 @@ RouteChoice RouteToken(const float* z, const model::HyperParams& hp, const std::
 
 }  // namespace
 
-absl::Status CpuOps::Route(int layer, Act logits, const Vec& bias) {
+absl::StatusOr<int64_t> CpuOps::Route(int layer, Act logits, const Vec& bias) {
   const int64_t T = logits.rows, K = impl_.hp.n_expert_used, E = impl_.hp.n_expert;
+  // Expert parallelism: this rank holds experts [e0, e1) and computes only their choices.
+  const model::BlockShare& share = impl_.shares[layer];
+  const int64_t e0 = share.expert_begin, e1 = share.expert_end;
+  expert0_ = e0;
   route_experts_.resize(T);
   route_weights_.resize(T);
   for (int64_t t = 0; t < T; ++t) {
@@ -86,10 +90,13 @@ absl::Status CpuOps::Route(int layer, Act logits, const Vec& bias) {
   }
   // The per-choice rows grouped by expert: expert e's (token, choice) pairs, in token order,
   // are rows [expert_begin_[e], expert_begin_[e + 1]), so an expert's products read and
-  // write contiguous rows.
+  // write contiguous rows. Choices of experts this rank does not hold get no row (-1).
   std::vector<int64_t> count(E, 0);
   for (int64_t t = 0; t < T; ++t) {
-    for (int64_t k = 0; k < K; ++k) ++count[route_experts_[t][k]];
+    for (int64_t k = 0; k < K; ++k) {
+      const int32_t e = route_experts_[t][k];
+      if (e >= e0 && e < e1) ++count[e];
+    }
   }
   expert_begin_.assign(E + 1, 0);
   for (int64_t e = 0; e < E; ++e) expert_begin_[e + 1] = expert_begin_[e] + count[e];
@@ -98,12 +105,17 @@ absl::Status CpuOps::Route(int layer, Act logits, const Vec& bias) {
   std::vector<int64_t> next(expert_begin_.begin(), expert_begin_.end() - 1);
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t k = 0; k < K; ++k) {
-      const int64_t row = next[route_experts_[t][k]]++;
+      const int32_t e = route_experts_[t][k];
+      if (e < e0 || e >= e1) {
+        choice_row_[t * K + k] = -1;
+        continue;
+      }
+      const int64_t row = next[e]++;
       choice_row_[t * K + k] = row;
       choice_token_[row] = t;
     }
   }
-  return absl::OkStatus();
+  return expert_begin_[E];
 }
 
 absl::Status CpuOps::ExpertProducts(std::initializer_list<Expert> products, Act x,
@@ -111,9 +123,11 @@ absl::Status CpuOps::ExpertProducts(std::initializer_list<Expert> products, Act 
   const int64_t T = static_cast<int64_t>(route_experts_.size());
   const int64_t K = impl_.hp.n_expert_used, E = impl_.hp.n_expert;
   TESSERA_RETURN_IF_ERROR(NeedContiguous(x, "ExpertProducts"));
-  if (x.rows != (per_choice ? T * K : T)) {
+  const int64_t rows = expert_begin_[E];  // this rank's choices
+  if (x.rows != (per_choice ? rows : T)) {
     return absl::InternalError(absl::StrCat("cpu ops: ExpertProducts over ", x.rows,
-                                            " input rows for ", T, " tokens of ", K, " choices"));
+                                            " input rows for ", T, " tokens of ", K, " choices (",
+                                            rows, " on this rank)"));
   }
   for (const Expert& ex : products) TESSERA_RETURN_IF_ERROR(NeedContiguous(ex.y, "ExpertProducts"));
   std::vector<int64_t> used;
@@ -154,7 +168,8 @@ absl::Status CpuOps::ExpertProducts(std::initializer_list<Expert> products, Act 
       const int64_t e = used[u], r0 = expert_begin_[e], n = expert_begin_[e + 1] - r0;
       size_t p = 0;
       for (const Expert& ex : products) {
-        views[u * P + p] = RowsOf(*ex.stack, e * ex.rows, (e + 1) * ex.rows);
+        views[u * P + p] =
+            RowsOf(*ex.stack, (e - expert0_) * ex.rows, (e - expert0_ + 1) * ex.rows);
         many.push_back({&views[u * P + p], x_of[u], Row(ex.y, r0), n});
         ++p;
       }
@@ -168,8 +183,10 @@ absl::Status CpuOps::ExpertProducts(std::initializer_list<Expert> products, Act 
       std::vector<int> row_seq(n);
       for (int64_t i = 0; i < n; ++i) row_seq[i] = b_.seq_of[choice_token_[r0 + i]];
       for (const Expert& ex : products) {
-        // Expert e's rows of the stacked 3-D tensor (spec 1: matrix e starts at row e · rows).
-        TESSERA_RETURN_IF_ERROR(MatMulRows(*ex.stack, e * ex.rows, (e + 1) * ex.rows, x_of[u], n,
+        // Expert e's rows of the stacked 3-D tensor (spec 1: matrix e starts at row e · rows;
+        // this rank's stack starts at its first expert).
+        const int64_t m = e - expert0_;
+        TESSERA_RETURN_IF_ERROR(MatMulRows(*ex.stack, m * ex.rows, (m + 1) * ex.rows, x_of[u], n,
                                            Row(ex.y, r0), ex.rows, &row_seq));
       }
     }
@@ -189,6 +206,7 @@ absl::Status CpuOps::Combine(Act down, Act y) {
     std::iota(order.begin(), order.end(), 0);
     std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ex[a] < ex[b]; });
     for (int64_t k : order) {
+      if (choice_row_[t * K + k] < 0) continue;  // another rank's expert
       const float w = route_weights_[t][k];
       const float* in = Row(down, choice_row_[t * K + k]);
       for (int64_t j = 0; j < d; ++j) out[j] += w * in[j];

@@ -10,6 +10,8 @@
 //   using Layer = BlockWeights<Vec, Mat>;
 //   using Product = MatProduct<Mat>;  using Expert = ExpertProduct<Mat>;
 //   hparams(), config(), layer(l), output(), output_norm(), output_bias(), tp_rank()
+//   share(l)                              this rank's part of block l (model::BlockShare:
+//                                         its query and KV heads, its routed experts)
 //   head_rows()                           the rows whose logits the step wants (HeadRows)
 //   all_hidden_rows()                     TakeHidden takes every row's final-norm state
 //                                         (SequenceInput::all_hidden), not the head rows'
@@ -41,7 +43,10 @@
 //                                         rows) times x's row t, or with per_choice x's row
 //                                         of the same (token, choice)
 //   Route(layer, logits, bias)            the experts and weights of each token (spec 5.6),
-//                                         kept for ExpertProducts and Combine
+//                                         kept for ExpertProducts and Combine; returns
+//                                         the rows of the per-choice tensors: T·K, or
+//                                         under expert parallelism the choices of this
+//                                         rank's experts (the others add nothing here)
 //   Combine(down, y)                      y[t] = Σ_k weight[t][k] · down[row of (t, k)]
 //   RmsNorm(in, w, eps, out)              each row of `in` normalized (may be in place)
 //   LayerNorm(x, w, b, eps)               in place, float32
@@ -50,7 +55,7 @@
 //   AddBias(y, b)                         y[t] += b (nothing when b is absent)
 //   Add(x, y)                             x += y
 //   SiluMul(gate, up)                     gate = silu(gate) · up
-//   Scale(x, s), Copy(src, dst)
+//   Scale(x, s), Copy(src, dst), Zero(x)
 //   RoundToAct(hr)                        the head's rows (Buf::kHeadIn, F32) rounded to the
 //                                         compute dtype and kept in float32; a device may
 //                                         keep the scratch for it beside that buffer
@@ -73,11 +78,14 @@
 // Every operation leaves its output in the output's precision (see forward.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 #include "worker/executor/block_weights.h"
 
@@ -146,6 +154,17 @@ struct Act {
 // The shape of one attention call (this rank's heads).
 struct AttentionShape {
   int64_t heads = 0, kv_heads = 0, d_k = 0, d_v = 0;
+  // GQA under tensor parallelism: the model's index of this rank's first query head, and
+  // the model's query heads per KV head (0: heads / kv_heads, all of a group on the rank).
+  // A rank whose query heads start or end inside a group holds that group's KV head too.
+  int64_t head0 = 0, group = 0;
+  // The local query heads [first, second) that local KV head j serves.
+  std::pair<int64_t, int64_t> QueryHeadsOf(int64_t j) const {
+    const int64_t g = group > 0 ? group : heads / kv_heads;
+    const int64_t kv0 = head0 / g;
+    return {std::max<int64_t>(0, (kv0 + j) * g - head0),
+            std::min<int64_t>(heads, (kv0 + j + 1) * g - head0)};
+  }
   // MLA: one latent row per token serves every head as key (d_k values) and value (its
   // first d_v values).
   bool latent = false;
@@ -197,7 +216,7 @@ int64_t Rows(const Mat& m) {
   absl::Status Products(std::initializer_list<Product> products);                              \
   absl::Status HeadProducts(const Mat& stack, int64_t heads, Act x, Act y);                    \
   absl::Status ExpertProducts(std::initializer_list<Expert> products, Act x, bool per_choice); \
-  absl::Status Route(int layer, Act logits, const Vec& bias);                                  \
+  absl::StatusOr<int64_t> Route(int layer, Act logits, const Vec& bias);                       \
   absl::Status Combine(Act down, Act y);                                                       \
   absl::Status RmsNorm(Act in, const Vec& w, float eps, Act out);                              \
   absl::Status LayerNorm(Act x, const Vec& w, const Vec& b, float eps);                        \
@@ -207,6 +226,7 @@ int64_t Rows(const Mat& m) {
   absl::Status SiluMul(Act gate, Act up);                                                      \
   absl::Status Scale(Act x, float s);                                                          \
   absl::Status Copy(Act src, Act dst);                                                         \
+  absl::Status Zero(Act x);                                                                    \
   absl::Status RoundToAct(Act x);                                                              \
   absl::Status WriteKv(int layer, const AttentionShape& shape, Act k, Act v);                  \
   absl::Status Attend(int layer, const AttentionShape& shape, Act q, Act out);                 \

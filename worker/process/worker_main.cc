@@ -285,6 +285,14 @@ int Run(const Flags& flags) {
     }
     o.weight_packing = *packing;
   }
+  if (!setup.expert_parallel().empty()) {
+    std::optional<model::ExpertParallel> ep = model::ParseExpertParallel(setup.expert_parallel());
+    if (!ep) {
+      Die(&sender, absl::StrCat(who, ": expert_parallel '", setup.expert_parallel(),
+                                "' is not one of auto, on, off"));
+    }
+    o.expert_parallel = *ep;
+  }
   o.tp_rank = rank;
   o.tp_size = world;
   o.comm = communicator.get();

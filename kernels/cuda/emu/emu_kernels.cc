@@ -154,7 +154,7 @@ void GroupedProduct(const GroupedGemvArgs& a, DType act, int64_t x_stride, int64
   const DeviceMatrix& w = a.w;
   std::vector<std::vector<int64_t>> by_member(static_cast<size_t>(a.members));
   for (int64_t choice = 0; choice < a.tokens * a.used; ++choice) {
-    const int m = a.ids[choice];
+    const int m = a.ids[choice] - a.member0;
     if (m >= 0 && m < a.members) {
       by_member[m].push_back(choice);
     } else {
@@ -472,7 +472,8 @@ absl::Status PagedAttention(const PagedAttentionArgs& a, DType dtype, cudaStream
       const int32_t* table = a.block_table + static_cast<int64_t>(seq) * a.max_blocks;
       const int count = a.selected ? a.selected_per_query : kv_len;
       for (int h = 0; h < a.heads; ++h) {
-        const int kv_head = h / (a.heads / a.kv_heads);
+        const int kv_head =
+            a.group > 0 ? (a.head0 + h) / a.group - a.head0 / a.group : h / (a.heads / a.kv_heads);
         const int64_t q0 = qi * a.q_token_stride + static_cast<int64_t>(h) * a.d_k;
         LoadRun(a.q, dtype, q0, a.d_k, qv.data());
         // The kernel's online softmax (running max m, sum l, output acc), in one sequence.
