@@ -34,7 +34,7 @@ prompt=$(seq -s, 101 612)  # 512 prompt tokens
 
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) CPUs"
 echo "model: $model ($(du -h --apparent-size "$model" | cut -f1))"
-printf '%-4s %-20s %s\n' TP experts "prefill tok/s | decode tok/s (runs)"
+printf '%-4s %-20s %s\n' TP experts "prefill tok/s | decode tok/s (tokens generated); per run"
 for tp in 1 2 4; do
   for mode in --expert-parallel --no-expert-parallel; do
     [[ $tp == 1 && $mode == --expert-parallel ]] && continue
@@ -44,10 +44,10 @@ for tp in 1 2 4; do
                --temperature 0 --threads "$threads" --tp "$tp" "$mode" 2>&1 >/dev/null |
              grep -o '\[[0-9]* prompt tokens at [0-9.]* tok/s, [0-9]* generated at [0-9.]* tok/s' ||
              true)
-      results+=("$(sed -E 's/.* at ([0-9.]+) tok\/s, [0-9]+ generated at ([0-9.]+) tok\/s/\1 | \2/' <<<"$line")")
+      results+=("$(sed -E 's/.* at ([0-9.]+) tok\/s, ([0-9]+) generated at ([0-9.]+) tok\/s/\1 | \3 (\2)/' <<<"$line")")
     done
     label=$([[ $tp == 1 ]] && echo "whole (TP 1)" || ([[ $mode == --expert-parallel ]] && echo "expert parallel" || echo "hidden dim divided"))
-    printf '%-4s %-20s %s\n' "$tp" "$label" "$(IFS=';'; echo "${results[*]}")"
+    printf '%-4s %-20s %s\n' "$tp" "$label" "$(IFS=';'; echo "${results[*]}" | sed 's/;/; /g')"
   done
 done
 echo

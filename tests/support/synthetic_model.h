@@ -25,15 +25,22 @@ inline std::string WriteSyntheticModel(const model::SyntheticOptions& o,
   return path;
 }
 
+// Preset `preset` of `arch` in `quant` with `seed`, as <prefix>-<preset>-<arch>-<quant>.gguf.
+inline std::string WritePresetModel(const std::string& arch, const std::string& quant,
+                                    const std::string& preset, int seed,
+                                    const std::string& prefix) {
+  model::SyntheticOptions o;
+  o.arch = arch;
+  o.preset = preset;
+  o.quant = quant;
+  o.seed = seed;
+  return WriteSyntheticModel(o, absl::StrCat(prefix, "-", preset));
+}
+
 // The "small" preset of `arch` in `quant` with `seed` (the TP and GPU executor tests' models).
 inline std::string WriteSmallModel(const std::string& arch, const std::string& quant, int seed,
                                    const std::string& prefix) {
-  model::SyntheticOptions o;
-  o.arch = arch;
-  o.preset = "small";
-  o.quant = quant;
-  o.seed = seed;
-  return WriteSyntheticModel(o, prefix);
+  return WritePresetModel(arch, quant, "small", seed, prefix);
 }
 
 }  // namespace tessera::testing

@@ -319,12 +319,7 @@ TEST(EmulatedTpUneven, ThreeRanksGiveTheOneRankLogits) {
        {Uneven{"llama", "Q8_0", "uneven"}, Uneven{"qwen3", "Q6_K", "uneven"},
         Uneven{"qwen3moe", "Q8_0", "uneven"}, Uneven{"deepseek2", "Q8_0", "uneven"},
         Uneven{"glm4moe", "Q8_0", "ep-1408"}, Uneven{"glm-dsa", "Q6_K", "uneven"}}) {
-    model::SyntheticOptions o;
-    o.arch = u.arch;
-    o.quant = u.quant;
-    o.preset = u.preset;
-    o.seed = 31;
-    const std::string path = testing::WriteSyntheticModel(o, "emu-tp-uneven");
+    const std::string path = testing::WritePresetModel(u.arch, u.quant, u.preset, 31, "emu-tp");
     const auto steps = testing::PrefillThenDecode(19, 5, 3);
     const testing::RanksResult one = RunScript(path, 1, CommKind::kDevice, steps);
     ASSERT_EQ(one.rank0_error, "") << u.arch;

@@ -27,12 +27,7 @@ namespace {
 
 std::string Synthetic(const std::string& arch, const std::string& quant,
                       const std::string& preset = "small") {
-  model::SyntheticOptions o;
-  o.arch = arch;
-  o.preset = preset;
-  o.quant = quant;
-  o.seed = 5;
-  return testing::WriteSyntheticModel(o, absl::StrCat("tp-", preset));
+  return testing::WritePresetModel(arch, quant, preset, 5, "tp");
 }
 
 ExecutorOptions Options(bool exact, model::ExpertParallel ep = model::ExpertParallel::kAuto) {
