@@ -13,7 +13,7 @@ namespace {
 
 std::string Usage() {
   return "usage: tessera gen-model --arch ARCH [--preset P] [--quant Q] [--seed N]\n"
-         "                         [--layers N] [--split-max-tensors N] -o FILE\n"
+         "                         [--layers N] [--nextn N] [--split-max-tensors N] -o FILE\n"
          "\n"
          "Writes a synthetic model: deterministic random weights laid out exactly as the\n"
          "reference converter writes them, a small byte-level BPE vocabulary with the family's\n"
@@ -43,6 +43,9 @@ std::string Usage() {
          "                           (default F32; glm5-shape defaults to UD-Q4_K_XL)\n"
          "  --seed N                 random seed (default 1)\n"
          "  --layers N               trunk blocks (default: the preset's)\n"
+         "  --nextn N                NextN/MTP blocks after the trunk, 0..4 (default: the\n"
+         "                           preset's: 1 for glm-dsa, glm4moe and the DeepSeek-V3 /\n"
+         "                           GLM shapes, else 0), e.g. a deepseek2 draft head\n"
          "  --split-max-tensors N    write a split set with at most N tensors per part;\n"
          "                           FILE is then the prefix: FILE-00001-of-0000K.gguf\n"
          "  -o, --out FILE           output file\n";
@@ -82,6 +85,11 @@ int RunGenModel(const Args& args) {
     } else if (a == "--layers") {
       if (!absl::SimpleAtoi(v, &o.layers) || o.layers < 1 || o.layers > 1000) {
         std::fprintf(stderr, "tessera gen-model: --layers: '%s' is not in 1..1000\n", v.c_str());
+        return 2;
+      }
+    } else if (a == "--nextn") {
+      if (!absl::SimpleAtoi(v, &o.nextn) || o.nextn < 0 || o.nextn > 4) {
+        std::fprintf(stderr, "tessera gen-model: --nextn: '%s' is not in 0..4\n", v.c_str());
         return 2;
       }
     } else if (a == "--split-max-tensors") {

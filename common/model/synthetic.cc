@@ -653,6 +653,7 @@ absl::StatusOr<HyperParams> SyntheticHyperParams(const SyntheticOptions& o) {
                                                    absl::StrJoin(SyntheticPresets(), ", ")));
   }
   if (o.layers > 0) layers = static_cast<uint32_t>(o.layers);
+  if (o.nextn >= 0) hp.n_nextn = static_cast<uint32_t>(o.nextn);
   if (moe && hp.n_leading_dense >= layers) hp.n_leading_dense = layers > 1 ? 1 : 0;
   hp.n_embd = d;
   hp.n_layer = layers;

@@ -22,6 +22,9 @@ struct SyntheticOptions {
                                 // UD-Q4_K_XL (the glm5-shape default)
   uint64_t seed = 1;
   int layers = -1;  // trunk blocks; -1 keeps the preset's
+  // NextN/MTP blocks after the trunk (<arch>.nextn_predict_layers); -1 keeps the preset's
+  // (one for glm-dsa, glm4moe and the DeepSeek-V3 / GLM shapes, none elsewhere).
+  int nextn = -1;
 };
 
 // The presets' names, and the quant names accepted.

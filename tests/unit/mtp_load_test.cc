@@ -155,6 +155,16 @@ TEST(MtpValidate, ReportsTheBlockAndItsMemoryPerRank) {
   EXPECT_FALSE(none["mtp"]["available"].get<bool>());
   EXPECT_THAT(none["mtp"]["reason"].get<std::string>(),
               HasSubstr("deepseek2.nextn_predict_layers"));
+
+  // DeepSeek-V3's layout (deepseek2 with a NextN block): available, its MoE block sharded.
+  model::SyntheticOptions o;
+  o.arch = "deepseek2";
+  o.preset = "small";
+  o.nextn = 1;
+  nlohmann::json ds = ValidateJson(testing::WriteSyntheticModel(o, "mtp_load-nextn"), 2);
+  ASSERT_TRUE(ds["mtp"]["available"].get<bool>()) << ds["mtp"].dump();
+  EXPECT_EQ(ds["mtp"]["tensors_skipped"], 0);  // no indexer to leave out
+  EXPECT_TRUE(ds["mtp"]["problems"].empty()) << ds["mtp"]["problems"].dump();
 }
 
 }  // namespace

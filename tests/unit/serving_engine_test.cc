@@ -455,12 +455,21 @@ TEST(ServingEngine, FastPathConcurrentRequestsEqualEachRunAlone) {
 }
 
 // GLM-5's shape in small: MoE, MLA with the DSA indexer, and a NextN/MTP block (the small
-// glm-dsa preset), in `quant` (Q8_0: integer products, F32: float ones).
-const std::string& MtpModel(const std::string& quant = "Q8_0") {
+// glm-dsa preset), in `quant` (Q8_0: integer products, F32: float ones); or DeepSeek-V3's
+// (arch deepseek2: no indexer, grouped routing) with one NextN block added.
+const std::string& MtpModel(const std::string& quant = "Q8_0",
+                            const std::string& arch = "glm-dsa") {
   static std::map<std::string, std::string>* paths = new std::map<std::string, std::string>;
-  auto it = paths->find(quant);
+  const std::string key = arch + "/" + quant;
+  auto it = paths->find(key);
   if (it == paths->end()) {
-    it = paths->emplace(quant, testing::WriteSmallModel("glm-dsa", quant, 9, "serving-mtp")).first;
+    model::SyntheticOptions o;
+    o.arch = arch;
+    o.preset = "small";
+    o.quant = quant;
+    o.seed = 9;
+    o.nextn = 1;
+    it = paths->emplace(key, testing::WriteSyntheticModel(o, "serving-mtp")).first;
   }
   return it->second;
 }
@@ -571,8 +580,8 @@ TEST(ServingEngine, MtpDraftsAreTheMtpHeadsGreedyTokens) {
 
 // --speculative mtp through the serving engine: 32 requests at once, each one's tokens and logprobs
 // equal the engine's without speculation bit for bit (greedy and seeded sampling; prompts cut into
-// chunks by a small token budget; K = 1, 2 and 4; Q8_0 and F32 weights), drafts were made and
-// verified, nothing leaks.
+// chunks by a small token budget; K = 1, 2 and 4; Q8_0 and F32 weights; glm-dsa and deepseek2),
+// drafts were made and verified, nothing leaks.
 TEST(ServingEngine, SpeculativeMtpDecodingEqualsPlainDecoding) {
   std::vector<GenerateRequest> requests;
   for (int i = 0; i < 32; ++i) {
@@ -582,7 +591,8 @@ TEST(ServingEngine, SpeculativeMtpDecodingEqualsPlainDecoding) {
   }
   for (const auto& [model, k] : {std::pair<const std::string*, int>{&MtpModel(), 1},
                                  {&MtpModel(), 4},
-                                 {&MtpModel("F32"), 2}}) {
+                                 {&MtpModel("F32"), 2},
+                                 {&MtpModel("Q8_0", "deepseek2"), 2}}) {
     SCOPED_TRACE(absl::StrCat(*model, " K=", k));
     auto run = [&](const std::string& speculative) {
       auto runner = LocalStepRunner::Create(*model, MtpFastOptions());
