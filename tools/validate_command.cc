@@ -467,8 +467,9 @@ int Validate(const Options& o) {
             where.push_back(absl::StrCat("rank ", rp.rank, ": ", rp.blocks[l].expert_begin, "-",
                                          rp.blocks[l].expert_end - 1));
           }
-          std::printf("experts of block %u: %s (each block rotates the shares by one rank)\n", l,
-                      absl::StrJoin(where, ", ").c_str());
+          std::printf("experts of block %u: %s%s\n", l, absl::StrJoin(where, ", ").c_str(),
+                      hp.n_expert % plan.tp != 0 ? " (each block rotates the shares by one rank)"
+                                                 : " (every MoE block alike)");
           break;
         }
       }

@@ -54,17 +54,25 @@ int64_t Granularity(const Group& g) {
   return gran;
 }
 
-// `units` in chunks of `gran` units, ceil/floor chunks per rank; rank r takes the share of
-// slot (r + rotate) mod tp, so that blocks rotated differently put their larger shares on
-// different ranks.
+// `units` in chunks of `gran` units, ceil/floor chunks per rank; where the shares differ,
+// rank r takes the share of slot (r + rotate) mod tp, so that blocks rotated differently put
+// their larger shares on different ranks.
 std::vector<Range> CutEvenly(int64_t units, int64_t gran, int tp, int rotate) {
   const int64_t chunks = units / gran;
+  if (chunks % tp == 0) rotate = 0;  // equal shares: every block alike
   std::vector<Range> cut(tp);
   for (int r = 0; r < tp; ++r) {
     const int64_t s = (r + rotate) % tp;
     cut[r] = {gran * (chunks * s / tp), gran * (chunks * (s + 1) / tp)};
   }
   return cut;
+}
+
+bool EqualShares(const std::vector<Range>& cut) {
+  for (const Range& r : cut) {
+    if (r.size() != cut.front().size()) return false;
+  }
+  return true;
 }
 
 std::vector<Range> WholeOn(int64_t units, int tp, int rank) {
@@ -105,8 +113,12 @@ std::optional<ExpertParallel> ParseExpertParallel(std::string_view s) {
   return std::nullopt;
 }
 
-ShardPlan BuildShardPlan(const TensorMap& map, const HyperParams& hp, int tp,
-                         const PlanOptions& options) {
+namespace {
+
+// BuildShardPlan; with `cuts_only`, stops once every partition is cut (the problems are
+// known then: ValidTpSizes).
+ShardPlan Plan(const TensorMap& map, const HyperParams& hp, int tp, const PlanOptions& options,
+               bool cuts_only) {
   ShardPlan plan;
   plan.tp = tp;
   plan.ranks.resize(tp);
@@ -259,7 +271,7 @@ ShardPlan BuildShardPlan(const TensorMap& map, const HyperParams& hp, int tp,
                                           "each keep it)"
                                         : "");
   }
-  if (!plan.problems.empty()) return plan;
+  if (!plan.problems.empty() || cuts_only) return plan;
 
   // 4. Each rank's pieces of each tensor, and the bytes they are in the file.
   for (size_t i = 0; i < map.tensors.size(); ++i) {
@@ -423,11 +435,10 @@ ShardPlan BuildShardPlan(const TensorMap& map, const HyperParams& hp, int tp,
         if (p != Partition::kVocab) {
           // Equal shares look the same rotated or not; unequal ones move by one rank per
           // block.
-          const bool equal =
-              how.find("uneven") == std::string::npos &&
-              how.find("whole on one rank") == std::string::npos &&
-              how.find("replicated") == std::string::npos &&
-              !(p == Partition::kExpertFfn && plan.expert_parallel && n_expert % tp != 0);
+          bool equal = true;
+          for (const auto& [key, g] : groups) {
+            if (key.second == p && g.how == how) equal = equal && EqualShares(g.cut);
+          }
           absl::StrAppend(
               &line, " (", ways[how], ways[how] == 1 ? " block" : " blocks",
               ways[how] > 1 && !equal ? "; shares rotated by one rank per block)" : ")");
@@ -444,6 +455,13 @@ ShardPlan BuildShardPlan(const TensorMap& map, const HyperParams& hp, int tp,
   return plan;
 }
 
+}  // namespace
+
+ShardPlan BuildShardPlan(const TensorMap& map, const HyperParams& hp, int tp,
+                         const PlanOptions& options) {
+  return Plan(map, hp, tp, options, /*cuts_only=*/false);
+}
+
 std::string SummarizeProblems(const std::vector<std::string>& problems, size_t max) {
   std::vector<std::string> shown(problems.begin(),
                                  problems.begin() + std::min(max, problems.size()));
@@ -458,7 +476,7 @@ std::vector<int> ValidTpSizes(const TensorMap& map, const HyperParams& hp, int m
                               const PlanOptions& options) {
   std::vector<int> out;
   for (int tp = 1; tp <= max_tp; ++tp) {
-    if (BuildShardPlan(map, hp, tp, options).problems.empty()) out.push_back(tp);
+    if (Plan(map, hp, tp, options, /*cuts_only=*/true).problems.empty()) out.push_back(tp);
   }
   return out;
 }
