@@ -53,12 +53,19 @@ if(TARGET tesserad AND TARGET tessera-worker AND TARGET tessera)
       ENVIRONMENT "TESSERA_TOOL_TEST=reasoning")
 
     # Speculative decoding through real worker processes: --speculative ngram returns the
-    # same tokens and logprobs as without, 12 concurrent greedy / seeded requests.
+    # same tokens and logprobs as without, 32 concurrent greedy / seeded requests, at TP 1
+    # and 2.
     add_test(NAME tesserad_speculative_test
              COMMAND ${TESSERA_SYSTEM_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/tesserad_speculative_test.py
                      --tesserad $<TARGET_FILE:tesserad> --worker $<TARGET_FILE:tessera-worker>
                      --tessera $<TARGET_FILE:tessera>)
     set_tests_properties(tesserad_speculative_test PROPERTIES
+      LABELS "clients;http;daemon" TIMEOUT 180)
+    add_test(NAME tesserad_speculative_tp2_test
+             COMMAND ${TESSERA_SYSTEM_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/tesserad_speculative_test.py
+                     --tesserad $<TARGET_FILE:tesserad> --worker $<TARGET_FILE:tessera-worker>
+                     --tessera $<TARGET_FILE:tessera> --tp 2)
+    set_tests_properties(tesserad_speculative_tp2_test PROPERTIES
       LABELS "clients;http;daemon" TIMEOUT 180)
     # The same with the model's MTP head drafting (small glm-dsa), at TP 2: the MTP block
     # runs on both ranks after rank 0's sampled tokens are broadcast.

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Speculative decoding through real tesserad processes and their tessera-worker: the same
 requests to a daemon with `--speculative ngram` (or `mtp`) and to one without return the
-same tokens and log-probabilities (greedy and seeded sampling, 12 requests at once), and the
+same tokens and log-probabilities (greedy and seeded sampling, 32 requests at once), and the
 speculating daemon's /metrics show drafts made (and, for n-grams, accepted).
 
 The models are the tiny llama at Q8_0 (made with `tessera gen-model`) and the embedded
@@ -95,7 +95,7 @@ def compare(args, model):
     """Failures of the speculating daemon against the plain one on `model`."""
     print(f"model: {model or 'the embedded default model'}")
     bodies = []
-    for i in range(12):
+    for i in range(32):
         words = ["alpha beta gamma", "one two three four", "red green", "x y z w v"][i % 4]
         body = {"prompt": " ".join([words] * (6 + i % 5)), "max_tokens": 40, "ignore_eos": True,
                 "logprobs": 1, "temperature": 0 if i % 2 == 0 else 0.8, "seed": 100 + i}
