@@ -3,11 +3,13 @@
 // routing: one in-process executor decodes `steps` tokens after a prompt and records the
 // experts every layer chose (StepTrace); each rank's bytes are then what its shard plan holds
 // of the weights a decode reads (every split or replicated tensor but the token embedding,
-// of which a step reads a row) plus, per MoE layer, the chosen experts' bytes it holds. The
+// of which a step reads a row) plus, per MoE layer, the chosen experts' bytes it holds; and
+// what a step waits for: each layer's busiest rank (every layer ends in an all-reduce). The
 // decode tokens/s of the same splits come from `tessera generate --tp N` (the user path):
 // bench/expert_parallel_bench.sh runs both.
 //
 //   build/default/bench/expert_traffic MODEL [TP ...]     (default TP 1 2 4)
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -94,8 +96,8 @@ int main(int argc, char** argv) {
   const auto routing = DecodeRouting(path, kSteps);
   std::printf("%s: %u layers, %u experts top-%u; %d decode steps of one token\n", path.c_str(),
               hp.n_layer, hp.n_expert, hp.n_expert_used, kSteps);
-  std::printf("%-4s %-22s %-28s %14s %14s\n", "TP", "routed experts", "per-rank MiB/step",
-              "max rank", "sum of ranks");
+  std::printf("%-4s %-20s %-30s %12s %14s\n", "TP", "routed experts", "per-rank MiB/step (mean)",
+              "waited for", "sum of ranks");
   for (int tp : tps) {
     for (model::ExpertParallel ep : {model::ExpertParallel::kOn, model::ExpertParallel::kOff}) {
       if (tp == 1 && ep == model::ExpertParallel::kOn) continue;
@@ -107,45 +109,56 @@ int main(int argc, char** argv) {
                     model::SummarizeProblems(plan.problems).c_str());
         continue;
       }
-      std::vector<double> per_rank(tp, 0.0);
+      // Per rank: the mean bytes per decode step. Per step: every layer ends in an
+      // all-reduce, so each layer waits for its busiest rank: the busiest rank's fixed bytes
+      // plus, per MoE layer, the most any rank reads of the chosen experts.
+      std::vector<double> per_rank(tp, 0.0), fixed(tp, 0.0);
+      std::vector<std::map<uint32_t, double>> expert_bytes(tp);  // layer -> one expert's bytes
       for (int r = 0; r < tp; ++r) {
         const model::RankPlan& rp = plan.ranks[r];
-        double fixed = 0;
-        std::map<uint32_t, double> expert_bytes;  // layer -> bytes of one of its experts here
         for (const model::TensorShard& sh : rp.shards) {
           const model::TensorMapping& m = map.tensors[sh.mapping];
           if (m.name == "token_embd.weight") continue;
           if (m.spec->partition != model::Partition::kExpertFfn) {
-            fixed += static_cast<double>(sh.read_bytes);
+            fixed[r] += static_cast<double>(sh.read_bytes);
             continue;
           }
           const model::BlockShare& b = rp.blocks[m.layer];
           const int64_t held = b.expert_end - b.expert_begin;
-          if (held > 0) expert_bytes[m.layer] += static_cast<double>(sh.read_bytes) / held;
+          if (held > 0) expert_bytes[r][m.layer] += static_cast<double>(sh.read_bytes) / held;
         }
-        double routed = 0;
-        for (const auto& step : routing) {
-          for (const auto& [layer, chosen] : step) {
-            const model::BlockShare& b = rp.blocks[layer];
+      }
+      double busiest = 0;
+      for (const auto& step : routing) {
+        std::vector<double> mine(fixed);
+        double waited = *std::max_element(fixed.begin(), fixed.end());
+        for (const auto& [layer, chosen] : step) {
+          double most = 0;
+          for (int r = 0; r < tp; ++r) {
+            const model::BlockShare& b = plan.ranks[r].blocks[layer];
+            double routed = 0;
             for (int32_t e : chosen) {
-              if (e >= b.expert_begin && e < b.expert_end) routed += expert_bytes[layer];
+              if (e >= b.expert_begin && e < b.expert_end) routed += expert_bytes[r][layer];
             }
+            mine[r] += routed;
+            most = std::max(most, routed);
           }
+          waited += most;
         }
-        per_rank[r] = (fixed + routed / routing.size()) / 1048576.0;
+        for (int r = 0; r < tp; ++r) per_rank[r] += mine[r] / 1048576.0 / routing.size();
+        busiest += waited / 1048576.0 / routing.size();
       }
       std::string ranks;
-      double worst = 0, sum = 0;
+      double sum = 0;
       for (double v : per_rank) {
         ranks += (ranks.empty() ? "" : " / ") + std::to_string(v).substr(0, 5);
-        worst = std::max(worst, v);
         sum += v;
       }
-      std::printf("%-4d %-22s %-28s %14.2f %14.2f\n", tp,
+      std::printf("%-4d %-20s %-30s %12.2f %14.2f\n", tp,
                   tp == 1                            ? "whole (TP 1)"
                   : ep == model::ExpertParallel::kOn ? "expert parallel"
                                                      : "hidden dim divided",
-                  ranks.c_str(), worst, sum);
+                  ranks.c_str(), busiest, sum);
     }
   }
   return 0;
