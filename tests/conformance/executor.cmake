@@ -5,4 +5,5 @@ if(TARGET tessera_executor AND TARGET tessera_comm)
     DEPS tessera_executor tessera_comm nlohmann_json::nlohmann_json
     LABELS conformance
     TIMEOUT 600)
+  set_tests_properties(executor_conformance_test PROPERTIES RESOURCE_LOCK gloo_loopback)  # tp.cmake
 endif()

@@ -6,6 +6,7 @@ if(TARGET tessera_workers AND TARGET tessera-worker)
     LABELS integration
     TIMEOUT 600)
   add_dependencies(worker_group_test tessera-worker)
+  set_tests_properties(worker_group_test PROPERTIES RESOURCE_LOCK gloo_loopback)  # unit/tp.cmake
   set_property(TEST worker_group_test APPEND PROPERTY ENVIRONMENT
                "TESSERA_WORKER_BINARY=$<TARGET_FILE:tessera-worker>")
 endif()

@@ -72,4 +72,5 @@ if(TARGET tessera_executor_emu AND TARGET tessera_comm)
     DEPS tessera_executor_emu tessera_cuda_emu tessera_comm tessera_model
     LABELS sanitize
     TIMEOUT 900)
+  set_tests_properties(cuda_tp_emu_test PROPERTIES RESOURCE_LOCK gloo_loopback)  # tp.cmake
 endif()
