@@ -114,7 +114,10 @@ TEST(WorkerGroup, TensorParallelLogitsMatchInProcess) {
                          Model{"deepseek2", "F32", "small", {1, 2, 4}, "auto"},
                          Model{"llama", "Q8_0", "uneven", {3, 6, 8}, "auto"},
                          Model{"qwen3moe", "Q8_0", "uneven", {3, 4, 6, 8}, "auto"},
-                         Model{"qwen3moe", "Q8_0", "uneven", {2, 3}, "on"}}) {
+                         Model{"qwen3moe", "Q8_0", "uneven", {2, 3}, "on"},
+                         Model{"deepseek2", "Q6_K", "uneven", {2, 3}, "auto"},
+                         Model{"glm4moe", "Q8_0", "ep-1408", {3}, "auto"},
+                         Model{"glm-dsa", "Q8_0", "uneven", {3, 6}, "auto"}}) {
     const std::string model = Synthetic(m.arch, m.quant, m.preset);
     const std::vector<float> want = InProcess(model, kTokens);
     for (int tp : m.tps) {
