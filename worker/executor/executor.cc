@@ -327,8 +327,6 @@ absl::Status Executor::Impl::LoadWeights(const model::TensorMap& map) {
   const model::RankPlan& mine = plan.ranks[rank];
   weights.planned_read_bytes = mine.read_bytes;
   shares = mine.blocks;
-  expert_parallel = plan.expert_parallel;
-  split_strategy = plan.strategy;
   // A GPU reads the views to upload them; the CPU computes from them in place.
   ShardReader reader(file, map, mine, tp, options.device == Device::kCpu, weights.owned_bytes);
   for (const model::TensorMapping& m : map.tensors) {

@@ -152,8 +152,6 @@ struct Executor::Impl {
   int mtp_blocks = 0;  // NextN/MTP blocks loaded (load_mtp)
   // This rank's share of each block (heads, KV heads, experts), from the shard plan.
   std::vector<model::BlockShare> shares;
-  bool expert_parallel = false;
-  std::vector<std::string> split_strategy;      // ShardPlan::strategy
   KvCacheShape kv_shape;                        // of `cache`, or of the GPU's cache
   std::unique_ptr<CudaForward> gpu;             // device kCuda: runs the steps
   std::unique_ptr<PagedKvCache> cache;          // K/V, or the MLA latent + rope key (CPU)
