@@ -218,8 +218,9 @@ void Decode(Executor& ex, int batch, bool graphs, double weight_bytes, double co
 void PrintTraffic(const std::string& model, int64_t context) {
   absl::StatusOr<bench::TrafficShape> shape = bench::TrafficShapeOf(model);
   if (!shape.ok()) Fail(std::string(shape.status().message()));
-  std::printf("exec_traffic_model: %s\n%s", model.c_str(),
-              bench::TrafficTable(*shape, context).c_str());
+  std::printf("exec_traffic_model: %s\n%s%s", model.c_str(),
+              bench::TrafficTable(*shape, context, bench::Kernels::kBefore).c_str(),
+              bench::TrafficTable(*shape, context, bench::Kernels::kNow).c_str());
   std::fflush(stdout);
 }
 

@@ -16,12 +16,19 @@
 namespace tessera::bench {
 namespace {
 
-constexpr int64_t kGemvMaxBatch = 8;                 // kernels/cuda/launch_config.h
 constexpr int64_t kGemvRows = 64;                    // worker/executor/cuda_forward.cc
+constexpr int64_t kGroupedPass = 32;                 // kernels/cuda/launch_config.h
+constexpr int64_t kSortedChoicesPerMember = 2;       // worker/executor/cuda_forward.cc
 constexpr int64_t kQueryTile = 64;                   // the ideal's query tile
 constexpr double kLogitBytes = 4, kSampleBytes = 8;  // float logit; id + log-probability
 
-int64_t Passes(int64_t tokens) { return (tokens + kGemvMaxBatch - 1) / kGemvMaxBatch; }
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Weight passes of a GEMV over `tokens` tokens (kernels/cuda/launch_config.h's kGemvMaxBatch:
+// 8 before, 64 now).
+int64_t Passes(int64_t tokens, Kernels k) {
+  return CeilDiv(tokens, k == Kernels::kBefore ? 8 : 64);
+}
 
 // Expected distinct experts among `tokens` tokens' choices spread evenly.
 double DistinctExperts(const TrafficShape& s, int64_t tokens) {
@@ -37,6 +44,16 @@ double PerExpert(const TrafficShape& s) {
 // Keys a query at position q (1-based count of visible keys) reads.
 int64_t Visible(const TrafficShape& s, int64_t q) {
   return s.dsa_top_k > 0 ? std::min(q, s.dsa_top_k) : q;
+}
+
+// Reads of member matrices by a grouped product of `choices` choices spread evenly over
+// `distinct` members of `members` (kNow sorts them when there are at least two choices per
+// member: each member once per kGroupedPass of its choices).
+double MemberReads(int64_t choices, double distinct, int64_t members, Kernels k) {
+  if (k == Kernels::kBefore || choices < kSortedChoicesPerMember * members || distinct <= 0) {
+    return static_cast<double>(choices);
+  }
+  return distinct * std::ceil(static_cast<double>(choices) / distinct / kGroupedPass);
 }
 
 }  // namespace
@@ -75,7 +92,11 @@ absl::StatusOr<TrafficShape> TrafficShapeOf(const std::string& gguf_path) {
     if (parts.size() < 3 || !absl::SimpleAtoi(parts[1], &block) || block >= hp.n_layer) {
       continue;  // the MTP block is not in a trunk step
     }
-    if (absl::StrContains(t.name, "_exps")) {
+    if (absl::StrContains(t.name, "attn_k_b") || absl::StrContains(t.name, "attn_v_b") ||
+        absl::StrContains(t.name, "attn_kv_b")) {
+      s.head_product_bytes += static_cast<double>(t.n_bytes);
+      s.dense_bytes += static_cast<double>(t.n_bytes);  // never dequantized for cuBLAS
+    } else if (absl::StrContains(t.name, "_exps")) {
       s.expert_bytes += static_cast<double>(t.n_bytes);
     } else {
       s.dense_bytes += static_cast<double>(t.n_bytes);
@@ -100,29 +121,46 @@ absl::StatusOr<TrafficShape> TrafficShapeOf(const std::string& gguf_path) {
   return s;
 }
 
-StepTraffic DecodeTraffic(const TrafficShape& s, int64_t batch, int64_t context) {
+const char* KernelsName(Kernels k) {
+  return k == Kernels::kBefore ? "issue 27's starting kernels" : "current kernels";
+}
+
+StepTraffic DecodeTraffic(const TrafficShape& s, int64_t batch, int64_t context, Kernels k) {
   StepTraffic t;
   const auto b = static_cast<double>(batch);
-  t.dense = {static_cast<double>(Passes(batch)) * s.dense_bytes, s.dense_bytes};
-  t.experts = {b * static_cast<double>(s.n_expert_used) * PerExpert(s),
-               DistinctExperts(s, batch) * PerExpert(s)};
+  // MLA's per-head products: every head's matrix is a member used by every token.
+  const double heads = static_cast<double>(s.heads);
+  const double per_head = s.heads > 0 ? s.head_product_bytes / heads : 0;
+  const double head_products = MemberReads(batch * s.heads, heads, s.heads, k) * per_head;
+  t.dense = {static_cast<double>(Passes(batch, k)) * (s.dense_bytes - s.head_product_bytes) +
+                 head_products,
+             s.dense_bytes};
+  const double distinct = DistinctExperts(s, batch);
+  t.experts = {MemberReads(batch * s.n_expert_used, distinct, s.n_expert, k) * PerExpert(s),
+               distinct * PerExpert(s)};
   const double keys = static_cast<double>(Visible(s, context));
-  const double per_head = static_cast<double>(s.layers) * b * keys * s.kv_row_bytes;
-  t.attention = {per_head * static_cast<double>(s.heads),
-                 per_head * static_cast<double>(s.kv_heads)};
-  t.head = {static_cast<double>(Passes(batch)) * s.head_bytes, s.head_bytes};
+  const double per_kv = static_cast<double>(s.layers) * b * keys * s.kv_row_bytes;
+  t.attention = {per_kv * static_cast<double>(s.heads), per_kv * static_cast<double>(s.kv_heads)};
+  t.head = {static_cast<double>(Passes(batch, k)) * s.head_bytes, s.head_bytes};
   t.logits = {b * static_cast<double>(s.vocab) * kLogitBytes, b * kSampleBytes};
   return t;
 }
 
-StepTraffic PrefillTraffic(const TrafficShape& s, int64_t tokens) {
+StepTraffic PrefillTraffic(const TrafficShape& s, int64_t tokens, Kernels k) {
   StepTraffic t;
-  const double gemv = static_cast<double>(Passes(tokens)) * s.dense_bytes;
-  // Dequantized to 16 bits (written once, read once by cuBLAS) above kGemvRows tokens.
-  const double gemm = s.dense_bytes + 2 * 2 * s.dense_elements;
-  t.dense = {tokens <= kGemvRows ? gemv : gemm, s.dense_bytes};
-  t.experts = {static_cast<double>(tokens * s.n_expert_used) * PerExpert(s),
-               DistinctExperts(s, tokens) * PerExpert(s)};
+  const double matrices = s.dense_bytes - s.head_product_bytes;
+  const double gemv = static_cast<double>(Passes(tokens, k)) * matrices;
+  // Dequantized to 16 bits (written once, read once by cuBLAS) above kGemvRows tokens (the
+  // per-head products stay grouped GEMVs at every length).
+  const double gemm = matrices + 2 * 2 * s.dense_elements;
+  const double heads = static_cast<double>(s.heads);
+  const double per_head = s.heads > 0 ? s.head_product_bytes / heads : 0;
+  t.dense = {(tokens <= kGemvRows ? gemv : gemm) +
+                 MemberReads(tokens * s.heads, heads, s.heads, k) * per_head,
+             s.dense_bytes};
+  const double distinct = DistinctExperts(s, tokens);
+  t.experts = {MemberReads(tokens * s.n_expert_used, distinct, s.n_expert, k) * PerExpert(s),
+               distinct * PerExpert(s)};
   double current_keys = 0, ideal_keys = 0;
   for (int64_t q = 1; q <= tokens; ++q) current_keys += static_cast<double>(Visible(s, q));
   if (s.dsa_top_k > 0) {
@@ -141,21 +179,21 @@ StepTraffic PrefillTraffic(const TrafficShape& s, int64_t tokens) {
   return t;
 }
 
-std::string TrafficTable(const TrafficShape& s, int64_t context) {
+std::string TrafficTable(const TrafficShape& s, int64_t context, Kernels kernels) {
   struct Column {
     std::string name;
     StepTraffic t;
   };
   std::vector<Column> columns;
   for (int64_t b : {1, 8, 32, 64}) {
-    columns.push_back({absl::StrCat("decode b", b), DecodeTraffic(s, b, context)});
+    columns.push_back({absl::StrCat("decode b", b), DecodeTraffic(s, b, context, kernels)});
   }
   for (int64_t p : {512, 4096}) {
-    columns.push_back({absl::StrCat("prefill ", p), PrefillTraffic(s, p)});
+    columns.push_back({absl::StrCat("prefill ", p), PrefillTraffic(s, p, kernels)});
   }
   std::string out = absl::StrFormat(
-      "traffic model (MB per step, current kernels / ideal (ratio); decode at context %d)\n",
-      context);
+      "traffic model, %s (MB per step, kernels / ideal (ratio); decode at context %d)\n",
+      KernelsName(kernels), context);
   absl::StrAppend(&out, absl::StrFormat("%-10s", "family"));
   for (const Column& c : columns) absl::StrAppend(&out, absl::StrFormat(" | %-23s", c.name));
   absl::StrAppend(&out, "\n");

@@ -2,20 +2,26 @@
 // each kernel family moves per step at decode batch B (context L per sequence) and for one
 // prompt of T tokens, against the ideal (each weight byte once per step, each KV byte once
 // per KV head per query tile, only sampled ids back to the host). It is arithmetic over the
-// model's shapes and the kernels' access patterns as written today (kernels/cuda):
+// model's shapes and the kernels' access patterns (kernels/cuda), in two versions:
 //
+// Kernels::kBefore, as issue 27 found them:
 //   - products (attention projections, dense FFN, shared experts, router, LM head): GEMV of
-//     up to kGemvMaxBatch (8) tokens per weight pass; a prompt of more than kGemvRows (64)
-//     tokens dequantizes the matrix to 16-bit (written, then read by cuBLAS);
-//   - routed experts: one warp per (row, token · choice): every choice reads its expert's
-//     rows, so B tokens read B · used expert matrices where the ideal reads each distinct
-//     chosen expert once (expected n_expert · (1 − (1 − used / n_expert)^B) of them when
-//     the choices are spread evenly);
+//     up to 8 tokens per weight pass; a prompt of more than 64 tokens dequantizes the matrix
+//     to 16-bit (written, then read by cuBLAS);
+//   - MLA's per-head matrices (k_b, v_b) and routed experts: one warp per (row, token ·
+//     choice): every choice reads its member's rows, so B tokens read B · used expert
+//     matrices (and every head's matrix B times) where the ideal reads each distinct chosen
+//     expert once (expected n_expert · (1 − (1 − used / n_expert)^B) of them when the
+//     choices are spread evenly);
 //   - attention: one block per (query, query head) reads every visible key (K and V rows;
 //     MLA's latent once, as key and value) or, with DSA, its selected ones; the ideal reads
 //     them once per KV head (the latent: once) per query tile of 64 queries;
 //   - logits: every row's vocabulary to the host for sampling (4 bytes a logit), where on-
 //     device sampling returns an id and a log-probability.
+// Kernels::kNow, what the executor runs today: GEMV passes of up to 64 tokens (a decode step
+// of up to 64 sequences reads each weight once); grouped products sorted by member when they
+// have at least two choices per member on average (each member read once per 32 of its
+// choices, the choices spread evenly); attention and logits as before.
 //
 // Runnable anywhere (gpu_executor_bench --traffic needs no GPU), so a change to a kernel
 // family's traffic is visible before a GPU measures it.
@@ -30,10 +36,11 @@ namespace tessera::bench {
 
 struct TrafficShape {
   // Weight bytes read by one step (the trunk: no token embedding, no MTP block).
-  double dense_bytes = 0;     // every matrix but the routed experts and the LM head
-  double dense_elements = 0;  // their elements (the 16-bit dequantized copy of a prefill)
-  double expert_bytes = 0;    // routed experts of all layers
-  double head_bytes = 0;      // the LM head (output.weight, or the tied embedding)
+  double dense_bytes = 0;         // every matrix but the routed experts and the LM head
+  double dense_elements = 0;      // their elements but k_b / v_b's (a prefill's 16-bit copy)
+  double expert_bytes = 0;        // routed experts of all layers
+  double head_bytes = 0;          // the LM head (output.weight, or the tied embedding)
+  double head_product_bytes = 0;  // MLA's per-head k_b / v_b (kv_b), in dense_bytes too
   int64_t n_expert = 0, n_expert_used = 0;
   // Attention (per trunk layer alike).
   int64_t layers = 0, heads = 0, kv_heads = 0;
@@ -53,14 +60,18 @@ struct StepTraffic {
   Traffic dense, experts, attention, head, logits;
 };
 
+enum class Kernels { kBefore, kNow };
+const char* KernelsName(Kernels k);
+
 // B sequences decoding one token each at context L.
-StepTraffic DecodeTraffic(const TrafficShape& s, int64_t batch, int64_t context);
+StepTraffic DecodeTraffic(const TrafficShape& s, int64_t batch, int64_t context,
+                          Kernels kernels = Kernels::kNow);
 // One prompt of T tokens in one step (the last row's logits).
-StepTraffic PrefillTraffic(const TrafficShape& s, int64_t tokens);
+StepTraffic PrefillTraffic(const TrafficShape& s, int64_t tokens, Kernels kernels = Kernels::kNow);
 
 // The table gpu_executor_bench --traffic prints: per kernel family, MB current / ideal and
 // their ratio at decode batch 1, 8, 32 and 64 (context `context`) and prompts of 512 and
 // 4,096 tokens.
-std::string TrafficTable(const TrafficShape& s, int64_t context);
+std::string TrafficTable(const TrafficShape& s, int64_t context, Kernels kernels = Kernels::kNow);
 
 }  // namespace tessera::bench

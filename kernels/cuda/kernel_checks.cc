@@ -208,6 +208,29 @@ absl::StatusOr<LaunchConfig> CheckGroupedGemv(const DeviceMatrix& w, const Group
         " choices, x stride ", g.x_stride, " (≥ ", w.cols, "), y stride ", g.y_stride, " (≥ ",
         w.rows, "), ids/x/y given: expected all to hold"));
   }
+  if (g.has_order != g.has_offsets) {
+    return absl::InvalidArgumentError(
+        "cuda grouped gemv: the sorted form needs both order and offsets (SortByMember's)");
+  }
+  if (g.has_order && g.members + 1 > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda grouped gemv: ", g.members, " members sorted: at most 65534"));
+  }
+  return c;
+}
+
+absl::StatusOr<LaunchConfig> CheckSortByMember(int64_t n, int members, bool has_ids, bool has_order,
+                                               bool has_offsets) {
+  if (n <= 0 || n > INT32_MAX || members <= 0 || members > kSortMaxMembers || !has_ids ||
+      !has_order || !has_offsets) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda sort by member: ", n, " choices over ", members, " members (expected 1..", INT32_MAX,
+        " choices, 1..", kSortMaxMembers, " members; ids, order and offsets given)"));
+  }
+  LaunchConfig c;
+  c.block = kSortThreads;
+  c.grid_x = 1;
+  c.shared_bytes = 2 * static_cast<size_t>(members + 1) * sizeof(int);
   return c;
 }
 

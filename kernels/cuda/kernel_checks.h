@@ -55,8 +55,14 @@ struct GroupedGemvCheck {
   int64_t x_stride = 0;
   int64_t y_stride = 0;
   bool has_ids = false, has_x = false, has_y = false;
+  bool has_order = false, has_offsets = false;  // the sorted form: both or neither
 };
 absl::StatusOr<LaunchConfig> CheckGroupedGemv(const DeviceMatrix& w, const GroupedGemvCheck& g);
+
+// SortByMember: n > 0 choices over 1..kSortMaxMembers members, every pointer given; one block
+// of kSortThreads with 2·(members + 1) ints of shared memory.
+absl::StatusOr<LaunchConfig> CheckSortByMember(int64_t n, int members, bool has_ids, bool has_order,
+                                               bool has_offsets);
 
 // MoeCombine's launch geometry over tokens × n outputs.
 absl::StatusOr<LaunchConfig> CheckMoeCombine(int64_t tokens, int used, int64_t n);

@@ -52,9 +52,19 @@ absl::StatusOr<LaunchConfig> DequantizeLaunch(gguf::GgmlType type, int64_t n_ele
 
 // Quantized GEMV y[b][r] = W[r]·x[b] for decode: one warp per weight row, kGemvWarps rows per
 // block, batch handled kGemvMaxBatch tokens per pass (the weights stay quantized and are
-// decoded in registers). x needs cols·batch activations.
+// decoded in registers, once per pass: a decode step of up to 64 sequences reads each weight
+// byte once); batches up to kGemvSmallBatch use an instance with fewer accumulators. x needs
+// cols·batch activations.
 inline constexpr int kGemvWarps = 4;
-inline constexpr int kGemvMaxBatch = 8;
+inline constexpr int kGemvSmallBatch = 8;
+inline constexpr int kGemvMaxBatch = 64;
+// The grouped GEMV over choices sorted by member (SortByMember): a warp decodes its row of a
+// member once per kGroupedPass of that member's choices.
+inline constexpr int kGroupedPass = 32;
+// SortByMember: one block of this many threads; members + 1 buckets of counts and cursors in
+// shared memory.
+inline constexpr int kSortThreads = 1024;
+inline constexpr int kSortMaxMembers = 8192;
 absl::StatusOr<LaunchConfig> GemvLaunch(gguf::GgmlType type, int64_t rows, int64_t cols,
                                         int64_t batch, const DeviceLimits& limits = {});
 

@@ -30,7 +30,9 @@ inline absl::StatusOr<LaunchConfig> CheckGroupedGemv(const GroupedGemvArgs& a, i
                                 .y_stride = *y_stride,
                                 .has_ids = a.ids != nullptr,
                                 .has_x = a.x != nullptr,
-                                .has_y = a.y != nullptr});
+                                .has_y = a.y != nullptr,
+                                .has_order = a.order != nullptr,
+                                .has_offsets = a.offsets != nullptr});
 }
 
 inline absl::StatusOr<LaunchConfig> CheckRope(const RopeArgs& a) {

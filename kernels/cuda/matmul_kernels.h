@@ -16,7 +16,9 @@ absl::Status Dequantize(gguf::GgmlType type, const void* src, int64_t n, DType o
 
 // Decode GEMV: y[b·w.rows + r] = Σ_k W[r][k] · x[b·w.cols + k] for b < batch, with W read
 // quantized and decoded in registers (one warp per row), activations and output in `act`,
-// accumulation in float32. Any batch works; it is processed kGemvMaxBatch tokens per pass.
+// accumulation in float32. Any batch works; it is processed kGemvMaxBatch (64) tokens per
+// pass, each weight byte read once per pass. Batch invariant: a token's result is
+// bit-identical whatever the batch (its arithmetic is the same in every pass and instance).
 absl::Status Gemv(const DeviceMatrix& w, const void* x, DType act, int64_t batch, void* y,
                   cudaStream_t stream);
 
@@ -44,8 +46,21 @@ struct GroupedGemvArgs {
   int64_t x_stride = 0;
   void* y = nullptr;
   int64_t y_stride = 0;
+  // Optional, both or neither: the choices grouped by member, as SortByMember writes them
+  // for these ids. Then each member's rows are decoded once per kGroupedPass (32) of its
+  // choices instead of once per choice (MoE prefill and large decode batches: the "tokens
+  // sorted by expert" grouped product). Same results, bit for bit.
+  const int32_t* order = nullptr;
+  const int32_t* offsets = nullptr;
 };
 absl::Status GroupedGemv(const GroupedGemvArgs& args, DType act, cudaStream_t stream);
+
+// Groups n choices by member: member m = ids[i] − member0 for m in [0, members), bucket
+// `members` for the others. offsets[b] .. offsets[b + 1] (b ≤ members; offsets has
+// members + 2 entries) index `order` (n entries), which lists bucket b's choice indices i
+// (their order inside a bucket is unspecified). One block; members ≤ kSortMaxMembers.
+absl::Status SortByMember(const int32_t* ids, int64_t n, int members, int member0, int32_t* order,
+                          int32_t* offsets, cudaStream_t stream);
 
 // out[t·n + i] = Σ_j weights[t·used + j] · y[(t·used + j)·n + i]: the routed experts' outputs
 // combined with their routing weights, float32 accumulation.

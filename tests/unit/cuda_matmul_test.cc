@@ -11,6 +11,7 @@
 
 #include "common/quant/dequantize.h"
 #include "common/quant/type_traits.h"
+#include "kernels/cuda/launch_config.h"
 #include "kernels/cuda/matmul_kernels.h"
 #include "kernels/cuda/nn_kernels.h"
 #include "kernels/reference/matmul_ref.h"
@@ -304,6 +305,162 @@ TEST_F(CudaMatmul, GroupedGemvAbsorbsPerHeadWithStrides) {
         ExpectProduct(type, member, c, n, std::vector<float>(q.begin() + qh, q.begin() + qh + n), 1,
                       DType::kF32, std::vector<float>(got.begin() + oh, got.begin() + oh + c));
         for (int i = c; i < c + r; ++i) EXPECT_EQ(got[oh + i], 7.0f);
+      }
+    }
+  }
+}
+
+// Decode batches up to kGemvMaxBatch (64) run in one weight pass; larger ones in passes. Each
+// token's result is bit-identical to that token alone (batch invariance) and within the
+// float32 bound of the float64 product, for both kernel instances (≤ 8 and ≤ 64 tokens) and
+// both inner loops (runs of 8 at 512 columns; one element per lane at 288).
+TEST_F(CudaMatmul, GemvIsBatchInvariantUpTo64AndBeyond) {
+  std::mt19937_64 rng(12);
+  const int64_t rows = 37;
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ8_0, GgmlType::kF16}) {
+    for (int64_t cols : {512, 288}) {
+      if (cols % quant::FindQuantTraits(type)->block_elems != 0) continue;
+      for (DType act : {DType::kF32, DType::kBF16}) {
+        SCOPED_TRACE(::testing::Message()
+                     << Name(type) << " cols " << cols << " " << DTypeName(act));
+        const std::vector<uint8_t> w = quant::testing::RandomBlocks(type, rows * cols, rng);
+        DeviceBuffer dw(w);
+        const DeviceMatrix m{type, rows, cols, w.size() / rows, dw.get()};
+        const int64_t most = 130;  // three passes of 64, 64 and 2
+        const std::vector<float> x = Round(RandomVector(cols * most, rng), act);
+        const size_t esz = DTypeBytes(act);
+        DeviceBuffer dx(Encode(x, act));
+        // Every token alone: the reference bits.
+        DeviceBuffer dsolo(rows * most * esz);
+        for (int64_t t = 0; t < most; ++t) {
+          ASSERT_TRUE(Gemv(m, static_cast<const uint8_t*>(dx.get()) + t * cols * esz, act, 1,
+                           static_cast<uint8_t*>(dsolo.get()) + t * rows * esz, nullptr)
+                          .ok());
+        }
+        Sync();
+        const std::vector<uint8_t> solo = dsolo.Download<uint8_t>(rows * most * esz);
+        ExpectProduct(type, w, rows, cols, x, most, act, Decode(solo, act));
+        for (int64_t batch :
+             {int64_t{2}, int64_t{8}, int64_t{9}, int64_t{33}, int64_t{64}, int64_t{65}, most}) {
+          DeviceBuffer dy(rows * batch * esz);
+          ASSERT_TRUE(Gemv(m, dx.get(), act, batch, dy.get(), nullptr).ok());
+          Sync();
+          const std::vector<uint8_t> y = dy.Download<uint8_t>(rows * batch * esz);
+          EXPECT_TRUE(std::equal(y.begin(), y.end(), solo.begin()))
+              << "batch " << batch << ": a token's result depends on its batch-mates";
+        }
+      }
+    }
+  }
+}
+
+// SortByMember: every choice exactly once, in its member's bucket; choices of members outside
+// [member0, member0 + members) (another rank's experts, bad ids) in the last bucket.
+TEST_F(CudaMatmul, SortByMemberGroupsEveryChoiceOnce) {
+  std::mt19937_64 rng(13);
+  const int members = 5, member0 = 3;
+  for (int64_t n : {1, 7, 1000, 5000}) {
+    SCOPED_TRACE(n);
+    std::vector<int32_t> ids(n);
+    for (auto& id : ids) id = static_cast<int32_t>(rng() % 11) - 1;  // -1 .. 9
+    DeviceBuffer dids(ids), dorder(n * 4), doffsets((members + 2) * 4);
+    ASSERT_TRUE(SortByMember(dids.as<int32_t>(), n, members, member0, dorder.as<int32_t>(),
+                             doffsets.as<int32_t>(), nullptr)
+                    .ok());
+    Sync();
+    const std::vector<int32_t> order = dorder.Download<int32_t>(n);
+    const std::vector<int32_t> offsets = doffsets.Download<int32_t>(members + 2);
+    ASSERT_EQ(offsets[0], 0);
+    ASSERT_EQ(offsets[members + 1], n);
+    std::vector<int> seen(n, 0);
+    for (int b = 0; b <= members; ++b) {
+      ASSERT_LE(offsets[b], offsets[b + 1]);
+      for (int i = offsets[b]; i < offsets[b + 1]; ++i) {
+        const int32_t c = order[i];
+        ASSERT_TRUE(c >= 0 && c < n) << c;
+        ++seen[c];
+        const int m = ids[c] - member0;
+        EXPECT_EQ(m >= 0 && m < members ? m : members, b) << "choice " << c << " id " << ids[c];
+      }
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), n) << "a choice missing or repeated";
+  }
+  DeviceBuffer d(64);
+  EXPECT_FALSE(
+      SortByMember(d.as<int32_t>(), 4, 0, 0, d.as<int32_t>(), d.as<int32_t>(), nullptr).ok());
+  EXPECT_FALSE(SortByMember(d.as<int32_t>(), 4, kSortMaxMembers + 1, 0, d.as<int32_t>(),
+                            d.as<int32_t>(), nullptr)
+                   .ok());
+}
+
+// The grouped product over choices sorted by member (MoE prefill: each expert's rows decoded
+// once per 32 of its tokens) gives the per-choice kernel's bits: every choice, other ranks'
+// experts as zero rows, inputs per token and per choice, more choices of one member than a
+// pass, 16-bit activations; and the float64 product.
+TEST_F(CudaMatmul, SortedGroupedGemvEqualsPerChoiceBitForBit) {
+  std::mt19937_64 rng(14);
+  const int experts = 6, member0 = 2, used = 3;
+  const int64_t rows = 21, cols = 256, tokens = 150;
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kF32}) {
+    for (DType act : {DType::kF32, DType::kF16}) {
+      SCOPED_TRACE(::testing::Message() << Name(type) << " " << DTypeName(act));
+      std::vector<uint8_t> stacked;
+      std::vector<std::vector<uint8_t>> w(experts);
+      for (auto& e : w) {
+        e = quant::testing::RandomBlocks(type, rows * cols, rng);
+        stacked.insert(stacked.end(), e.begin(), e.end());
+      }
+      const size_t expert_bytes = w[0].size();
+      // Ids 0 .. 9 against the stack's 2 .. 7; member 2 (id 4) gets most of the choices.
+      std::vector<int32_t> ids(tokens * used);
+      for (auto& id : ids) id = rng() % 3 == 0 ? 4 : static_cast<int32_t>(rng() % 10);
+      const size_t esz = DTypeBytes(act);
+      DeviceBuffer dw(stacked), dids(ids), dorder(ids.size() * 4), doffsets((experts + 2) * 4);
+      ASSERT_TRUE(SortByMember(dids.as<int32_t>(), tokens * used, experts, member0,
+                               dorder.as<int32_t>(), doffsets.as<int32_t>(), nullptr)
+                      .ok());
+      for (bool per_choice : {false, true}) {
+        SCOPED_TRACE(per_choice ? "input per choice" : "input per token");
+        const int64_t x_rows = per_choice ? tokens * used : tokens;
+        const std::vector<float> x = Round(RandomVector(cols * x_rows, rng), act);
+        DeviceBuffer dx(Encode(x, act)), dplain(ids.size() * rows * esz),
+            dsorted(ids.size() * rows * esz);
+        GroupedGemvArgs g;
+        g.w = DeviceMatrix{type, rows, cols, expert_bytes / rows, dw.get()};
+        g.member_bytes = expert_bytes;
+        g.members = experts;
+        g.member0 = member0;
+        g.ids = dids.as<int32_t>();
+        g.tokens = tokens;
+        g.used = used;
+        g.x = dx.get();
+        g.x_per_choice = per_choice;
+        g.y = dplain.get();
+        ASSERT_TRUE(GroupedGemv(g, act, nullptr).ok());
+        g.y = dsorted.get();
+        g.order = dorder.as<int32_t>();
+        g.offsets = doffsets.as<int32_t>();
+        ASSERT_TRUE(GroupedGemv(g, act, nullptr).ok());
+        g.offsets = nullptr;
+        EXPECT_FALSE(GroupedGemv(g, act, nullptr).ok()) << "order without offsets";
+        Sync();
+        const std::vector<uint8_t> plain = dplain.Download<uint8_t>(ids.size() * rows * esz);
+        const std::vector<uint8_t> sorted = dsorted.Download<uint8_t>(ids.size() * rows * esz);
+        EXPECT_TRUE(plain == sorted)
+            << "the sorted grouped product differs from the per-choice one";
+        const std::vector<float> y = Decode(sorted, act);
+        for (int64_t c = 0; c < tokens * used; c += 7) {
+          const std::vector<float> yc(y.begin() + c * rows, y.begin() + (c + 1) * rows);
+          const int m = ids[c] - member0;
+          if (m < 0 || m >= experts) {
+            EXPECT_EQ(yc, std::vector<float>(rows, 0.0f)) << "choice " << c;
+            continue;
+          }
+          const int64_t xr = per_choice ? c : c / used;
+          ExpectProduct(type, w[m], rows, cols,
+                        std::vector<float>(x.begin() + xr * cols, x.begin() + (xr + 1) * cols), 1,
+                        act, yc);
+        }
       }
     }
   }

@@ -31,7 +31,7 @@ TrafficShape Small() {
 }
 
 TEST(GpuTraffic, DecodeFiguresWorkedOutByHand) {
-  const StepTraffic t = DecodeTraffic(Small(), /*batch=*/9, /*context=*/5);
+  const StepTraffic t = DecodeTraffic(Small(), /*batch=*/9, /*context=*/5, Kernels::kBefore);
   // GEMV passes of up to 8 tokens: 9 tokens read every weight twice.
   EXPECT_DOUBLE_EQ(t.dense.current, 200);
   EXPECT_DOUBLE_EQ(t.dense.ideal, 100);
@@ -49,7 +49,7 @@ TEST(GpuTraffic, DecodeFiguresWorkedOutByHand) {
 
 TEST(GpuTraffic, PrefillFiguresWorkedOutByHand) {
   TrafficShape s = Small();
-  StepTraffic t = PrefillTraffic(s, 3);
+  StepTraffic t = PrefillTraffic(s, 3, Kernels::kBefore);
   EXPECT_DOUBLE_EQ(t.dense.current, 100);  // one GEMV pass
   EXPECT_DOUBLE_EQ(t.experts.current, 600);
   EXPECT_NEAR(t.experts.ideal, 800 * (1 - std::pow(0.75, 3)), 1e-9);
@@ -59,17 +59,49 @@ TEST(GpuTraffic, PrefillFiguresWorkedOutByHand) {
   EXPECT_DOUBLE_EQ(t.head.current, 30);
   EXPECT_DOUBLE_EQ(t.logits.current, 400);
 
-  t = PrefillTraffic(s, 100);
+  t = PrefillTraffic(s, 100, Kernels::kBefore);
   // Above 64 tokens: the matrix, plus its 16-bit copy written and read (50 elements).
   EXPECT_DOUBLE_EQ(t.dense.current, 100 + 4 * 50);
   EXPECT_DOUBLE_EQ(t.attention.current, 2 * 10 * (100 * 101 / 2) * 4);
   EXPECT_DOUBLE_EQ(t.attention.ideal, 2 * 10 * (64 + 100) * 2);  // tiles ending at 64, 100
 
   s.dsa_top_k = 2;  // each query reads at most 2 selected keys: 1 + 2 + 2
-  t = PrefillTraffic(s, 3);
+  t = PrefillTraffic(s, 3, Kernels::kBefore);
   EXPECT_DOUBLE_EQ(t.attention.current, 2 * 10 * 5 * 4);
   EXPECT_DOUBLE_EQ(t.attention.ideal, 2 * 10 * 5 * 2);
   EXPECT_DOUBLE_EQ(DecodeTraffic(s, 1, 50).attention.current, 2 * 1 * 2 * 10 * 4);
+}
+
+// Today's kernels: GEMV passes of 64 tokens, grouped products sorted by member from two
+// choices per member on average, each member read once per 32 of its choices.
+TEST(GpuTraffic, CurrentKernelsWorkedOutByHand) {
+  TrafficShape s = Small();
+  // 9 tokens: one GEMV pass; 18 choices over 8 experts (≥ 16): sorted, each of the
+  // 8 (1 − 0.75^9) expected distinct experts read ceil(18 / distinct / 32) = 1 time.
+  StepTraffic t = DecodeTraffic(s, 9, 5, Kernels::kNow);
+  EXPECT_DOUBLE_EQ(t.dense.current, 100);
+  EXPECT_DOUBLE_EQ(t.head.current, 30);
+  EXPECT_NEAR(t.experts.current, 800 * (1 - std::pow(0.75, 9)), 1e-9);
+  EXPECT_DOUBLE_EQ(t.experts.current, t.experts.ideal);
+  // 7 tokens: 14 choices < 16, per choice as before.
+  EXPECT_DOUBLE_EQ(DecodeTraffic(s, 7, 5, Kernels::kNow).experts.current, 1400);
+  // 65 tokens: two GEMV passes; 130 choices over ~8 distinct experts: 17 each, one pass.
+  t = DecodeTraffic(s, 65, 5, Kernels::kNow);
+  EXPECT_DOUBLE_EQ(t.dense.current, 200);
+  EXPECT_NEAR(t.experts.current, 800 * (1 - std::pow(0.75, 65)), 1e-9);
+  // A prompt of 1,000 tokens: 2,000 choices, ~250 per expert: 8 passes of 32.
+  t = PrefillTraffic(s, 1000, Kernels::kNow);
+  EXPECT_NEAR(t.experts.current, 8 * 800 * (1 - std::pow(0.75, 1000)), 1e-6);
+  EXPECT_DOUBLE_EQ(PrefillTraffic(s, 1000, Kernels::kBefore).experts.current, 2000 * 100);
+  // MLA's per-head products (40 of the 100 dense bytes, 4 heads of 10): per token before;
+  // sorted now (9 tokens per head: one pass), the other 60 bytes in one GEMV pass.
+  s.head_product_bytes = 40;
+  EXPECT_DOUBLE_EQ(DecodeTraffic(s, 9, 5, Kernels::kBefore).dense.current, 2 * 60 + 9 * 40);
+  EXPECT_DOUBLE_EQ(DecodeTraffic(s, 9, 5, Kernels::kNow).dense.current, 60 + 40);
+  EXPECT_DOUBLE_EQ(DecodeTraffic(s, 1, 5, Kernels::kNow).dense.current, 100);
+  // A prompt of 100: the GEMM path for the 60 (plus the 16-bit copy of 50 elements), the
+  // per-head products in ceil(100 / 32) = 4 passes.
+  EXPECT_DOUBLE_EQ(PrefillTraffic(s, 100, Kernels::kNow).dense.current, 60 + 4 * 50 + 4 * 40);
 }
 
 // The shapes read from a generated MoE + MLA model: the routed experts, the head and the
@@ -111,6 +143,8 @@ TEST(GpuTraffic, ReadsTheShapesOfAModelFile) {
   EXPECT_EQ(s->kv_heads, 1);  // MLA: one latent
   EXPECT_EQ(s->kv_row_bytes, 2 * (hp->kv_lora_rank + hp->n_rot));
   EXPECT_EQ(s->vocab, vocab);
+  EXPECT_GT(s->head_product_bytes, 0);  // attn_k_b and attn_v_b
+  EXPECT_LT(s->head_product_bytes, s->dense_bytes);
   EXPECT_FALSE(TrafficTable(*s, 128).empty());
   EXPECT_FALSE(TrafficShapeOf(path + ".missing").ok());
 }

@@ -58,10 +58,18 @@ namespace {
 using cuda::DeviceMatrix;
 using cuda::DType;
 
-// Products of up to this many tokens run as GEMV. The GEMV reads the weights once per
-// kGemvMaxBatch (8) tokens: at 64 tokens a Q4_K matrix costs 8 × 0.56 bytes per element,
-// about what dequantizing it for cuBLAS costs (0.56 read + 2 written + 2 read again).
+// Products of up to this many tokens run as GEMV, which reads each weight byte once per
+// kGemvMaxBatch (64) tokens; above, dequantizing for cuBLAS (a Q4_K matrix: 0.56 bytes per
+// element read, 2 written, 2 read again) amortizes over the prompt.
 constexpr int64_t kGemvRows = 64;
+// The grouped products (routed experts, MLA's per-head matrices) sort their choices by member
+// when there are at least this many choices per member on average: each member is then
+// decoded once per kGroupedPass of its choices instead of once per choice, at the cost of the
+// sort and of one block row per member. (A threshold to measure on a GPU.)
+constexpr int64_t kSortedChoicesPerMember = 2;
+bool SortPays(int64_t choices, int64_t members) {
+  return choices >= kSortedChoicesPerMember * members;
+}
 // Decode steps up to this many sequences are captured as graphs (GEMV only inside).
 constexpr int64_t kGraphMaxBatch = 64;
 constexpr size_t kGemmScratchBytes = size_t{64} << 20;
@@ -229,6 +237,9 @@ struct StepBuffers {
   DeviceBuffer x, h, y, q, k, v, attn, qa, o, cq, gate, up, down;
   DeviceBuffer router_logits, route_ids, route_weights, h32, cq32;
   DeviceBuffer qi, ki, wi, scores, selected, head_ids;
+  // The grouped products' choices sorted by member (SortByMember): routed experts, per layer;
+  // MLA's per-head products, per step.
+  DeviceBuffer route_order, route_offsets, head_order, head_offsets;
   DeviceBuffer gemm_scratch, inputs, hr, logits32, gathered;
   DeviceBuffer mtp_in, mtp_hidden;  // MTP steps only (executors that loaded the block)
   DeviceBuffer all_hidden;          // every row's hidden state (the same executors)
@@ -280,6 +291,10 @@ struct StepBuffers {
                                   &scores,
                                   &selected,
                                   &head_ids,
+                                  &route_order,
+                                  &route_offsets,
+                                  &head_order,
+                                  &head_offsets,
                                   &gemm_scratch,
                                   &hr,
                                   &logits32,
@@ -616,6 +631,10 @@ absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int
        "indexer scores"},
       {&bufs.selected, T * dsa_k * 4, "indexer selection"},
       {&bufs.head_ids, impl.config.mla ? T * H_all * 4 : 0, "head ids"},
+      {&bufs.route_order, T * used * 4, "routing order"},
+      {&bufs.route_offsets, (experts + 2) * 4, "routing order"},
+      {&bufs.head_order, impl.config.mla ? T * H_all * 4 : 0, "head order"},
+      {&bufs.head_offsets, impl.config.mla ? (H_all + 2) * 4 : 0, "head order"},
       {&bufs.gemm_scratch, static_cast<int64_t>(kGemmScratchBytes), "the GEMM scratch"},
       {&bufs.hr, R * d * (4 + (int64_t)esz), "head inputs"},
       {&bufs.logits32, R * weights.vocab_local * 4, "logits"},
@@ -836,7 +855,8 @@ class CudaOps {
   // The (tokens, heads) whose per-head member ids head_ids holds, so that HeadProducts
   // fills them once per step rather than once per product.
   std::pair<int64_t, int64_t> head_ids_for_{-1, -1};
-  int layer_ = 0;  // the block whose routing Route last made (ExpertProducts' experts)
+  int layer_ = 0;              // the block whose routing Route last made (ExpertProducts' experts)
+  bool route_sorted_ = false;  // Route sorted its choices by expert (route_order/offsets)
 };
 
 Act CudaOps::Tensor(Buf role, int64_t rows, int64_t cols, Prec prec) {
@@ -950,13 +970,23 @@ absl::Status CudaOps::HeadProducts(const Mat& stack, int64_t heads, Act x, Act y
   const int64_t tokens = x.rows / heads;
   const int H = static_cast<int>(heads);
   int32_t* ids = bufs_.head_ids.as<int32_t>();
+  const bool sorted = SortPays(tokens * H, H);
   if (head_ids_for_ != std::make_pair(tokens, heads)) {
     TESSERA_RETURN_IF_ERROR(cuda::FillHeadIds(ids, tokens, H, s_.stream));
+    if (sorted) {
+      TESSERA_RETURN_IF_ERROR(cuda::SortByMember(ids, tokens * H, H, 0,
+                                                 bufs_.head_order.as<int32_t>(),
+                                                 bufs_.head_offsets.as<int32_t>(), s_.stream));
+    }
     head_ids_for_ = {tokens, heads};
   }
-  return cuda::GroupedGemv(
-      Grouped(stack, y.cols, H, ids, tokens, H, x.data, true, x.ld, y.data, y.ld), Dt(y),
-      s_.stream);
+  cuda::GroupedGemvArgs g =
+      Grouped(stack, y.cols, H, ids, tokens, H, x.data, true, x.ld, y.data, y.ld);
+  if (sorted) {
+    g.order = bufs_.head_order.as<int32_t>();
+    g.offsets = bufs_.head_offsets.as<int32_t>();
+  }
+  return cuda::GroupedGemv(g, Dt(y), s_.stream);
 }
 
 // One grouped GEMV per stack over the current routing: gate and up read the token's row of
@@ -979,6 +1009,10 @@ absl::Status CudaOps::ExpertProducts(std::initializer_list<Expert> products, Act
     cuda::GroupedGemvArgs g =
         Grouped(*e.stack, e.rows, E, ids, T, K, x.data, per_choice, x.ld, e.y.data, e.y.ld);
     g.member0 = static_cast<int>(share.expert_begin);
+    if (route_sorted_) {
+      g.order = bufs_.route_order.as<int32_t>();
+      g.offsets = bufs_.route_offsets.as<int32_t>();
+    }
     TESSERA_RETURN_IF_ERROR(cuda::GroupedGemv(g, Dt(e.y), s_.stream));
   }
   return absl::OkStatus();
@@ -1008,6 +1042,14 @@ absl::StatusOr<int64_t> CudaOps::Route(int layer, Act logits, const Vec& bias) {
   TESSERA_RETURN_IF_ERROR(cuda::MoeRoute(r, s_.stream));
   // Every (token, choice) keeps its row, t·K + k (another rank's expert: a zero row).
   const int64_t rows = logits.rows * r.used;
+  const model::BlockShare& share = s_.impl.shares[layer];
+  const int E = static_cast<int>(share.expert_end - share.expert_begin);
+  route_sorted_ = E > 0 && SortPays(rows, E);
+  if (route_sorted_) {
+    TESSERA_RETURN_IF_ERROR(cuda::SortByMember(r.ids, rows, E, static_cast<int>(share.expert_begin),
+                                               bufs_.route_order.as<int32_t>(),
+                                               bufs_.route_offsets.as<int32_t>(), s_.stream));
+  }
   if (step_.trace == nullptr) return rows;
   TESSERA_RETURN_IF_ERROR(TraceRouting(layer, logits.rows));
   return rows;

@@ -150,16 +150,26 @@ void Product(const DeviceMatrix& w, const void* x, DType act, int64_t batch, voi
 }
 
 // GroupedGemv's work: member by member, so that each row of a member in use is decoded once.
+// The sorted form takes the members' choices from order/offsets as given (so that a stale or
+// wrong grouping gives wrong rows here too, as on the GPU); the other groups the ids itself.
 void GroupedProduct(const GroupedGemvArgs& a, DType act, int64_t x_stride, int64_t y_stride) {
   const DeviceMatrix& w = a.w;
   std::vector<std::vector<int64_t>> by_member(static_cast<size_t>(a.members));
-  for (int64_t choice = 0; choice < a.tokens * a.used; ++choice) {
-    const int m = a.ids[choice] - a.member0;
-    if (m >= 0 && m < a.members) {
-      by_member[m].push_back(choice);
-    } else {
-      for (int64_t r = 0; r < w.rows; ++r) Store(a.y, act, choice * y_stride + r, 0.0f);
+  std::vector<int64_t> outside;
+  if (a.order != nullptr) {
+    for (int m = 0; m <= a.members; ++m) {
+      for (int i = a.offsets[m]; i < a.offsets[m + 1]; ++i) {
+        (m < a.members ? by_member[m] : outside).push_back(a.order[i]);
+      }
     }
+  } else {
+    for (int64_t choice = 0; choice < a.tokens * a.used; ++choice) {
+      const int m = a.ids[choice] - a.member0;
+      (m >= 0 && m < a.members ? by_member[m] : outside).push_back(choice);
+    }
+  }
+  for (int64_t choice : outside) {
+    for (int64_t r = 0; r < w.rows; ++r) Store(a.y, act, choice * y_stride + r, 0.0f);
   }
   std::vector<float> row(static_cast<size_t>(w.cols)), xs;
   for (int m = 0; m < a.members; ++m) {
@@ -330,6 +340,27 @@ absl::Status GroupedGemv(const GroupedGemvArgs& a, DType act, cudaStream_t strea
   absl::StatusOr<LaunchConfig> c = CheckGroupedGemv(a, &x_stride, &y_stride);
   if (!c.ok()) return c.status();
   emu::Launch(stream, [=] { GroupedProduct(a, act, x_stride, y_stride); });
+  return absl::OkStatus();
+}
+
+// SortByMemberKernel's contract; inside a bucket the choices stay in index order (the GPU's
+// order there is unspecified and changes nothing).
+absl::Status SortByMember(const int32_t* ids, int64_t n, int members, int member0, int32_t* order,
+                          int32_t* offsets, cudaStream_t stream) {
+  absl::StatusOr<LaunchConfig> c =
+      CheckSortByMember(n, members, ids != nullptr, order != nullptr, offsets != nullptr);
+  if (!c.ok()) return c.status();
+  emu::Launch(stream, [=] {
+    auto bucket = [&](int64_t i) {
+      const int m = ids[i] - member0;
+      return m >= 0 && m < members ? m : members;
+    };
+    std::vector<int32_t> cursor(static_cast<size_t>(members) + 2, 0);
+    for (int64_t i = 0; i < n; ++i) ++cursor[bucket(i) + 1];
+    for (int b = 0; b <= members; ++b) cursor[b + 1] += cursor[b];
+    std::copy(cursor.begin(), cursor.end(), offsets);
+    for (int64_t i = 0; i < n; ++i) order[cursor[bucket(i)]++] = static_cast<int32_t>(i);
+  });
   return absl::OkStatus();
 }
 
