@@ -19,6 +19,8 @@ namespace {
 constexpr int64_t kGemvRows = 64;                    // worker/executor/cuda_forward.cc
 constexpr int64_t kGroupedPass = 32;                 // kernels/cuda/launch_config.h
 constexpr int64_t kSortedChoicesPerMember = 2;       // worker/executor/cuda_forward.cc
+constexpr int64_t kTiledAttentionMin = 64;           // worker/executor/cuda_forward.cc
+constexpr int64_t kTiledQueries = 16;                // kernels/cuda/launch_config.h
 constexpr int64_t kQueryTile = 64;                   // the ideal's query tile
 constexpr double kLogitBytes = 4, kSampleBytes = 8;  // float logit; id + log-probability
 
@@ -161,16 +163,23 @@ StepTraffic PrefillTraffic(const TrafficShape& s, int64_t tokens, Kernels k) {
   const double distinct = DistinctExperts(s, tokens);
   t.experts = {MemberReads(tokens * s.n_expert_used, distinct, s.n_expert, k) * PerExpert(s),
                distinct * PerExpert(s)};
-  double current_keys = 0, ideal_keys = 0;
-  for (int64_t q = 1; q <= tokens; ++q) current_keys += static_cast<double>(Visible(s, q));
-  if (s.dsa_top_k > 0) {
-    ideal_keys = current_keys;  // each query's own selection, shared by its heads
-  } else {
-    for (int64_t end = kQueryTile;; end += kQueryTile) {
-      ideal_keys += static_cast<double>(std::min(end, tokens));
+  // Keys read by tiles of `tile` consecutive queries: each tile reads those its last sees.
+  auto tiled_keys = [&](int64_t tile) {
+    double keys = 0;
+    for (int64_t end = tile;; end += tile) {
+      keys += static_cast<double>(std::min(end, tokens));
       if (end >= tokens) break;
     }
-  }
+    return keys;
+  };
+  double per_query = 0;  // every query reads its own visible (selected) keys
+  for (int64_t q = 1; q <= tokens; ++q) per_query += static_cast<double>(Visible(s, q));
+  // Tiles can share keys unless DSA selects among them (a prompt beyond the top-k).
+  const bool shared = s.dsa_top_k == 0 || tokens <= s.dsa_top_k;
+  // kNow: prompts above kTiledAttentionMin tokens in query tiles of kTiledQueries.
+  const bool tiled = k == Kernels::kNow && tokens > kTiledAttentionMin && shared;
+  const double current_keys = tiled ? tiled_keys(kTiledQueries) : per_query;
+  const double ideal_keys = shared ? tiled_keys(kQueryTile) : per_query;
   const double row = static_cast<double>(s.layers) * static_cast<double>(s.kv_row_bytes);
   t.attention = {row * current_keys * static_cast<double>(s.heads),
                  row * ideal_keys * static_cast<double>(s.kv_heads)};

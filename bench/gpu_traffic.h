@@ -21,7 +21,9 @@
 // Kernels::kNow, what the executor runs today: GEMV passes of up to 64 tokens (a decode step
 // of up to 64 sequences reads each weight once); grouped products sorted by member when they
 // have at least two choices per member on average (each member read once per 32 of its
-// choices, the choices spread evenly); attention and logits as before.
+// choices, the choices spread evenly); prompts of more than 64 tokens attend in tiles of 16
+// queries per query head (each tile reads the keys its last query sees; DSA only within the
+// top-k, where every visible key is selected); decode attention and logits as before.
 //
 // Runnable anywhere (gpu_executor_bench --traffic needs no GPU), so a change to a kernel
 // family's traffic is visible before a GPU measures it.

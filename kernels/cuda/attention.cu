@@ -119,6 +119,133 @@ absl::Status LaunchAttention(const PagedAttentionArgs& a, const LaunchConfig& c,
   return LaunchStatus("paged attention");
 }
 
+// Prefill: one block per (tile of kTiledQueries queries, query head). Warp w owns queries
+// w and w + kTiledWarps of the tile (registers: its queries and their running m, l, acc);
+// lane l owns dimensions l + 32·j. Per key tile, the block copies the keys (and values) of
+// kTiledKeys positions into shared memory as float, then each warp walks them in order for
+// each of its queries (only the keys that query sees).
+constexpr int kTiledPerWarp = kTiledQueries / kTiledWarps;
+static_assert(kTiledQueries % kTiledWarps == 0, "whole queries per warp");
+
+template <typename T, int kPerLane>
+__global__ void __launch_bounds__(kTiledWarps* kWarpSize)
+    TiledAttentionKernel(PagedAttentionArgs a, bool values_in_keys) {
+  extern __shared__ float tile[];  // keys [kTiledKeys][d_k], then values [kTiledKeys][d_v]
+  float* keys = tile;
+  float* values = values_in_keys ? tile : tile + kTiledKeys * a.d_k;
+  const int v_row = values_in_keys ? a.d_k : a.d_v;  // floats between two values' rows
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kTiledQueries;
+  const int h = blockIdx.y;
+  const int kv_head =
+      a.group > 0 ? (a.head0 + h) / a.group - a.head0 / a.group : h / (a.heads / a.kv_heads);
+  const int32_t* table = a.block_table + static_cast<int64_t>(a.query_seq[first]) * a.max_blocks;
+  const int64_t in_tile = min(static_cast<int64_t>(kTiledQueries), a.queries - first);
+
+  float qv[kTiledPerWarp][kPerLane], acc[kTiledPerWarp][kPerLane];
+  float m[kTiledPerWarp], l[kTiledPerWarp];
+  int len[kTiledPerWarp];
+  int longest = 0;  // keys visible to any query of the tile (the same in every thread)
+  for (int t = 0; t < in_tile; ++t) longest = max(longest, a.query_kv_len[first + t]);
+#pragma unroll
+  for (int j = 0; j < kTiledPerWarp; ++j) {
+    const int64_t qi = first + warp + kTiledWarps * j;
+    len[j] = qi < a.queries ? a.query_kv_len[qi] : 0;
+    m[j] = -INFINITY;
+    l[j] = 0.0f;
+    const T* q = static_cast<const T*>(a.q) + (qi < a.queries ? qi : first) * a.q_token_stride +
+                 static_cast<int64_t>(h) * a.d_k;
+#pragma unroll
+    for (int p = 0; p < kPerLane; ++p) {
+      const int d = lane + kWarpSize * p;
+      qv[j][p] = d < a.d_k ? device::ToFloat(q[d]) : 0.0f;
+      acc[j][p] = 0.0f;
+    }
+  }
+  const T* kbase = static_cast<const T*>(a.k.base);
+  const T* vbase = static_cast<const T*>(a.v.base);
+  for (int k0 = 0; k0 < longest; k0 += kTiledKeys) {
+    const int n = min(kTiledKeys, longest - k0);
+    for (int idx = threadIdx.x; idx < n * a.d_k; idx += blockDim.x) {
+      const int i = idx / a.d_k, d = idx % a.d_k, pos = k0 + i;
+      const int64_t block = table[pos / a.block_size];
+      keys[i * a.d_k + d] =
+          device::ToFloat(kbase[block * a.k.block_stride + (pos % a.block_size) * a.k.token_stride +
+                                static_cast<int64_t>(kv_head) * a.k.head_stride + d]);
+    }
+    if (!values_in_keys) {
+      for (int idx = threadIdx.x; idx < n * a.d_v; idx += blockDim.x) {
+        const int i = idx / a.d_v, d = idx % a.d_v, pos = k0 + i;
+        const int64_t block = table[pos / a.block_size];
+        values[i * a.d_v + d] = device::ToFloat(
+            vbase[block * a.v.block_stride + (pos % a.block_size) * a.v.token_stride +
+                  static_cast<int64_t>(kv_head) * a.v.head_stride + d]);
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kTiledPerWarp; ++j) {
+      const int visible = min(n, len[j] - k0);  // the same for the whole warp
+      for (int i = 0; i < visible; ++i) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int p = 0; p < kPerLane; ++p) {
+          const int d = lane + kWarpSize * p;
+          if (d < a.d_k) dot += qv[j][p] * keys[i * a.d_k + d];
+        }
+        const float s = device::WarpSum(dot) * a.scale;
+        const float m_new = fmaxf(m[j], s);
+        const float correction = expf(m[j] - m_new);  // 0 on the first key (m = −inf)
+        const float pr = expf(s - m_new);
+        l[j] = l[j] * correction + pr;
+#pragma unroll
+        for (int p = 0; p < kPerLane; ++p) {
+          const int d = lane + kWarpSize * p;
+          acc[j][p] = acc[j][p] * correction + (d < a.d_v ? pr * values[i * v_row + d] : 0.0f);
+        }
+        m[j] = m_new;
+      }
+    }
+    __syncthreads();  // every warp is done with the tile before the next overwrites it
+  }
+#pragma unroll
+  for (int j = 0; j < kTiledPerWarp; ++j) {
+    const int64_t qi = first + warp + kTiledWarps * j;
+    if (qi >= a.queries) continue;
+    T* out = static_cast<T*>(a.out) + qi * a.out_token_stride + static_cast<int64_t>(h) * a.d_v;
+    const float inv = l[j] > 0.0f ? 1.0f / l[j] : 0.0f;  // no visible key: zeros
+#pragma unroll
+    for (int p = 0; p < kPerLane; ++p) {
+      const int d = lane + kWarpSize * p;
+      if (d < a.d_v) out[d] = device::FromFloat<T>(acc[j][p] * inv);
+    }
+  }
+}
+
+template <typename T>
+absl::Status LaunchTiled(const PagedAttentionArgs& a, const LaunchConfig& c, int per_lane,
+                         bool values_in_keys, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(c.grid_x), static_cast<unsigned>(c.grid_y));
+  switch (per_lane) {
+    case 2:
+      TiledAttentionKernel<T, 2><<<grid, c.block, c.shared_bytes, stream>>>(a, values_in_keys);
+      break;
+    case 4:
+      TiledAttentionKernel<T, 4><<<grid, c.block, c.shared_bytes, stream>>>(a, values_in_keys);
+      break;
+    case 8:
+      TiledAttentionKernel<T, 8><<<grid, c.block, c.shared_bytes, stream>>>(a, values_in_keys);
+      break;
+    case 18:
+      TiledAttentionKernel<T, 18><<<grid, c.block, c.shared_bytes, stream>>>(a, values_in_keys);
+      break;
+    default:
+      return absl::InternalError(
+          absl::StrCat("cuda tiled attention: no kernel for ", per_lane, " values per lane"));
+  }
+  return LaunchStatus("tiled attention");
+}
+
 // Block: (query, 8 warps of keys); the query's heads × dim values sit in shared memory and
 // each warp scores one key at a time (lanes over the dimensions).
 constexpr int kIndexerWarps = 8;
@@ -163,6 +290,16 @@ absl::Status PagedAttention(const PagedAttentionArgs& a, DType dtype, cudaStream
       nullptr;
   TESSERA_DISPATCH_DTYPE(dtype, T, launch = &LaunchAttention<T>);
   return launch(a, *c, per_lane, stream);
+}
+
+absl::Status PagedAttentionTiled(const PagedAttentionArgs& a, DType dtype, cudaStream_t stream) {
+  int per_lane = 0;
+  absl::StatusOr<LaunchConfig> c = CheckTiledAttention(a, &per_lane);
+  if (!c.ok()) return c.status();
+  absl::Status (*launch)(const PagedAttentionArgs&, const LaunchConfig&, int, bool, cudaStream_t) =
+      nullptr;
+  TESSERA_DISPATCH_DTYPE(dtype, T, launch = &LaunchTiled<T>);
+  return launch(a, *c, per_lane, ValuesInKeys(a), stream);
 }
 
 absl::Status IndexerScores(const IndexerScoreArgs& a, cudaStream_t stream) {

@@ -50,6 +50,17 @@ struct PagedAttentionArgs {
 // keys; float32 scores and accumulation; a query with no visible key gets zeros. Query head
 // h uses KV head h / (heads / kv_heads). q, the cache and out are `dtype`.
 absl::Status PagedAttention(const PagedAttentionArgs& args, DType dtype, cudaStream_t stream);
+// The same attention for a prompt (FlashAttention-2 style): every query belongs to the
+// sequence of query_seq[0]'s block-table row, no selection (DSA: only where every visible
+// key is selected, i.e. no query sees more keys than the top-k). A block takes a tile of
+// kTiledQueries consecutive queries and one query head and streams the keys visible to its
+// last query through shared memory kTiledKeys at a time, so the cache is read once per
+// (query tile, head) instead of once per (query, head). Each query walks its keys in order
+// with one online softmax, so its result does not depend on its tile-mates; it differs from
+// PagedAttention's (four warps' partial softmaxes merged) by float32 reassociation only.
+// Errors: PagedAttention's, a selection, or a key tile beyond 48 KiB of shared memory
+// (head dims above 384 with separate values).
+absl::Status PagedAttentionTiled(const PagedAttentionArgs& args, DType dtype, cudaStream_t stream);
 
 // Stores `tokens` new keys or values in a paged cache (vLLM's reshape_and_cache): token i's
 // `kv_heads` rows of `width` values, at src + i·src_token_stride + g·width, go to slot

@@ -307,6 +307,21 @@ absl::StatusOr<LaunchConfig> CheckPagedAttention(const AttentionShape& shape,
   return c;
 }
 
+absl::StatusOr<LaunchConfig> CheckTiledAttention(const AttentionShape& shape,
+                                                 const PagedAttentionInputs& in,
+                                                 bool values_in_keys, int* per_lane) {
+  int unused = 0;
+  if (absl::StatusOr<LaunchConfig> c = CheckPagedAttention(shape, in, &unused); !c.ok()) {
+    return c.status();
+  }
+  if (in.has_selected) {
+    return absl::InvalidArgumentError(
+        "cuda tiled attention: no key selection (DSA's selections differ per query; use "
+        "PagedAttention)");
+  }
+  return TiledAttentionLaunch(shape, values_in_keys, per_lane);
+}
+
 absl::Status CheckWriteKvCache(int64_t tokens, int kv_heads, int width, int block_size,
                                bool has_src, bool has_cache, bool has_slot_mapping) {
   if (tokens <= 0 || kv_heads <= 0 || width <= 0 || block_size <= 0 || !has_src || !has_cache ||

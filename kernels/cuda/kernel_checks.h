@@ -96,6 +96,10 @@ struct PagedAttentionInputs {
 // The launch geometry and the kernel's values per lane.
 absl::StatusOr<LaunchConfig> CheckPagedAttention(const AttentionShape& shape,
                                                  const PagedAttentionInputs& in, int* per_lane);
+// PagedAttentionTiled: the same inputs but no selection.
+absl::StatusOr<LaunchConfig> CheckTiledAttention(const AttentionShape& shape,
+                                                 const PagedAttentionInputs& in,
+                                                 bool values_in_keys, int* per_lane);
 
 absl::Status CheckWriteKvCache(int64_t tokens, int kv_heads, int width, int block_size,
                                bool has_src, bool has_cache, bool has_slot_mapping);

@@ -233,6 +233,26 @@ absl::StatusOr<LaunchConfig> RopeLaunch(int64_t tokens, int heads, int head_dim,
   return c;
 }
 
+absl::StatusOr<LaunchConfig> TiledAttentionLaunch(const AttentionShape& s, bool values_in_keys,
+                                                  int* per_lane, const DeviceLimits& limits) {
+  absl::StatusOr<LaunchConfig> one = AttentionLaunch(s, per_lane, limits);  // shape checks
+  if (!one.ok()) return one.status();
+  LaunchConfig c;
+  c.grid_x = CeilDiv(s.queries, kTiledQueries);
+  c.grid_y = s.heads;
+  c.block = kTiledWarps * kWarpSize;
+  c.shared_bytes =
+      static_cast<size_t>(kTiledKeys) * (s.d_k + (values_in_keys ? 0 : s.d_v)) * sizeof(float);
+  if (c.shared_bytes > limits.max_shared_bytes) {
+    return Invalid(
+        "tiled attention",
+        absl::StrCat("a tile of ", kTiledKeys, " keys of ", s.d_k, " + ",
+                     values_in_keys ? 0 : s.d_v, " values needs ", c.shared_bytes,
+                     " bytes of shared memory, the device allows ", limits.max_shared_bytes));
+  }
+  return c;
+}
+
 int AttentionInstance(int per_lane) {
   constexpr int kInstances[] = {2, 4, 8, 18};  // head dims 64, 128, 256, 576
   for (int w : kInstances) {

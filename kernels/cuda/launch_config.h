@@ -129,6 +129,17 @@ struct AttentionShape {
 };
 absl::StatusOr<LaunchConfig> AttentionLaunch(const AttentionShape& shape, int* per_lane,
                                              const DeviceLimits& limits = {});
+// Prefill attention tiled over keys (PagedAttentionTiled): one block of kTiledWarps warps per
+// (tile of kTiledQueries consecutive queries, query head); the block streams the visible keys
+// through shared memory kTiledKeys at a time (as float32: keys, then values unless they are
+// the keys' first d_v values, MLA's latent) and each warp runs the online softmax of
+// kTiledQueries / kTiledWarps queries over them, keys in order. Shared memory:
+// kTiledKeys · (d_k + d_v, or d_k) floats, at most the device's 48 KiB.
+inline constexpr int kTiledQueries = 16;
+inline constexpr int kTiledKeys = 16;
+inline constexpr int kTiledWarps = 8;
+absl::StatusOr<LaunchConfig> TiledAttentionLaunch(const AttentionShape& shape, bool values_in_keys,
+                                                  int* per_lane, const DeviceLimits& limits = {});
 // The kernel instance for a per-lane width: the smallest compiled width ≥ per_lane.
 int AttentionInstance(int per_lane);
 

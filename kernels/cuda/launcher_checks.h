@@ -62,6 +62,36 @@ inline absl::StatusOr<LaunchConfig> CheckPagedAttention(const PagedAttentionArgs
                              per_lane);
 }
 
+// MLA: the values are the keys' first d_v values (the same cache and strides).
+inline bool ValuesInKeys(const PagedAttentionArgs& a) {
+  return a.v.base == a.k.base && a.v.block_stride == a.k.block_stride &&
+         a.v.token_stride == a.k.token_stride && a.v.head_stride == a.k.head_stride &&
+         a.d_v <= a.d_k;
+}
+
+inline absl::StatusOr<LaunchConfig> CheckTiledAttention(const PagedAttentionArgs& a,
+                                                        int* per_lane) {
+  return CheckTiledAttention({.queries = a.queries,
+                              .heads = a.heads,
+                              .kv_heads = a.kv_heads,
+                              .d_k = a.d_k,
+                              .d_v = a.d_v,
+                              .block_size = a.block_size,
+                              .head0 = a.head0,
+                              .group = a.group},
+                             {.has_q = a.q != nullptr,
+                              .has_out = a.out != nullptr,
+                              .has_k = a.k.base != nullptr,
+                              .has_v = a.v.base != nullptr,
+                              .has_block_table = a.block_table != nullptr,
+                              .has_query_seq = a.query_seq != nullptr,
+                              .has_query_kv_len = a.query_kv_len != nullptr,
+                              .max_blocks = a.max_blocks,
+                              .has_selected = a.selected != nullptr,
+                              .selected_per_query = a.selected_per_query},
+                             ValuesInKeys(a), per_lane);
+}
+
 inline absl::Status CheckWriteKvCache(const KvWriteArgs& a) {
   return CheckWriteKvCache(a.tokens, a.kv_heads, a.width, a.block_size, a.src != nullptr,
                            a.cache != nullptr, a.slot_mapping != nullptr);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/attention_kernels.h"
@@ -200,6 +201,158 @@ TEST_F(CudaAttention, MlaLatentCacheWithDsaSelection) {
     ExpectClose(dout.Download<float>(2 * heads * c),
                 Reference(q, kv, kv, l, l, *queries, heads, c + r, c, scale), DType::kF32);
   }
+}
+
+// The tiled prefill kernel: a causal prompt of T queries of one sequence (after `past` cached
+// tokens, as a later prompt chunk sees them) over a paged cache with a shuffled block table,
+// against the float64 attention and against the per-query kernel (float32 reassociation
+// apart, the same), for GQA (whole groups, and a tensor-parallel rank's heads 2..4 in groups
+// of 4) and MLA's latent (values inside the keys), at lengths around the tiles' 16 and up to
+// 4,096 (that one against the per-query kernel only).
+struct TiledCase {
+  const char* name;
+  int heads, kv_heads, d_k, d_v, head0, group;
+  bool latent;
+  std::vector<int> lengths;
+};
+
+TEST_F(CudaAttention, TiledPrefillEqualsPerQueryAndFloat64) {
+  std::mt19937_64 rng(23);
+  const std::vector<TiledCase> cases = {
+      {"gqa 8/2 x 128", 8, 2, 128, 128, 0, 0, false, {1, 15, 16, 17, 100}},
+      {"gqa tp heads 2..4 of groups of 4", 3, 2, 64, 64, 2, 4, false, {33, 70}},
+      {"mla 576/512", 4, 1, 576, 512, 0, 0, true, {17, 130}},
+      {"gqa 1/1 x 32, 4096", 1, 1, 32, 32, 0, 0, false, {4096}},
+  };
+  const int block_size = 16, past = 5;
+  for (const TiledCase& tc : cases) {
+    for (int T : tc.lengths) {
+      for (DType dt : {DType::kF32, DType::kBF16}) {
+        if (T == 4096 && dt != DType::kF32) continue;
+        SCOPED_TRACE(::testing::Message() << tc.name << " T " << T << " " << DTypeName(dt));
+        const int keys = past + T, max_blocks = (keys + block_size - 1) / block_size + 1;
+        const int k_width = tc.latent ? tc.d_k : tc.kv_heads * tc.d_k;
+        const Layout kl = MakeLayout(1, max_blocks, block_size, tc.kv_heads, tc.d_k, rng);
+        Layout vl = kl;
+        vl.width = tc.d_v;
+        const size_t cache = static_cast<size_t>(max_blocks) * block_size * k_width;
+        const std::vector<float> k = Round(RandomVector(cache, rng), dt);
+        const std::vector<float> v =
+            tc.latent ? k : Round(RandomVector(cache / tc.d_k * tc.d_v, rng), dt);
+        const std::vector<float> q = Round(RandomVector(int64_t{T} * tc.heads * tc.d_k, rng), dt);
+        std::vector<Query> queries;
+        for (int i = 0; i < T; ++i) queries.push_back({0, past + i + 1, {}});
+        std::vector<int32_t> seq, len, sel;
+        Upload(queries, &seq, &len, &sel, 0);
+        const size_t out_bytes = static_cast<size_t>(T) * tc.heads * tc.d_v * DTypeBytes(dt);
+        DeviceBuffer dq(Encode(q, dt)), dk(Encode(k, dt)), dv(Encode(v, dt)), dtable(kl.table),
+            dseq(seq), dlen(len), dtiled(out_bytes), dplain(out_bytes);
+        PagedAttentionArgs a;
+        a.queries = T;
+        a.heads = tc.heads;
+        a.kv_heads = tc.kv_heads;
+        a.d_k = tc.d_k;
+        a.d_v = tc.d_v;
+        a.head0 = tc.head0;
+        a.group = tc.group;
+        a.block_size = block_size;
+        a.scale = 1.0f / std::sqrt(static_cast<float>(tc.d_k));
+        a.q = dq.get();
+        a.q_token_stride = tc.heads * tc.d_k;
+        a.out_token_stride = tc.heads * tc.d_v;
+        if (tc.latent) {
+          a.k = a.v = {dk.get(), static_cast<int64_t>(block_size) * tc.d_k, tc.d_k, 0};
+        } else {
+          a.k = {dk.get(), static_cast<int64_t>(block_size) * k_width, k_width, tc.d_k};
+          a.v = {dv.get(), static_cast<int64_t>(block_size) * tc.kv_heads * tc.d_v,
+                 tc.kv_heads * tc.d_v, tc.d_v};
+        }
+        a.block_table = dtable.as<int32_t>();
+        a.max_blocks = max_blocks;
+        a.query_seq = dseq.as<int32_t>();
+        a.query_kv_len = dlen.as<int32_t>();
+        a.out = dtiled.get();
+        ASSERT_TRUE(PagedAttentionTiled(a, dt, nullptr).ok());
+        a.out = dplain.get();
+        ASSERT_TRUE(PagedAttention(a, dt, nullptr).ok());
+        Sync();
+        const std::vector<float> tiled = Decode(dtiled.Download<uint8_t>(out_bytes), dt);
+        const std::vector<float> plain = Decode(dplain.Download<uint8_t>(out_bytes), dt);
+        int failures = 0;
+        for (size_t i = 0; i < tiled.size(); ++i) {
+          // Both round to dt once; float32 reassociation is far below that.
+          const double bound = 2 * Epsilon(dt) * std::fabs(plain[i]) + 1e-5;
+          if (!(std::fabs(tiled[i] - plain[i]) <= bound) && failures++ < 5) {
+            ADD_FAILURE() << "output " << i << ": tiled " << tiled[i] << ", per query " << plain[i];
+          }
+        }
+        EXPECT_EQ(failures, 0);
+        if (T == 4096) continue;
+        if (tc.group > 0) {
+          // The reference maps h to h / (heads / kv_heads); a rank's range maps
+          // (head0 + h) / group − head0 / group: heads 2, 3 → KV head 0, head 4 → 1. Compare
+          // head by head against a one-head reference on that KV head's cache.
+          for (int h = 0; h < tc.heads; ++h) {
+            const int g = (tc.head0 + h) / tc.group - tc.head0 / tc.group;
+            std::vector<float> qh, kh, vh;
+            for (int t = 0; t < T; ++t) {
+              const auto* row = q.data() + (int64_t{t} * tc.heads + h) * tc.d_k;
+              qh.insert(qh.end(), row, row + tc.d_k);
+            }
+            for (size_t slot = 0; slot < cache / k_width; ++slot) {
+              kh.insert(kh.end(), k.begin() + slot * k_width + g * tc.d_k,
+                        k.begin() + slot * k_width + (g + 1) * tc.d_k);
+              vh.insert(vh.end(), v.begin() + slot * tc.kv_heads * tc.d_v + g * tc.d_v,
+                        v.begin() + slot * tc.kv_heads * tc.d_v + (g + 1) * tc.d_v);
+            }
+            Layout one = kl;
+            one.kv_heads = 1;
+            Layout one_v = one;
+            one_v.width = tc.d_v;
+            const std::vector<double> want =
+                Reference(qh, kh, vh, one, one_v, queries, 1, tc.d_k, tc.d_v, a.scale);
+            std::vector<float> got;
+            for (int t = 0; t < T; ++t) {
+              const auto* row = tiled.data() + (int64_t{t} * tc.heads + h) * tc.d_v;
+              got.insert(got.end(), row, row + tc.d_v);
+            }
+            ExpectClose(got, want, dt);
+          }
+          continue;
+        }
+        ExpectClose(tiled,
+                    Reference(q, k, v, tc.latent ? kl : kl, tc.latent ? kl : vl, queries, tc.heads,
+                              tc.d_k, tc.d_v, a.scale),
+                    dt);
+      }
+    }
+  }
+}
+
+TEST_F(CudaAttention, TiledPrefillRefusesSelectionsAndOversizedTiles) {
+  DeviceBuffer d(1 << 16);
+  PagedAttentionArgs a;
+  a.queries = 2;
+  a.heads = 1;
+  a.kv_heads = 1;
+  a.d_k = a.d_v = 64;
+  a.block_size = 16;
+  a.q = a.out = d.get();
+  a.k = a.v = {d.get(), 16 * 64, 64, 64};
+  a.v.base = static_cast<uint8_t*>(d.get()) + 4;  // separate values
+  a.block_table = a.query_seq = a.query_kv_len = d.as<int32_t>();
+  a.max_blocks = 1;
+  a.selected = d.as<int32_t>();
+  a.selected_per_query = 4;
+  const absl::Status selected = PagedAttentionTiled(a, DType::kF32, nullptr);
+  EXPECT_FALSE(selected.ok());
+  EXPECT_NE(selected.message().find("selection"), std::string::npos) << selected;
+  a.selected = nullptr;
+  a.selected_per_query = 0;
+  a.d_k = a.d_v = 512;  // 16 keys x (512 + 512) floats: 64 KiB
+  const absl::Status wide = PagedAttentionTiled(a, DType::kF32, nullptr);
+  EXPECT_FALSE(wide.ok());
+  EXPECT_NE(wide.message().find("shared memory"), std::string::npos) << wide;
 }
 
 TEST_F(CudaAttention, KvWriteLandsInTheMappedSlots) {

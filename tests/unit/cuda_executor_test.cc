@@ -530,6 +530,41 @@ TEST_P(GpuVsCpu, LogitsRoutingAndKeysMatchTheCpu) {
   }
 }
 
+// In one prefill step, prompts longer than 64 tokens attend with the tiled kernel and the
+// others per query, in runs around them: short sequences before, between and after two long
+// prompts (GQA and MLA), then three decode steps, against the CPU's exact path.
+TEST(CudaExecutor, TiledPrefillBetweenShortSequencesMatchesTheCpu) {
+  TESSERA_REQUIRE_GPU();
+  for (const char* arch : {"llama", "deepseek2"}) {
+    const Model& m = FindModel(arch);
+    SCOPED_TRACE(arch);
+    const std::string path = ModelPath(m);
+    auto cpu = Make(path, CpuExact(), m.arch + " cpu exact");
+    ASSERT_NE(cpu, nullptr);
+    const int vocab = static_cast<int>(cpu->hparams().n_vocab);
+    const std::vector<Seq> seqs = {{Tokens(15, 3, vocab), 0, "S1"},
+                                   {Tokens(93, 4, vocab), 1, "L1"},
+                                   {Tokens(12, 5, vocab), 8, "S2"},
+                                   {Tokens(73, 6, vocab), 10, "L2"},
+                                   {Tokens(9, 7, vocab), 16, "S3"}};
+    const std::vector<int> prompts = {12, 90, 9, 70, 6};
+    const Outcome want = RunScript(*cpu, seqs, prompts, /*trace=*/true);
+    ASSERT_EQ(want.error, "");
+    cpu.reset();
+    auto gpu = Make(path, Gpu(kF32), m.arch + " gpu f32");
+    ASSERT_NE(gpu, nullptr);
+    const Outcome got = RunScript(*gpu, seqs, prompts, /*trace=*/true);
+    ASSERT_EQ(got.error, "");
+    Cutoff cutoff;
+    const Agreement ex = Experts(got, want, cutoff);
+    const Diff diff = Compare(got, want, INFINITY, cutoff);
+    const double bound = BoundsFor(kF32).rel * MaxAbsLogit(want) + 1e-3;
+    EXPECT_LE(diff.max_abs, bound) << diff.Describe();
+    EXPECT_GE(diff.compared, static_cast<int>(want.rows.size() / 2))
+        << "routing differed early: " << ex.first_miss;
+  }
+}
+
 std::string ArchName(const ::testing::TestParamInfo<std::string>& info) {
   std::string n = info.param;
   for (char& c : n) {

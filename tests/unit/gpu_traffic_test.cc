@@ -104,6 +104,26 @@ TEST(GpuTraffic, CurrentKernelsWorkedOutByHand) {
   EXPECT_DOUBLE_EQ(PrefillTraffic(s, 100, Kernels::kNow).dense.current, 60 + 4 * 50 + 4 * 40);
 }
 
+// Tiled prefill attention: above 64 tokens, per query head and tile of 16 queries, the keys
+// the tile's last query sees: tiles ending at 16, 32, ..., 96, 100 read 436 keys.
+TEST(GpuTraffic, TiledAttentionWorkedOutByHand) {
+  TrafficShape s = Small();
+  StepTraffic t = PrefillTraffic(s, 100, Kernels::kNow);
+  EXPECT_DOUBLE_EQ(t.attention.current, 2 * 10 * 436 * 4);
+  EXPECT_DOUBLE_EQ(t.attention.ideal, 2 * 10 * (64 + 100) * 2);
+  // 64 tokens: per query (1 + ... + 64 keys).
+  EXPECT_DOUBLE_EQ(PrefillTraffic(s, 64, Kernels::kNow).attention.current, 2 * 10 * 2080 * 4);
+  // DSA: within the top-k every visible key is selected and tiles apply; beyond it each
+  // query reads its own selection (at most 80 keys).
+  s.dsa_top_k = 200;
+  EXPECT_DOUBLE_EQ(PrefillTraffic(s, 100, Kernels::kNow).attention.current, 2 * 10 * 436 * 4);
+  s.dsa_top_k = 80;
+  const double selected = 80 * 81 / 2 + 20 * 80;
+  t = PrefillTraffic(s, 100, Kernels::kNow);
+  EXPECT_DOUBLE_EQ(t.attention.current, 2 * 10 * selected * 4);
+  EXPECT_DOUBLE_EQ(t.attention.ideal, 2 * 10 * selected * 2);
+}
+
 // The shapes read from a generated MoE + MLA model: the routed experts, the head and the
 // rest add up to every trunk matrix of the file; the latent cache row is c + rope dims.
 TEST(GpuTraffic, ReadsTheShapesOfAModelFile) {

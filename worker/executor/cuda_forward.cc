@@ -58,6 +58,10 @@ namespace {
 using cuda::DeviceMatrix;
 using cuda::DType;
 
+// A sequence with more new tokens than this attends with the tiled prefill kernel (each key
+// read once per tile of queries); shorter ones (decode, verification of drafts, small prompt
+// chunks) with the per-query kernel, so that a verified row equals its one-token step.
+constexpr int64_t kTiledAttentionMin = 64;
 // Products of up to this many tokens run as GEMV, which reads each weight byte once per
 // kGemvMaxBatch (64) tokens; above, dequantizing for cuBLAS (a Q4_K matrix: 0.56 bytes per
 // element read, 2 written, 2 read again) amortizes over the prompt.
@@ -349,7 +353,9 @@ StepPlan PlanStep(const Batch& b, bool graphs_enabled) {
 // see none of it (seq_of null, head_row_seq empty: the row sequences are the tokens' own).
 struct StepState {
   const std::vector<int>* seq_of = nullptr;
-  std::vector<int64_t> seq_len;   // new tokens of each sequence
+  std::vector<int64_t> seq_len;  // new tokens of each sequence
+  // Eager steps: each sequence's first token and the keys its last token sees.
+  std::vector<int64_t> seq_begin, seq_kv_end;
   std::vector<int> head_row_seq;  // sequence of each logits row
   StepTrace* trace = nullptr;
   int64_t trace_tokens = 0;  // the real tokens (the trace's rows)
@@ -376,6 +382,11 @@ StepState MakeStepState(const Batch& b, const StepPlan& plan) {
   if (!plan.graph) {
     st.seq_of = &b.seq_of;
     st.head_row_seq = plan.row_seq;
+    st.seq_begin.assign(b.seq_begin.begin(), b.seq_begin.end());
+    st.seq_kv_end.assign(b.seqs.size(), 0);
+    for (size_t q = 0; q < b.seqs.size(); ++q) {
+      if (st.seq_len[q] > 0) st.seq_kv_end[q] = b.pos[b.seq_begin[q + 1] - 1] + 1;
+    }
   }
   return st;
 }
@@ -1279,7 +1290,45 @@ absl::Status CudaOps::Attend(int layer, const AttentionShape& shape, Act q, Act 
     a.selected = bufs_.selected.as<int32_t>();
     a.selected_per_query = s_.selected_k;
   }
-  return cuda::PagedAttention(a, Dt(q), s_.stream);
+  // Queries [from, from + n) of the step.
+  const size_t esz = cuda::DTypeBytes(Dt(q));
+  auto part = [&](int64_t from, int64_t n) {
+    cuda::PagedAttentionArgs p = a;
+    p.queries = n;
+    p.q = At(q.data, from * q.ld, esz);
+    p.out = At(out.data, from * out.ld, esz);
+    p.query_seq = a.query_seq + from;
+    p.query_kv_len = a.query_kv_len + from;
+    if (p.selected != nullptr) p.selected = a.selected + from * a.selected_per_query;
+    return p;
+  };
+  // Long prompts tiled, one launch each; the rest per query, in runs between them. DSA: only
+  // where no query sees more keys than the top-k (then every visible key is selected).
+  int64_t done = 0;
+  const int64_t seqs = static_cast<int64_t>(step_.seq_kv_end.size());
+  for (int64_t s = 0; s < seqs; ++s) {
+    const int64_t begin = step_.seq_begin[s], n = step_.seq_len[s];
+    if (n <= kTiledAttentionMin || (a.selected != nullptr && step_.seq_kv_end[s] > s_.selected_k)) {
+      continue;
+    }
+    if (begin > done) {
+      TESSERA_RETURN_IF_ERROR(cuda::PagedAttention(part(done, begin - done), Dt(q), s_.stream));
+    }
+    cuda::PagedAttentionArgs tiled = part(begin, n);
+    tiled.selected = nullptr;
+    tiled.selected_per_query = 0;
+    absl::Status st = cuda::PagedAttentionTiled(tiled, Dt(q), s_.stream);
+    if (absl::IsInvalidArgument(st)) {  // a key tile too wide for shared memory
+      st = cuda::PagedAttention(part(begin, n), Dt(q), s_.stream);
+    }
+    TESSERA_RETURN_IF_ERROR(st);
+    done = begin + n;
+  }
+  if (done == 0) return cuda::PagedAttention(a, Dt(q), s_.stream);
+  if (done < a.queries) {
+    return cuda::PagedAttention(part(done, a.queries - done), Dt(q), s_.stream);
+  }
+  return absl::OkStatus();
 }
 
 // The DSA index keys (float32, one head of index_dim per token) into their own cache.

@@ -490,56 +490,73 @@ absl::Status GatherRows(const DeviceMatrix& table, const int32_t* ids, int64_t n
 
 // ---- attention_kernels.h ----------------------------------------------------------------------
 
+namespace {
+
+// PagedAttention's work, and PagedAttentionTiled's (`tiled`: every query of a tile of
+// kTiledQueries reads the block-table row of the tile's first query, as that kernel does).
+// Each query's online softmax walks its keys in order, as the tiled kernel's warps do.
+void Attend(const PagedAttentionArgs& a, DType dtype, bool tiled) {
+  std::vector<float> qv(static_cast<size_t>(a.d_k)), key(static_cast<size_t>(a.d_k));
+  std::vector<float> acc(static_cast<size_t>(a.d_v));
+  for (int64_t qi = 0; qi < a.queries; ++qi) {
+    const int seq = a.query_seq[tiled ? qi / kTiledQueries * kTiledQueries : qi];
+    const int kv_len = a.query_kv_len[qi];
+    const int32_t* table = a.block_table + static_cast<int64_t>(seq) * a.max_blocks;
+    const int count = a.selected ? a.selected_per_query : kv_len;
+    for (int h = 0; h < a.heads; ++h) {
+      const int kv_head =
+          a.group > 0 ? (a.head0 + h) / a.group - a.head0 / a.group : h / (a.heads / a.kv_heads);
+      const int64_t q0 = qi * a.q_token_stride + static_cast<int64_t>(h) * a.d_k;
+      LoadRun(a.q, dtype, q0, a.d_k, qv.data());
+      // The kernel's online softmax (running max m, sum l, output acc), in one sequence.
+      float m = -kInf, l = 0.0f;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int n = 0; n < count; ++n) {
+        const int pos = a.selected ? a.selected[qi * a.selected_per_query + n] : n;
+        if (pos < 0 || pos >= kv_len) continue;
+        const int64_t block = table[pos / a.block_size];
+        const int slot = pos % a.block_size;
+        const int64_t k0 = block * a.k.block_stride + slot * a.k.token_stride +
+                           static_cast<int64_t>(kv_head) * a.k.head_stride;
+        LoadRun(a.k.base, dtype, k0, a.d_k, key.data());
+        const float s = Dot(qv.data(), key.data(), a.d_k) * a.scale;
+        const float m_new = std::fmax(m, s);
+        const float correction = std::exp(m - m_new);
+        const float p = std::exp(s - m_new);
+        l = l * correction + p;
+        const int64_t v0 = block * a.v.block_stride + slot * a.v.token_stride +
+                           static_cast<int64_t>(kv_head) * a.v.head_stride;
+        for (int d = 0; d < a.d_v; ++d) {
+          acc[d] = acc[d] * correction + p * Load(a.v.base, dtype, v0 + d);
+        }
+        m = m_new;
+      }
+      // The merge: a query that saw no key (m = −inf) gets zeros.
+      const float total = m != -kInf ? l : 0.0f;
+      const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+      const int64_t o0 = qi * a.out_token_stride + static_cast<int64_t>(h) * a.d_v;
+      for (int d = 0; d < a.d_v; ++d) {
+        Store(a.out, dtype, o0 + d, m != -kInf ? acc[d] * inv : 0.0f);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 absl::Status PagedAttention(const PagedAttentionArgs& a, DType dtype, cudaStream_t stream) {
   int per_lane = 0;
   absl::StatusOr<LaunchConfig> c = CheckPagedAttention(a, &per_lane);
   if (!c.ok()) return c.status();
-  emu::Launch(stream, [=] {
-    std::vector<float> qv(static_cast<size_t>(a.d_k)), key(static_cast<size_t>(a.d_k));
-    std::vector<float> acc(static_cast<size_t>(a.d_v));
-    for (int64_t qi = 0; qi < a.queries; ++qi) {
-      const int seq = a.query_seq[qi];
-      const int kv_len = a.query_kv_len[qi];
-      const int32_t* table = a.block_table + static_cast<int64_t>(seq) * a.max_blocks;
-      const int count = a.selected ? a.selected_per_query : kv_len;
-      for (int h = 0; h < a.heads; ++h) {
-        const int kv_head =
-            a.group > 0 ? (a.head0 + h) / a.group - a.head0 / a.group : h / (a.heads / a.kv_heads);
-        const int64_t q0 = qi * a.q_token_stride + static_cast<int64_t>(h) * a.d_k;
-        LoadRun(a.q, dtype, q0, a.d_k, qv.data());
-        // The kernel's online softmax (running max m, sum l, output acc), in one sequence.
-        float m = -kInf, l = 0.0f;
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int n = 0; n < count; ++n) {
-          const int pos = a.selected ? a.selected[qi * a.selected_per_query + n] : n;
-          if (pos < 0 || pos >= kv_len) continue;
-          const int64_t block = table[pos / a.block_size];
-          const int slot = pos % a.block_size;
-          const int64_t k0 = block * a.k.block_stride + slot * a.k.token_stride +
-                             static_cast<int64_t>(kv_head) * a.k.head_stride;
-          LoadRun(a.k.base, dtype, k0, a.d_k, key.data());
-          const float s = Dot(qv.data(), key.data(), a.d_k) * a.scale;
-          const float m_new = std::fmax(m, s);
-          const float correction = std::exp(m - m_new);
-          const float p = std::exp(s - m_new);
-          l = l * correction + p;
-          const int64_t v0 = block * a.v.block_stride + slot * a.v.token_stride +
-                             static_cast<int64_t>(kv_head) * a.v.head_stride;
-          for (int d = 0; d < a.d_v; ++d) {
-            acc[d] = acc[d] * correction + p * Load(a.v.base, dtype, v0 + d);
-          }
-          m = m_new;
-        }
-        // The merge: a query that saw no key (m = −inf) gets zeros.
-        const float total = m != -kInf ? l : 0.0f;
-        const float inv = total > 0.0f ? 1.0f / total : 0.0f;
-        const int64_t o0 = qi * a.out_token_stride + static_cast<int64_t>(h) * a.d_v;
-        for (int d = 0; d < a.d_v; ++d) {
-          Store(a.out, dtype, o0 + d, m != -kInf ? acc[d] * inv : 0.0f);
-        }
-      }
-    }
-  });
+  emu::Launch(stream, [=] { Attend(a, dtype, /*tiled=*/false); });
+  return absl::OkStatus();
+}
+
+absl::Status PagedAttentionTiled(const PagedAttentionArgs& a, DType dtype, cudaStream_t stream) {
+  int per_lane = 0;
+  absl::StatusOr<LaunchConfig> c = CheckTiledAttention(a, &per_lane);
+  if (!c.ok()) return c.status();
+  emu::Launch(stream, [=] { Attend(a, dtype, /*tiled=*/true); });
   return absl::OkStatus();
 }
 
