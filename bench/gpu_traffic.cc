@@ -144,7 +144,10 @@ StepTraffic DecodeTraffic(const TrafficShape& s, int64_t batch, int64_t context,
   const double per_kv = static_cast<double>(s.layers) * b * keys * s.kv_row_bytes;
   t.attention = {per_kv * static_cast<double>(s.heads), per_kv * static_cast<double>(s.kv_heads)};
   t.head = {static_cast<double>(Passes(batch, k)) * s.head_bytes, s.head_bytes};
-  t.logits = {b * static_cast<double>(s.vocab) * kLogitBytes, b * kSampleBytes};
+  // kNow samples on the device (sequences without penalties, grammar or alternatives).
+  t.logits = {
+      (k == Kernels::kBefore ? static_cast<double>(s.vocab) * kLogitBytes : kSampleBytes) * b,
+      b * kSampleBytes};
   return t;
 }
 
@@ -184,7 +187,8 @@ StepTraffic PrefillTraffic(const TrafficShape& s, int64_t tokens, Kernels k) {
   t.attention = {row * current_keys * static_cast<double>(s.heads),
                  row * ideal_keys * static_cast<double>(s.kv_heads)};
   t.head = {s.head_bytes, s.head_bytes};
-  t.logits = {static_cast<double>(s.vocab) * kLogitBytes, kSampleBytes};
+  t.logits = {k == Kernels::kBefore ? static_cast<double>(s.vocab) * kLogitBytes : kSampleBytes,
+              kSampleBytes};
   return t;
 }
 

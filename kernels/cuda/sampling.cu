@@ -142,7 +142,47 @@ __global__ void __launch_bounds__(kSamplingThreads)
   if (threadIdx.x == 0) tokens[blockIdx.x] = s.last;
 }
 
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+__global__ void __launch_bounds__(kSamplingThreads)
+    ChosenLogprobKernel(const float* logits, int vocab, const int32_t* tokens, float* logprobs) {
+  __shared__ union {
+    typename cub::BlockReduce<float, kSamplingThreads>::TempStorage max;
+    typename cub::BlockReduce<double, kSamplingThreads>::TempStorage sum;
+  } s;
+  __shared__ float row_max;
+  const float* x = logits + static_cast<int64_t>(blockIdx.x) * vocab;
+  float mine = -INFINITY;
+  for (int i = threadIdx.x; i < vocab; i += kSamplingThreads) mine = fmaxf(mine, Clean(x[i]));
+  const float max = cub::BlockReduce<float, kSamplingThreads>(s.max).Reduce(mine, MaxOp());
+  if (threadIdx.x == 0) row_max = max;
+  __syncthreads();
+  const float m = row_max;
+  double z = 0.0;
+  for (int i = threadIdx.x; i < vocab; i += kSamplingThreads) {
+    z += static_cast<double>(expf(Clean(x[i]) - m));
+  }
+  z = cub::BlockReduce<double, kSamplingThreads>(s.sum).Sum(z);
+  if (threadIdx.x == 0) {
+    const int t = tokens[blockIdx.x];
+    logprobs[blockIdx.x] = t < 0 || t >= vocab
+                               ? NAN
+                               : static_cast<float>(static_cast<double>(Clean(x[t]) - m) - log(z));
+  }
+}
+
 }  // namespace
+
+absl::Status ChosenLogprobs(const float* logits, int64_t sequences, int64_t vocab,
+                            const int32_t* tokens, float* logprobs, cudaStream_t stream) {
+  absl::StatusOr<LaunchConfig> c = CheckSample(sequences, vocab, logits, logprobs, tokens);
+  if (!c.ok()) return c.status();
+  ChosenLogprobKernel<<<static_cast<unsigned>(c->grid_x), kSamplingThreads, 0, stream>>>(
+      logits, static_cast<int>(vocab), tokens, logprobs);
+  return LaunchStatus("chosen logprobs");
+}
 
 absl::Status Sample(const float* logits, int64_t sequences, int64_t vocab,
                     const GpuSamplingParams* params, int32_t* tokens, cudaStream_t stream) {

@@ -52,5 +52,11 @@ struct GpuSamplingParams {
 // a given uniform may pick a different token.)
 absl::Status Sample(const float* logits, int64_t sequences, int64_t vocab,
                     const GpuSamplingParams* params, int32_t* tokens, cudaStream_t stream);
+// logprobs[s] = log-softmax of row s of `logits` at tokens[s]: (l − max) − log Σ exp(l − max),
+// the raw distribution (before truncation and temperature) with Sample's reading of the
+// logits (NaN as −inf, +inf as the largest float), the sum in float64. NaN for a token
+// outside [0, vocab). What the sampler reports as a sampled token's log-probability.
+absl::Status ChosenLogprobs(const float* logits, int64_t sequences, int64_t vocab,
+                            const int32_t* tokens, float* logprobs, cudaStream_t stream);
 
 }  // namespace tessera::cuda

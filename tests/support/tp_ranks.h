@@ -49,6 +49,9 @@ struct RanksResult {
   std::string rank0_error;    // "" when rank 0 succeeded
   // Every rank's step traces (the experts each token chose), one per step, where asked.
   std::vector<std::vector<executor::StepTrace>> traces;
+  // Rank 0's device samples (SequenceInput::device_sample), per step per sequence; token -1
+  // where a sequence's logits row came back instead.
+  std::vector<executor::SampledToken> sampled;
 };
 
 // Called on rank r's thread after each of its steps, with its communicator (null at TP 1).
@@ -67,6 +70,7 @@ inline RanksResult RunOnRanks(const std::string& path, int tp,
   std::vector<std::vector<float>> out(tp);
   std::vector<std::string> errors(tp);
   std::vector<std::vector<executor::StepTrace>> traces(tp);
+  std::vector<std::vector<executor::SampledToken>> sampled(tp);
   std::vector<std::thread> threads;
   for (int r = 0; r < tp; ++r) {
     threads.emplace_back([&, r] {
@@ -90,18 +94,20 @@ inline RanksResult RunOnRanks(const std::string& path, int tp,
       }
       for (size_t k = 0; k < steps.size(); ++k) {
         executor::StepTrace* t = trace ? &traces[r].emplace_back() : nullptr;
-        auto logits = (*ex)->Step(steps[k], t);
+        std::vector<executor::SampledToken> step_sampled;
+        auto logits = (*ex)->Step(steps[k], t, nullptr, &step_sampled);
         if (!logits.ok()) {
           errors[r] = absl::StrCat("Step: ", logits.status().ToString());
           return;
         }
+        sampled[r].insert(sampled[r].end(), step_sampled.begin(), step_sampled.end());
         for (const auto& rows : *logits) out[r].insert(out[r].end(), rows.begin(), rows.end());
         if (after_step) after_step(r, static_cast<int>(k), comm.get());
       }
     });
   }
   for (auto& t : threads) t.join();
-  RanksResult result{out[0], errors[0], std::move(traces)};
+  RanksResult result{out[0], errors[0], std::move(traces), std::move(sampled[0])};
   if (rank0_error_expected && !errors[0].empty()) return result;
   for (int r = 0; r < tp; ++r) EXPECT_EQ(errors[r], "") << "tp " << tp << " rank " << r;
   for (int r = 1; r < tp; ++r) {

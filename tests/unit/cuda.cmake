@@ -74,3 +74,19 @@ if(TARGET tessera_executor_emu AND TARGET tessera_comm)
     TIMEOUT 900)
   set_tests_properties(cuda_tp_emu_test PROPERTIES RESOURCE_LOCK gloo_loopback)  # tp.cmake
 endif()
+# The step runner's sampling on the GPU executor: on the emulator everywhere, on a GPU with
+# the label `gpu` (tests/unit/step_engine_gpu_test.cc).
+if(TARGET tessera_step_engine_emu)
+  tessera_test(step_engine_gpu_emu_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/step_engine_gpu_test.cc
+    DEPS tessera_step_engine_emu tessera_cuda_emu tessera_model
+    TIMEOUT 300)
+  target_compile_definitions(step_engine_gpu_emu_test PRIVATE TESSERA_CUDA_EMULATOR=1)
+endif()
+if(TARGET tessera_cuda AND TARGET tessera_step_engine)
+  tessera_test(step_engine_gpu_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/step_engine_gpu_test.cc
+    DEPS tessera_step_engine tessera_cuda tessera_model
+    LABELS gpu
+    TIMEOUT 300)
+endif()

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <set>
 #include <string>
 #include <vector>
@@ -563,6 +564,109 @@ TEST(CudaExecutor, TiledPrefillBetweenShortSequencesMatchesTheCpu) {
     EXPECT_GE(diff.compared, static_cast<int>(want.rows.size() / 2))
         << "routing differed early: " << ex.first_miss;
   }
+}
+
+// The sampling rule of cuda::Sample without top-k (selection_kernels.h) in float64: top-p over
+// the row at temperature 1, then the first survivor in id order whose running weight
+// exp((l − max) / t) exceeds u·total.
+int32_t DeviceRule(const std::vector<float>& x, const DeviceSampling& p) {
+  const int n = static_cast<int>(x.size());
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return x[a] > x[b]; });
+  if (p.temperature < 1e-5f) return order[0];
+  const double max = x[order[0]];
+  std::vector<bool> alive(n, true);
+  double z = 0, cum = 0;
+  for (int i = 0; i < n; ++i) z += std::exp(x[i] - max);
+  bool reached = false;
+  for (int i : order) {
+    if (reached) alive[i] = false;
+    cum += std::exp(x[i] - max);
+    reached = reached || cum >= p.top_p * z;
+  }
+  double total = 0, run = 0;
+  for (int i = 0; i < n; ++i) total += alive[i] ? std::exp((x[i] - max) / p.temperature) : 0.0;
+  for (int i = 0; i < n; ++i) {
+    if (!alive[i]) continue;
+    run += std::exp((x[i] - max) / p.temperature);
+    if (run > p.uniform * total) return i;
+  }
+  return order[0];
+}
+
+double LogSoftmaxAt(const std::vector<float>& x, int32_t t) {
+  double m = -INFINITY, z = 0;
+  for (float v : x) m = std::max<double>(m, v);
+  for (float v : x) z += std::exp(v - m);
+  return x[t] - m - std::log(z);
+}
+
+// Sampling where the logits are: the sequences that ask get their token and its
+// log-probability from the device (greedy: the argmax of the logits the same step gives
+// without it; sampled: the device rule with the given u; the log-softmax), the others their
+// logits, bit for bit; a step where every sequence asks copies no logits at all. The CPU
+// executor does not sample and returns the rows.
+TEST(CudaExecutor, SamplesOnTheDevice) {
+  TESSERA_REQUIRE_GPU();
+  const Model& m = FindModel("llama");
+  const std::string path = ModelPath(m);
+  auto plain = Make(path, Gpu(kF32), "gpu plain");
+  auto dev = Make(path, Gpu(kF32), "gpu sampling");
+  ASSERT_TRUE(plain != nullptr && dev != nullptr);
+  EXPECT_EQ(dev->samples_on_device(), !OnCpu());
+  if (OnCpu()) GTEST_SKIP() << "the dry run's CPU executor does not sample on a device";
+  const int vocab = static_cast<int>(dev->hparams().n_vocab);
+  const std::vector<Seq> seqs = {
+      {Tokens(12, 1, vocab), 0, "A"}, {Tokens(9, 2, vocab), 2, "B"}, {Tokens(7, 3, vocab), 4, "C"}};
+  const std::vector<DeviceSampling> how = {{.temperature = 0.0f},
+                                           {.temperature = 0.9f, .top_p = 0.9f, .uniform = 0.37},
+                                           {.temperature = 1.3f, .uniform = 0.81}};
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE(::testing::Message() << "step " << step);
+    std::vector<SequenceInput> in(seqs.size());
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const int64_t pos = step == 0 ? 0 : 5 + step;
+      const int64_t n = step == 0 ? 6 : 1;
+      in[i].tokens.assign(seqs[i].tokens.begin() + pos, seqs[i].tokens.begin() + pos + n);
+      in[i].start_pos = pos;
+      in[i].block_table = Table(seqs[i], pos + n);
+    }
+    absl::StatusOr<std::vector<std::vector<float>>> want = plain->Step(in);
+    ASSERT_TRUE(want.ok()) << want.status();
+    // Step 0: C keeps its logits; then every sequence samples on the device.
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (step > 0 || i < 2) in[i].device_sample = how[i];
+    }
+    std::vector<SampledToken> sampled;
+    absl::StatusOr<std::vector<std::vector<float>>> got = dev->Step(in, nullptr, nullptr, &sampled);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(sampled.size(), seqs.size());
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      SCOPED_TRACE(seqs[i].name);
+      if (!in[i].device_sample.has_value()) {
+        EXPECT_EQ(sampled[i].token, -1);
+        EXPECT_EQ((*got)[i], (*want)[i]) << "a sequence that did not ask lost its logits";
+        continue;
+      }
+      EXPECT_TRUE((*got)[i].empty()) << "the sampled row came back";
+      EXPECT_EQ(sampled[i].token, DeviceRule((*want)[i], how[i]));
+      ASSERT_GE(sampled[i].token, 0);
+      EXPECT_NEAR(sampled[i].logprob, LogSoftmaxAt((*want)[i], sampled[i].token), 1e-5);
+    }
+  }
+  auto cpu = Make(path, CpuExact(), "cpu");
+  ASSERT_NE(cpu, nullptr);
+  EXPECT_FALSE(cpu->samples_on_device());
+  std::vector<SequenceInput> in(1);
+  in[0].tokens = {1, 2, 3};
+  in[0].block_table = {0};
+  in[0].device_sample = how[0];
+  std::vector<SampledToken> sampled;
+  absl::StatusOr<std::vector<std::vector<float>>> rows = cpu->Step(in, nullptr, nullptr, &sampled);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(sampled[0].token, -1);
+  EXPECT_EQ((*rows)[0].size(), static_cast<size_t>(vocab));
 }
 
 std::string ArchName(const ::testing::TestParamInfo<std::string>& info) {

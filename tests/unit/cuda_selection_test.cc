@@ -231,5 +231,36 @@ TEST_F(CudaSelection, SamplingMatchesTheRule) {
   EXPECT_EQ(mismatches, 0);
 }
 
+// The sampled token's log-probability: log-softmax in float64 over the row, NaN and +inf read
+// as the sampler reads them, NaN for a token outside the vocabulary.
+TEST_F(CudaSelection, ChosenLogprobsAreTheLogSoftmax) {
+  std::mt19937_64 rng(33);
+  const int vocab = 50000, seqs = 5;
+  std::normal_distribution<float> d(0.0f, 4.0f);
+  std::vector<float> logits(static_cast<size_t>(seqs) * vocab);
+  for (float& v : logits) v = d(rng);
+  logits[1 * vocab + 7] = NAN;       // reads as −inf: its log-probability is −inf
+  logits[2 * vocab + 9] = INFINITY;  // reads as the largest float: probability 1
+  const std::vector<int32_t> tokens = {123, 7, 9, 49999, vocab};  // the last: out of range
+  DeviceBuffer dl(logits), dt(tokens), dout(seqs * 4);
+  ASSERT_TRUE(
+      ChosenLogprobs(dl.as<float>(), seqs, vocab, dt.as<int32_t>(), dout.as<float>(), nullptr)
+          .ok());
+  Sync();
+  const std::vector<float> got = dout.Download<float>(seqs);
+  for (int s : {0, 3}) {
+    const float* x = logits.data() + static_cast<int64_t>(s) * vocab;
+    double m = -INFINITY, z = 0;
+    for (int i = 0; i < vocab; ++i) m = std::max<double>(m, x[i]);
+    for (int i = 0; i < vocab; ++i) z += std::exp(x[i] - m);
+    const double want = x[tokens[s]] - m - std::log(z);
+    EXPECT_NEAR(got[s], want, 1e-5 * (1 + std::fabs(want))) << "sequence " << s;
+  }
+  EXPECT_EQ(got[1], -INFINITY);
+  EXPECT_EQ(got[2], 0.0f);
+  EXPECT_TRUE(std::isnan(got[4]));
+  EXPECT_FALSE(ChosenLogprobs(nullptr, 1, vocab, dt.as<int32_t>(), dout.as<float>(), nullptr).ok());
+}
+
 }  // namespace
 }  // namespace tessera::cuda

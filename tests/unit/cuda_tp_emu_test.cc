@@ -309,6 +309,45 @@ TEST(EmulatedTpTiming, EveryStepTimesEachOfItsAllReducesOnceGraphsIncluded) {
 // Q8_0 rank 1's heads cut a group), zero shares (Q6_K: attn_output's 256 columns are one
 // block, so one rank computes every head), and the routed experts divided either way
 // (expert parallelism: each rank's grouped products skip the others' experts).
+// Sampling on the device at TP 3: with a device communicator (NCCL's kind) rank 0 samples the
+// gathered vocabulary columns put together on the device: greedy tokens are the argmax of the
+// TP 1 logits, log-probabilities their log-softmax; through a host communicator the rows come
+// back as before (the logits pass the host anyway).
+TEST(EmulatedTpSampling, ThreeRanksSampleTheGatheredRows) {
+  const std::string path = testing::WritePresetModel("llama", "Q8_0", "uneven", 31, "emu-tp");
+  const auto plain = testing::PrefillThenDecode(19, 5, 3);
+  auto sampling = plain;
+  for (size_t k = 1; k < sampling.size(); ++k) {
+    for (SequenceInput& s : sampling[k]) s.device_sample = DeviceSampling{.temperature = 0.0f};
+  }
+  const testing::RanksResult one = RunScript(path, 1, CommKind::kDevice, plain);
+  ASSERT_EQ(one.rank0_error, "");
+  const size_t rows = 19 + 5 + 2 * 3;
+  ASSERT_EQ(one.logits.size() % rows, 0u);
+  const size_t V = one.logits.size() / rows;
+  const testing::RanksResult dev = RunScript(path, 3, CommKind::kDevice, sampling);
+  ASSERT_EQ(dev.rank0_error, "");
+  ASSERT_EQ(dev.sampled.size(), 2u * 4);  // two sequences, four steps
+  EXPECT_EQ(dev.logits.size(), (19 + 5) * V) << "only the prefill's rows come back";
+  for (int k = 1; k <= 3; ++k) {
+    for (int q = 0; q < 2; ++q) {
+      SCOPED_TRACE(::testing::Message() << "decode " << k << " sequence " << q);
+      const float* row = one.logits.data() + (19 + 5 + 2 * (k - 1) + q) * V;
+      const int32_t argmax = static_cast<int32_t>(std::max_element(row, row + V) - row);
+      double m = -INFINITY, z = 0;
+      for (size_t i = 0; i < V; ++i) m = std::max<double>(m, row[i]);
+      for (size_t i = 0; i < V; ++i) z += std::exp(row[i] - m);
+      const executor::SampledToken& t = dev.sampled[2 * k + q];
+      EXPECT_EQ(t.token, argmax);
+      EXPECT_NEAR(t.logprob, row[argmax] - m - std::log(z), 1e-4);
+    }
+  }
+  const testing::RanksResult host = RunScript(path, 3, CommKind::kHost, sampling);
+  ASSERT_EQ(host.rank0_error, "");
+  EXPECT_EQ(host.logits.size(), one.logits.size());
+  for (const executor::SampledToken& t : host.sampled) EXPECT_EQ(t.token, -1);
+}
+
 TEST(EmulatedTpUneven, ThreeRanksGiveTheOneRankLogits) {
   struct Uneven {
     const char* arch;

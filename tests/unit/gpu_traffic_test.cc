@@ -83,6 +83,7 @@ TEST(GpuTraffic, CurrentKernelsWorkedOutByHand) {
   EXPECT_DOUBLE_EQ(t.head.current, 30);
   EXPECT_NEAR(t.experts.current, 800 * (1 - std::pow(0.75, 9)), 1e-9);
   EXPECT_DOUBLE_EQ(t.experts.current, t.experts.ideal);
+  EXPECT_DOUBLE_EQ(t.logits.current, 9 * 8);  // sampled on the device: id and log-probability
   // 7 tokens: 14 choices < 16, per choice as before.
   EXPECT_DOUBLE_EQ(DecodeTraffic(s, 7, 5, Kernels::kNow).experts.current, 1400);
   // 65 tokens: two GEMV passes; 130 choices over ~8 distinct experts: 17 each, one pass.

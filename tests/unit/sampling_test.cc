@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <numbers>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -588,6 +589,67 @@ TEST(Sampler, DrawFollowsTheDocumentedRule) {
     while (u >= cum && expected + 1 < static_cast<int>(probs.size())) cum += probs[++expected];
     ASSERT_EQ(sampler.Sample(ToFloat(logits)).token, expected) << "draw " << i;
   }
+}
+
+// Sampling on a device: NextDeviceDraw shows the u Sample would draw (the test's own
+// generator replays it) without taking it; AcceptDeviceSample takes it, so a sequence that
+// alternates between the host and a device keeps one random stream: its tokens are those of a
+// sequence sampled on the host throughout.
+TEST(Sampler, DeviceDrawsKeepTheHostsRandomStream) {
+  const std::vector<double> logits = {0.1, 1.2, -0.7, 0.4, 2.0, -1.5, 0.0, 0.9};
+  SamplingParams p = Seeded(77);
+  p.temperature = 0.8f;
+  p.top_p = 0.95f;
+  p.stop_token_ids = {4};
+  Sampler host = MakeSampler(p), mixed = MakeSampler(p);
+  std::mt19937_64 rng(77);
+  for (int i = 0; i < 300; ++i) {
+    const SampleResult want = host.Sample(ToFloat(logits));
+    const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+    if (i % 3 == 0) {
+      ASSERT_EQ(mixed.Sample(ToFloat(logits)).token, want.token) << "draw " << i;
+      continue;
+    }
+    const std::optional<DeviceDraw> d = mixed.NextDeviceDraw();
+    ASSERT_TRUE(d.has_value());
+    EXPECT_EQ(d->uniform, u) << "draw " << i;
+    EXPECT_EQ(d->temperature, 0.8f);
+    EXPECT_EQ(d->top_p, 0.95f);
+    ASSERT_EQ(mixed.NextDeviceDraw()->uniform, u) << "peeking took the draw";
+    // The device's choice (here the host's, as a device with the same rule would make it).
+    const SampleResult got = mixed.AcceptDeviceSample(want.token, -1.5f);
+    EXPECT_EQ(got.token, want.token);
+    EXPECT_EQ(got.logprob, -1.5f);
+    EXPECT_EQ(got.end_of_generation, want.token == 4);
+  }
+}
+
+TEST(Sampler, DeviceDrawsOnlyForTheDevicesChain) {
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  Sampler g = MakeSampler(greedy);
+  const std::optional<DeviceDraw> d = g.NextDeviceDraw();
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->temperature, 0.0f);
+  EXPECT_EQ(d->uniform, 0.0);
+  SamplingParams p = Seeded(1);
+  p.repetition_penalty = 1.1f;
+  EXPECT_FALSE(MakeSampler(p).NextDeviceDraw().has_value()) << "penalties need the host";
+  p = Seeded(1);
+  p.presence_penalty = 0.5f;
+  EXPECT_FALSE(MakeSampler(p).NextDeviceDraw().has_value());
+  p = Seeded(1);
+  p.top_logprobs = 2;
+  EXPECT_FALSE(MakeSampler(p).NextDeviceDraw().has_value()) << "alternatives need the host";
+  p = Seeded(1);
+  p.logprobs_mode = LogprobsMode::kProcessed;
+  EXPECT_FALSE(MakeSampler(p).NextDeviceDraw().has_value());
+  p = Seeded(1);
+  p.top_k = 40;
+  p.min_p = 0.05f;
+  ASSERT_TRUE(MakeSampler(p).NextDeviceDraw().has_value());
+  EXPECT_EQ(MakeSampler(p).NextDeviceDraw()->top_k, 40);
+  EXPECT_EQ(MakeSampler(p).NextDeviceDraw()->min_p, 0.05f);
 }
 
 TEST(Sampler, EndOfGeneration) {

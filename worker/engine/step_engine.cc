@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <future>
 #include <numeric>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -166,9 +167,31 @@ absl::StatusOr<v1::StepResult> StepEngine::Run(const v1::StepRequest& step) {
                      ": a sequence asks for MTP drafts but this worker did not load "
                      "the model's MTP block (WorkerSetup.load_mtp)"));
   }
+  // Rank 0 on a GPU: a sequence whose next token needs no more than the device sampler's
+  // chain (no penalties, grammar, alternatives, drafts, MTP or returned logits) is sampled
+  // where its logits are; only its token and log-probability come back.
+  std::vector<executor::SampledToken> device_sampled;
+  bool any_device = false;
+  if (rank_ == 0 && executor_->samples_on_device()) {
+    for (int i = 0; i < step.seqs_size(); ++i) {
+      const v1::StepSequence& s = step.seqs(i);
+      if (!s.sample() || s.num_drafts() > 0 || s.return_logits() || s.mtp()) continue;
+      auto fresh_it = fresh.find(s.seq_id());
+      SequenceState& st = fresh_it != fresh.end() ? fresh_it->second : sequences_.at(s.seq_id());
+      if (st.matcher != nullptr) continue;
+      const std::optional<sampling::DeviceDraw> d = st.sampler.NextDeviceDraw();
+      if (!d.has_value()) continue;
+      inputs[i].device_sample = executor::DeviceSampling{.temperature = d->temperature,
+                                                         .top_k = d->top_k,
+                                                         .top_p = d->top_p,
+                                                         .min_p = d->min_p,
+                                                         .uniform = d->uniform};
+      any_device = true;
+    }
+  }
   std::vector<std::vector<float>> hidden;
-  absl::StatusOr<std::vector<std::vector<float>>> logits =
-      executor_->Step(inputs, nullptr, any_mtp ? &hidden : nullptr);
+  absl::StatusOr<std::vector<std::vector<float>>> logits = executor_->Step(
+      inputs, nullptr, any_mtp ? &hidden : nullptr, any_device ? &device_sampled : nullptr);
   if (!logits.ok()) return logits.status();
   // Per sequence: drafts kept and the token after them (rank 0 decides; MTP needs them on
   // every rank).
@@ -191,6 +214,11 @@ absl::StatusOr<v1::StepResult> StepEngine::Run(const v1::StepRequest& step) {
     if (!s.sample()) return;
     const std::vector<float>& rows = (*logits)[i];
     SequenceState& state = sequences_.at(s.seq_id());
+    if (any_device && device_sampled[i].token >= 0) {
+      sampled[i] =
+          state.sampler.AcceptDeviceSample(device_sampled[i].token, device_sampled[i].logprob);
+      return;
+    }
     // Row r predicts the token after tokens[first + r]; the drafts are tokens[first + 1..].
     const int drafts = s.num_drafts();
     const int first = s.tokens_size() - 1 - drafts;
@@ -210,6 +238,7 @@ absl::StatusOr<v1::StepResult> StepEngine::Run(const v1::StepRequest& step) {
       kept[i].emplace_back(std::move(result), end);
     }
   });
+  for (const executor::SampledToken& t : device_sampled) device_samples_ += t.token >= 0 ? 1 : 0;
   for (int i = 0; i < step.seqs_size(); ++i) {
     const v1::StepSequence& s = step.seqs(i);
     const std::vector<float>& rows = (*logits)[i];

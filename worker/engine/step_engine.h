@@ -44,6 +44,8 @@ class StepEngine {
   executor::Executor& executor() { return *executor_; }
   int rank() const { return rank_; }
   size_t live_samplers() const { return sequences_.size(); }
+  // Tokens rank 0 had sampled on the executor's device (Executor::samples_on_device) so far.
+  uint64_t device_samples() const { return device_samples_; }
   const GrammarCache& grammar_cache() const { return grammars_; }
 
  private:
@@ -76,6 +78,7 @@ class StepEngine {
   int rank_;
   std::map<uint64_t, SequenceState> sequences_;
   std::map<uint64_t, MtpState> mtp_;
+  uint64_t device_samples_ = 0;
   // The vocabulary as grammars see it, built in the background on rank 0.
   std::shared_future<absl::StatusOr<std::shared_ptr<const grammar::TokenTrie>>> vocab_trie_;
   GrammarCache grammars_;

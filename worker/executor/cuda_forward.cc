@@ -246,8 +246,13 @@ struct StepBuffers {
   DeviceBuffer route_order, route_offsets, head_order, head_offsets;
   DeviceBuffer gemm_scratch, inputs, hr, logits32, gathered;
   DeviceBuffer mtp_in, mtp_hidden;  // MTP steps only (executors that loaded the block)
-  DeviceBuffer all_hidden;          // every row's hidden state (the same executors)
-  void* host_inputs = nullptr;      // pinned
+  // Sampling on the device: per logits row its parameters, then the tokens and their
+  // log-probabilities; with TP, the gathered rows as whole rows of the vocabulary.
+  DeviceBuffer sample_params, sample_out, sample_logits;
+  std::vector<cuda::GpuSamplingParams> host_sample_params;
+  std::vector<uint8_t> host_sample_out;
+  DeviceBuffer all_hidden;      // every row's hidden state (the same executors)
+  void* host_inputs = nullptr;  // pinned
   size_t host_inputs_bytes = 0;
   std::vector<float> host_logits;
 
@@ -452,7 +457,12 @@ struct CudaForward::State {
   absl::Status Run(const StepPlan& plan, const StepState& step);
   GraphMap::iterator Capture(const StepLayout& lay, const StepState& step);
   absl::Status Forward(const StepLayout& lay, const StepState& step);
-  absl::StatusOr<std::vector<std::vector<float>>> Logits(const Batch& b, const StepPlan& plan);
+  absl::StatusOr<std::vector<std::vector<float>>> Logits(const Batch& b, const StepPlan& plan,
+                                                         const std::vector<char>& sampled_rows);
+  // Samples the rows of the sequences with device_sample (one row each) where the logits
+  // are; marks them in `rows` (per logits row) and fills (*sampled)[sequence].
+  absl::Status SampleOnDevice(const Batch& b, const StepPlan& plan,
+                              std::vector<SampledToken>& sampled, std::vector<char>& rows);
 };
 
 // --- loading -------------------------------------------------------------------------------
@@ -1566,13 +1576,87 @@ absl::Status CudaForward::State::Forward(const StepLayout& lay, const StepState&
   return step.mtp ? pass.RunMtp(lay.tokens) : pass.Run(lay.tokens);
 }
 
+absl::Status CudaForward::State::SampleOnDevice(const Batch& b, const StepPlan& plan,
+                                                std::vector<SampledToken>& sampled,
+                                                std::vector<char>& rows) {
+  const ExecutorOptions& opt = impl.options;
+  const int64_t V = hp.n_vocab, R = static_cast<int64_t>(plan.rows.size());
+  rows.assign(R, 0);
+  std::vector<cuda::GpuSamplingParams>& params = buffers.host_sample_params;
+  params.assign(R, cuda::GpuSamplingParams{.temperature = 0.0f});  // others: greedy, unread
+  bool any = false;
+  for (int64_t r = 0; r < R; ++r) {
+    const SequenceInput& in = b.seqs[plan.row_seq[r]];
+    if (!in.device_sample.has_value() || in.all_logits) continue;
+    const DeviceSampling& d = *in.device_sample;
+    params[r] = {.temperature = d.temperature,
+                 .top_k = d.top_k,
+                 .top_p = d.top_p,
+                 .min_p = d.min_p,
+                 .uniform = d.uniform};
+    rows[r] = 1;
+    any = true;
+  }
+  if (!any) return absl::OkStatus();
+  // The rows as whole vocabulary rows on the device: the head's output at TP 1; with TP, the
+  // gathered columns ([tp][rows][width], rank p's [V p / tp, V (p + 1) / tp)) put together.
+  const float* logits = buffers.logits32.as<float>();
+  if (opt.tp_size > 1) {
+    const int tp = opt.tp_size;
+    const int64_t width = VocabWidth(V, tp), Rl = plan.lay.rows;
+    TESSERA_RETURN_IF_ERROR(
+        buffers.sample_logits.Ensure(static_cast<size_t>(R * V) * 4, "logits to sample", nullptr));
+    for (int p = 0; p < tp; ++p) {
+      const int64_t begin = V * p / tp, n = V * (p + 1) / tp - begin;
+      if (n <= 0) continue;
+      TESSERA_RETURN_IF_ERROR(cuda::CopyRows(At(buffers.gathered.ptr, p * Rl * width, 4), width,
+                                             At(buffers.sample_logits.ptr, begin, 4), V, R, n,
+                                             DType::kF32, stream));
+    }
+    logits = buffers.sample_logits.as<float>();
+  }
+  const size_t param_bytes = params.size() * sizeof(cuda::GpuSamplingParams);
+  TESSERA_RETURN_IF_ERROR(
+      buffers.sample_params.Ensure(param_bytes, "sampling parameters", nullptr));
+  TESSERA_RETURN_IF_ERROR(
+      buffers.sample_out.Ensure(static_cast<size_t>(R) * 8, "sampled tokens", nullptr));
+  TESSERA_RETURN_IF_ERROR(
+      cuda::CudaStatus(cudaMemcpyAsync(buffers.sample_params.ptr, params.data(), param_bytes,
+                                       cudaMemcpyHostToDevice, stream),
+                       "cudaMemcpyAsync (sampling parameters)"));
+  auto* tokens = buffers.sample_out.as<int32_t>();
+  auto* logprobs = reinterpret_cast<float*>(tokens + R);
+  TESSERA_RETURN_IF_ERROR(cuda::Sample(
+      logits, R, V, buffers.sample_params.as<cuda::GpuSamplingParams>(), tokens, stream));
+  TESSERA_RETURN_IF_ERROR(cuda::ChosenLogprobs(logits, R, V, tokens, logprobs, stream));
+  std::vector<uint8_t>& out = buffers.host_sample_out;
+  out.resize(static_cast<size_t>(R) * 8);
+  TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
+      cudaMemcpyAsync(out.data(), tokens, out.size(), cudaMemcpyDeviceToHost, stream),
+      "cudaMemcpyAsync (sampled tokens)"));
+  TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(stream), "sampling sync"));
+  for (int64_t r = 0; r < R; ++r) {
+    if (!rows[r]) continue;
+    SampledToken& t = sampled[plan.row_seq[r]];
+    std::memcpy(&t.token, out.data() + r * 4, 4);
+    std::memcpy(&t.logprob, out.data() + (R + r) * 4, 4);
+  }
+  return absl::OkStatus();
+}
+
 // Logits back to the host: [R][V] whole rows (the vocab-parallel head's columns gathered),
-// split by sequence as Executor::Step returns them.
-absl::StatusOr<std::vector<std::vector<float>>> CudaForward::State::Logits(const Batch& b,
-                                                                           const StepPlan& plan) {
+// split by sequence as Executor::Step returns them; none when every row was sampled on the
+// device (`sampled_rows`), whose sequences get empty vectors.
+absl::StatusOr<std::vector<std::vector<float>>> CudaForward::State::Logits(
+    const Batch& b, const StepPlan& plan, const std::vector<char>& sampled_rows) {
   const ExecutorOptions& opt = impl.options;
   const int64_t V = hp.n_vocab, Vl = weights.vocab_local;
   const int64_t R = static_cast<int64_t>(plan.rows.size());
+  const bool any_sampled =
+      std::find(sampled_rows.begin(), sampled_rows.end(), 1) != sampled_rows.end();
+  if (any_sampled && std::count(sampled_rows.begin(), sampled_rows.end(), 1) == R) {
+    return std::vector<std::vector<float>>(b.seqs.size());
+  }
   std::vector<float>& out = buffers.host_logits;
   if (opt.tp_size == 1) {
     out.resize(R * V);
@@ -1604,7 +1688,11 @@ absl::StatusOr<std::vector<std::vector<float>>> CudaForward::State::Logits(const
     }
     UnpadVocab(parts, tp, Rl, R, V, out);
   }
-  return LogitsBySequence(b.seqs, out, V);
+  std::vector<std::vector<float>> by_seq = LogitsBySequence(b.seqs, out, V);
+  for (int64_t r = 0; r < R && any_sampled; ++r) {
+    if (sampled_rows[r]) by_seq[plan.row_seq[r]].clear();
+  }
+  return by_seq;
 }
 
 // --- the public side ---------------------------------------------------------------------
@@ -1683,7 +1771,8 @@ absl::Status CudaForward::BroadcastHost(void* data, size_t bytes, comm::Communic
                           "cudaMemcpy (broadcast)");
 }
 
-absl::StatusOr<std::vector<std::vector<float>>> CudaForward::Step(const Batch& b) {
+absl::StatusOr<std::vector<std::vector<float>>> CudaForward::Step(
+    const Batch& b, std::vector<SampledToken>* sampled) {
   State& s = *state_;
   TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaSetDevice(s.device), "cudaSetDevice"));
   if (b.seqs.empty()) return std::vector<std::vector<float>>();
@@ -1700,7 +1789,10 @@ absl::StatusOr<std::vector<std::vector<float>>> CudaForward::Step(const Batch& b
     }
   } drain{s.stream};
   TESSERA_RETURN_IF_ERROR(s.Run(plan, step));
-  return s.Logits(b, plan);
+  std::vector<char> sampled_rows;
+  if (sampled != nullptr)
+    TESSERA_RETURN_IF_ERROR(s.SampleOnDevice(b, plan, *sampled, sampled_rows));
+  return s.Logits(b, plan, sampled_rows);
 }
 
 }  // namespace tessera::executor

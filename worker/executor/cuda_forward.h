@@ -24,8 +24,11 @@ class CudaForward {
   static absl::StatusOr<std::unique_ptr<CudaForward>> Create(Executor::Impl& impl, int* n_blocks);
   ~CudaForward();
 
-  // One step over the batch Impl::Flatten built; logits as Executor::Step returns them.
-  absl::StatusOr<std::vector<std::vector<float>>> Step(const Batch& b);
+  // One step over the batch Impl::Flatten built; logits as Executor::Step returns them. With
+  // `sampled` (one entry per sequence), the sequences with device_sample (and one logits
+  // row) are sampled on the device: only their token and log-probability come back.
+  absl::StatusOr<std::vector<std::vector<float>>> Step(const Batch& b,
+                                                       std::vector<SampledToken>* sampled);
   // Host bytes from rank 0 to every rank over `comm`, a device communicator (NCCL): staged
   // through a device buffer of this executor's GPU (Executor::BroadcastFromRank0).
   absl::Status BroadcastHost(void* data, size_t bytes, comm::Communicator* comm);

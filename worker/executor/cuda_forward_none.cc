@@ -16,7 +16,8 @@ absl::StatusOr<std::unique_ptr<CudaForward>> CudaForward::Create(Executor::Impl&
       "run on CPU, or rebuild where nvcc is installed");
 }
 
-absl::StatusOr<std::vector<std::vector<float>>> CudaForward::Step(const Batch&) {
+absl::StatusOr<std::vector<std::vector<float>>> CudaForward::Step(const Batch&,
+                                                                  std::vector<SampledToken>*) {
   return absl::FailedPreconditionError("this build has no CUDA backend");
 }
 

@@ -527,7 +527,8 @@ absl::Status Executor::Impl::Flatten(absl::Span<const SequenceInput> seqs, StepT
 
 absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
     absl::Span<const SequenceInput> seqs, StepTrace* trace, bool mtp,
-    std::vector<std::vector<float>>* hidden) {
+    std::vector<std::vector<float>>* hidden, std::vector<SampledToken>* sampled) {
+  if (sampled != nullptr) sampled->assign(seqs.size(), SampledToken{});
   if (mtp && mtp_blocks == 0) {
     return absl::FailedPreconditionError(
         "an MTP step needs the MTP (NextN) block loaded (ExecutorOptions::load_mtp)");
@@ -543,7 +544,10 @@ absl::StatusOr<std::vector<std::vector<float>>> Executor::Impl::Step(
         "with the MTP block loaded (ExecutorOptions::load_mtp), whose buffers it uses");
   }
   if (gpu != nullptr) {
-    logits = gpu->Step(b);
+    const bool on_device =
+        !mtp && options.device_sampling &&
+        (options.tp_size == 1 || (options.comm != nullptr && options.comm->on_device()));
+    logits = gpu->Step(b, on_device ? sampled : nullptr);
   } else {
     CpuOps ops(*this, b);
     ForwardPass<CpuOps> pass(ops);
@@ -594,9 +598,15 @@ std::map<std::string, double> Executor::Profile() const { return impl_->profile;
 void Executor::ResetProfile() { impl_->profile.clear(); }
 
 absl::StatusOr<std::vector<std::vector<float>>> Executor::Step(
-    absl::Span<const SequenceInput> seqs, StepTrace* trace,
-    std::vector<std::vector<float>>* hidden) {
-  return impl_->Step(seqs, trace, /*mtp=*/false, hidden);
+    absl::Span<const SequenceInput> seqs, StepTrace* trace, std::vector<std::vector<float>>* hidden,
+    std::vector<SampledToken>* sampled) {
+  return impl_->Step(seqs, trace, /*mtp=*/false, hidden, sampled);
+}
+
+bool Executor::samples_on_device() const {
+  return impl_->gpu != nullptr && impl_->options.device_sampling &&
+         (impl_->options.tp_size == 1 ||
+          (impl_->options.comm != nullptr && impl_->options.comm->on_device()));
 }
 
 bool Executor::has_mtp() const { return impl_->mtp_blocks > 0; }
@@ -616,7 +626,7 @@ absl::Status Executor::BroadcastFromRank0(void* data, size_t bytes) {
 
 absl::StatusOr<std::vector<std::vector<float>>> Executor::MtpStep(
     absl::Span<const SequenceInput> seqs, std::vector<std::vector<float>>* hidden) {
-  return impl_->Step(seqs, nullptr, /*mtp=*/true, hidden);
+  return impl_->Step(seqs, nullptr, /*mtp=*/true, hidden, nullptr);
 }
 
 void Executor::Impl::PlanRope() {

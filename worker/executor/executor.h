@@ -99,6 +99,24 @@ struct ExecutorOptions {
   // How the routed experts are divided at tp_size > 1 (model::PlanOptions::experts):
   // whole experts per rank (expert parallelism), or every expert's hidden dim.
   model::ExpertParallel expert_parallel = model::ExpertParallel::kAuto;
+  // kCuda: sample SequenceInput::device_sample sequences on the device (samples_on_device).
+  // Off, every logits row comes back to the host (for comparisons and debugging).
+  bool device_sampling = true;
+};
+
+// A sequence's next token sampled where its logits are (Executor::samples_on_device): the
+// GPU sampler's chain (kernels/cuda/selection_kernels.h, Sample) with the draw's uniform.
+struct DeviceSampling {
+  float temperature = 1.0f;  // < 1e-5: greedy
+  int32_t top_k = 0;         // ≤ 0: off
+  float top_p = 1.0f;        // ≥ 1: off
+  float min_p = 0.0f;        // ≤ 0: off
+  double uniform = 0.0;      // u in [0, 1)
+};
+// A token sampled by the executor, and its raw log-probability (log-softmax of the logits).
+struct SampledToken {
+  int32_t token = -1;  // -1: not sampled here (the sequence's logits row was returned)
+  float logprob = 0.0f;
 };
 
 struct SequenceInput {
@@ -119,6 +137,10 @@ struct SequenceInput {
   // position with the token after it (its cache covers the prompt), without the LM head
   // computed for every row. The GPU executor does it with the MTP block loaded (load_mtp).
   bool all_hidden = false;
+  // Sample the last row here (Step's `sampled`) instead of returning it, where the executor
+  // samples on its device; with all_logits, and on executors that do not, the row is
+  // returned as usual.
+  std::optional<DeviceSampling> device_sample = std::nullopt;
   // Executor::MtpStep only: row i (n_embd floats, row-major) is the trunk's final-norm hidden
   // state (Step's `hidden`) of position start_pos + i, paired with tokens[i], the token at
   // the position after it.
@@ -175,9 +197,17 @@ class Executor {
   // sequence; nothing is written to the cache then. With `hidden`, also per sequence the
   // final-norm hidden state (n_embd floats: the vector the LM head multiplies) of the same
   // rows as the logits, the input of an MTP step.
+  // With `sampled` (one entry per sequence), sequences with device_sample are sampled on the
+  // device where samples_on_device(): their logits row stays there (an empty vector is
+  // returned for them) and only the token and its log-probability come back.
   absl::StatusOr<std::vector<std::vector<float>>> Step(
       absl::Span<const SequenceInput> seqs, StepTrace* trace = nullptr,
-      std::vector<std::vector<float>>* hidden = nullptr);
+      std::vector<std::vector<float>>* hidden = nullptr,
+      std::vector<SampledToken>* sampled = nullptr);
+  // Whether Step samples SequenceInput::device_sample sequences on the device: a GPU
+  // executor at TP 1 or with a device communicator (NCCL); never the CPU executor, nor a
+  // GPU one whose logits are gathered through the host anyway.
+  bool samples_on_device() const;
 
   // Whether the NextN/MTP block was loaded (ExecutorOptions::load_mtp).
   bool has_mtp() const;

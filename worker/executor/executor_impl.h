@@ -189,7 +189,8 @@ struct Executor::Impl {
   // `hidden` per sequence where given.
   absl::StatusOr<std::vector<std::vector<float>>> Step(absl::Span<const SequenceInput> seqs,
                                                        StepTrace* trace, bool mtp,
-                                                       std::vector<std::vector<float>>* hidden);
+                                                       std::vector<std::vector<float>>* hidden,
+                                                       std::vector<SampledToken>* sampled);
   // Checks the step's sequences (tokens in the vocabulary, a cache slot for every position;
   // for an MTP step, a hidden row per token) and flattens them into `b` (tokens, positions,
   // slots, sequence of each token, the MTP hidden rows).

@@ -299,6 +299,36 @@ void Sampler::ApplyMask(absl::Span<const uint64_t> allowed) {
   }
 }
 
+std::optional<DeviceDraw> Sampler::NextDeviceDraw() const {
+  if (PenaltiesActive() || params_.logprobs_mode == LogprobsMode::kProcessed ||
+      params_.top_logprobs > 0) {
+    return std::nullopt;
+  }
+  DeviceDraw d;
+  d.temperature = params_.temperature;
+  d.top_k = params_.top_k;
+  d.top_p = params_.top_p;
+  d.min_p = params_.min_p;
+  if (params_.temperature >= kMinTemperature) {
+    std::mt19937_64 next = rng_;  // Draw's u, without taking it
+    d.uniform = static_cast<double>(next() >> 11) * 0x1.0p-53;
+  } else {
+    d.temperature = 0.0f;
+  }
+  return d;
+}
+
+SampleResult Sampler::AcceptDeviceSample(int32_t token, float logprob) {
+  if (params_.temperature >= kMinTemperature) rng_();  // the draw NextDeviceDraw showed
+  SampleResult result;
+  result.token = token;
+  result.logprob = logprob;
+  result.end_of_generation = std::find(params_.stop_token_ids.begin(), params_.stop_token_ids.end(),
+                                       token) != params_.stop_token_ids.end();
+  AcceptGeneratedToken(token);
+  return result;
+}
+
 SampleResult Sampler::Sample(absl::Span<const float> logits, absl::Span<const uint64_t> allowed) {
   SampleResult result;
   if (logits.empty()) {

@@ -103,6 +103,16 @@ struct SampleResult {
   bool end_of_generation = false;
 };
 
+// What a device sampler needs to take a sequence's next token the way Sample would (the GPU's
+// cuda::Sample runs the same chain: greedy, top-k, top-p, min-p, temperature, one draw).
+struct DeviceDraw {
+  float temperature = 1.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  double uniform = 0.0;  // the u Sample would draw next (0 when greedy: no draw)
+};
+
 // One per sequence: it holds the sequence's random generator and token history. Movable,
 // not thread-safe; a step allocates nothing once its buffers have grown to the vocabulary.
 class Sampler {
@@ -130,6 +140,18 @@ class Sampler {
   // token with a finite logit. Raw log-probabilities still describe the model's own,
   // unmasked distribution; processed ones the masked one.
   SampleResult Sample(absl::Span<const float> logits, absl::Span<const uint64_t> allowed = {});
+
+  // Sampling on a device (the GPU executor's logits never leave it): the parameters and the
+  // next draw, without advancing the generator; nullopt when the next token needs the host
+  // (penalties on, processed log-probabilities or alternatives asked). Tokens a device draws
+  // with the same u can differ from Sample's where they differ in order (after top-k the
+  // host walks survivors best first, the device by id) or in exp rounding: the same
+  // distribution, not the same bits.
+  std::optional<DeviceDraw> NextDeviceDraw() const;
+  // Records the token a device chose with NextDeviceDraw()'s draw: the generator advances as
+  // Sample's would have, and the result is Sample's (the raw log-probability as given, no
+  // alternatives, end_of_generation for a stop id).
+  SampleResult AcceptDeviceSample(int32_t token, float logprob);
 
   const SamplingParams& params() const { return params_; }
   // The seed in use (params().seed, or the one drawn when it was absent).

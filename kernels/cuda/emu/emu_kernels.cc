@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -788,6 +789,27 @@ absl::Status MoeRoute(const MoeRoutingArgs& a, cudaStream_t stream) {
   if (!c.ok()) return c.status();
   emu::Launch(stream, [=] {
     for (int64_t t = 0; t < a.tokens; ++t) RouteToken(a, t);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status ChosenLogprobs(const float* logits, int64_t sequences, int64_t vocab,
+                            const int32_t* tokens, float* logprobs, cudaStream_t stream) {
+  absl::StatusOr<LaunchConfig> c = CheckSample(sequences, vocab, logits, logprobs, tokens);
+  if (!c.ok()) return c.status();
+  emu::Launch(stream, [=] {
+    auto clean = [](float v) { return std::isnan(v) ? -kInf : (v == kInf ? FLT_MAX : v); };
+    for (int64_t s = 0; s < sequences; ++s) {
+      const float* x = logits + s * vocab;
+      float m = -kInf;
+      for (int64_t i = 0; i < vocab; ++i) m = std::fmax(m, clean(x[i]));
+      double z = 0.0;
+      for (int64_t i = 0; i < vocab; ++i) z += static_cast<double>(std::exp(clean(x[i]) - m));
+      const int32_t t = tokens[s];
+      logprobs[s] = t < 0 || t >= vocab
+                        ? std::numeric_limits<float>::quiet_NaN()
+                        : static_cast<float>(static_cast<double>(clean(x[t]) - m) - std::log(z));
+    }
   });
   return absl::OkStatus();
 }
