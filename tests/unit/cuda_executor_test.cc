@@ -566,6 +566,42 @@ TEST(CudaExecutor, TiledPrefillBetweenShortSequencesMatchesTheCpu) {
   }
 }
 
+// The head in chunks (TESSERA_CUDA_HEAD_CHUNK_ROWS, read when an executor is created): an
+// all-logits step of more rows than the planned head buffer computes and copies them a chunk
+// at a time; logits and hidden rows equal the one-pass head's bit for bit (GEMV rows are the
+// same whatever their batch-mates).
+TEST(CudaExecutor, HeadInChunksGivesTheOnePassLogits) {
+  TESSERA_REQUIRE_GPU();
+  if (OnCpu()) GTEST_SKIP() << "the dry run's CPU executor has no head chunks";
+  const Model& m = FindModel("qwen3");
+  const std::string path = ModelPath(m);
+  auto whole = Make(path, Gpu(kF32), "gpu one pass");
+  ASSERT_EQ(setenv("TESSERA_CUDA_HEAD_CHUNK_ROWS", "6", 1), 0);
+  auto chunked = Make(path, Gpu(kF32), "gpu head chunks of 6");
+  unsetenv("TESSERA_CUDA_HEAD_CHUNK_ROWS");
+  ASSERT_TRUE(whole != nullptr && chunked != nullptr);
+  const int vocab = static_cast<int>(whole->hparams().n_vocab);
+  std::vector<SequenceInput> in(2);
+  const Seq a{Tokens(23, 1, vocab), 0, "A"}, b{Tokens(9, 2, vocab), 3, "B"};
+  in[0].tokens = a.tokens;
+  in[0].block_table = Table(a, 23);
+  in[0].all_logits = true;
+  in[1].tokens = b.tokens;
+  in[1].block_table = Table(b, 9);
+  in[1].device_sample = DeviceSampling{.temperature = 0.0f};  // a chunked step samples on the host
+  std::vector<std::vector<float>> hidden_whole, hidden_chunked;
+  std::vector<SampledToken> sampled;
+  absl::StatusOr<std::vector<std::vector<float>>> want = whole->Step(in, nullptr, &hidden_whole);
+  absl::StatusOr<std::vector<std::vector<float>>> got =
+      chunked->Step(in, nullptr, &hidden_chunked, &sampled);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)[0].size(), static_cast<size_t>(23 * vocab));
+  EXPECT_TRUE(*got == *want) << "chunked head logits differ";
+  EXPECT_TRUE(hidden_chunked == hidden_whole) << "chunked head hidden rows differ";
+  EXPECT_EQ(sampled[1].token, -1) << "a chunked step keeps only its last chunk on the device";
+}
+
 // The sampling rule of cuda::Sample without top-k (selection_kernels.h) in float64: top-p over
 // the row at temperature 1, then the first survivor in id order whose running weight
 // exp((l − max) / t) exceeds u·total.

@@ -222,6 +222,27 @@ TEST_P(EmulatedTp, TwoRanksGiveTheOneRankLogits) {
   }
 }
 
+// The head in chunks (TESSERA_CUDA_HEAD_CHUNK_ROWS: an all-logits step beyond the planned
+// rows): at TP 2 each chunk's vocabulary columns are gathered (on the device, or through the
+// host) and copied out before the next; the logits are the unchunked TP 1 ones.
+TEST(EmulatedTpHeadChunks, ChunkedAllLogitsStepsGiveTheOneRankLogits) {
+  const std::string path = testing::WriteSmallModel("llama", "Q8_0", 31, "emu-tp");
+  bool unsplittable = false;
+  const std::vector<float> one = RunRanks(path, 1, CommKind::kDevice, &unsplittable);
+  ASSERT_FALSE(one.empty());
+  ASSERT_EQ(setenv("TESSERA_CUDA_HEAD_CHUNK_ROWS", "5", 1), 0);  // 19 + 5 rows: 5 chunks
+  for (CommKind kind : {CommKind::kDevice, CommKind::kHost}) {
+    const std::vector<float> two = RunRanks(path, 2, kind, &unsplittable);
+    ASSERT_EQ(two.size(), one.size());
+    double worst = 0;
+    for (size_t i = 0; i < one.size(); ++i) {
+      worst = std::max(worst, std::fabs(static_cast<double>(two[i]) - one[i]));
+    }
+    EXPECT_LE(worst, 2e-3) << (kind == CommKind::kDevice ? "device" : "host") << " comm";
+  }
+  unsetenv("TESSERA_CUDA_HEAD_CHUNK_ROWS");
+}
+
 // Prefix caching on the GPU executor, at TP 1 and 2: a sequence whose first block another
 // sequence computed (in a chunk of another length, in other blocks) gives the logits of the
 // same prompt prefilled cold. The engine shares blocks only through the block tables it

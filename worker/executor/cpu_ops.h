@@ -45,6 +45,9 @@ class CpuOps {
   int tp_rank() const { return impl_.options.tp_rank; }
   const model::BlockShare& share(int l) const { return impl_.shares[l]; }
   const HeadRows& head_rows() const { return head_rows_; }
+  // The CPU's head takes every row at once.
+  int64_t head_chunk_rows() const { return static_cast<int64_t>(head_rows_.count); }
+  void SetHeadChunk(int64_t, int64_t) {}
   bool all_hidden_rows() const { return b_.all_hidden; }
 
   // The step's buffers.

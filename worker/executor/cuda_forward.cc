@@ -91,6 +91,15 @@ int64_t IndexerRowsPerPass(int64_t tokens, int64_t keys, int64_t budget_bytes) {
   if (keys <= 0) return tokens;
   return std::max<int64_t>(1, std::min<int64_t>(tokens, budget_bytes / (keys * 4)));
 }
+// The head computes at most this many logits rows at a time (the planned head buffers: an
+// all-logits step of a long prompt takes its rows in chunks, each copied to the host before
+// the next); TESSERA_CUDA_HEAD_CHUNK_ROWS (read when an executor is created) overrides it,
+// so that tests can exercise the chunks.
+int64_t HeadChunkRowsFromEnv() {
+  const char* env = std::getenv("TESSERA_CUDA_HEAD_CHUNK_ROWS");
+  const long long v = env != nullptr ? std::atoll(env) : 0;
+  return v > 0 ? static_cast<int64_t>(v) : 256;
+}
 // Left for cuBLAS, NCCL, graphs and the logits of large steps when planning the cache.
 constexpr uint64_t kReserveBytes = uint64_t{768} << 20;
 
@@ -324,7 +333,9 @@ struct StepPlan {
   bool graph = false;
 };
 
-StepPlan PlanStep(const Batch& b, bool graphs_enabled) {
+// `max_graph_rows`: graphs only where the head takes every row at once (a head in chunks
+// copies each to the host inside the pass).
+StepPlan PlanStep(const Batch& b, bool graphs_enabled, int64_t max_graph_rows) {
   StepPlan p;
   p.tokens = b.size();
   bool decode_only = true;
@@ -344,7 +355,8 @@ StepPlan PlanStep(const Batch& b, bool graphs_enabled) {
   // MTP steps and steps whose hidden rows are asked for run eagerly: their host inputs and
   // outputs are copied per step.
   p.graph = graphs_enabled && decode_only && b.trace == nullptr && !b.mtp &&
-            b.hidden_out == nullptr && R == T && T <= kGraphMaxBatch;
+            b.hidden_out == nullptr && R == T && T <= kGraphMaxBatch &&
+            NextPow2(T) <= max_graph_rows;
   p.lay.tokens = p.graph ? NextPow2(T) : T;
   p.lay.rows = p.graph ? p.lay.tokens : R;
   p.lay.seqs = p.graph ? p.lay.tokens : static_cast<int64_t>(b.seqs.size());
@@ -412,6 +424,7 @@ struct CudaForward::State {
   bool graphs_enabled = true;
   int selected_k = 0;
   int64_t indexer_score_bytes = 0;
+  int64_t head_chunk_rows = 256;
 
   DeviceWeights weights;   // the executor's lifetime
   DeviceKvCache cache;     // planned once, after the weights and a first sizing of the buffers
@@ -459,6 +472,10 @@ struct CudaForward::State {
   absl::Status Forward(const StepLayout& lay, const StepState& step);
   absl::StatusOr<std::vector<std::vector<float>>> Logits(const Batch& b, const StepPlan& plan,
                                                          const std::vector<char>& sampled_rows);
+  // The head's rows [first, first + n) of `total` into buffers.host_logits (whole rows of
+  // the vocabulary): the local logits at TP 1, the gathered columns with a device
+  // communicator (`gathered_rows` per rank part), a host all-gather otherwise.
+  absl::Status CopyLogits(int64_t first, int64_t n, int64_t gathered_rows, int64_t total);
   // Samples the rows of the sequences with device_sample (one row each) where the logits
   // are; marks them in `rows` (per logits row) and fills (*sampled)[sequence].
   absl::Status SampleOnDevice(const Batch& b, const StepPlan& plan,
@@ -580,6 +597,7 @@ absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int
   StepBuffers& bufs = buffers;
   const int64_t d = hp.n_embd, T = std::max(bufs.capacity, tokens);
   const int64_t R = std::max(bufs.row_capacity, rows);
+  const int64_t RH = std::min(R, head_chunk_rows);  // the head's rows at a time
   int64_t q_w = 0, k_w = 0, v_w = 0, attn_w = 0, qa_w = 0, o_w = 0, cq_w = 0;
   // An upper bound of this rank's heads.
   const int64_t H_all = *std::max_element(hp.n_head.begin(), hp.n_head.end());
@@ -657,8 +675,8 @@ absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int
       {&bufs.head_order, impl.config.mla ? T * H_all * 4 : 0, "head order"},
       {&bufs.head_offsets, impl.config.mla ? (H_all + 2) * 4 : 0, "head order"},
       {&bufs.gemm_scratch, static_cast<int64_t>(kGemmScratchBytes), "the GEMM scratch"},
-      {&bufs.hr, R * d * (4 + (int64_t)esz), "head inputs"},
-      {&bufs.logits32, R * weights.vocab_local * 4, "logits"},
+      {&bufs.hr, RH * d * (4 + (int64_t)esz), "head inputs"},
+      {&bufs.logits32, RH * weights.vocab_local * 4, "logits"},
       {&bufs.mtp_in, impl.mtp_blocks > 0 ? T * 2 * d * 4 : 0, "MTP inputs"},
       {&bufs.mtp_hidden, impl.mtp_blocks > 0 ? T * d * 4 : 0, "MTP hidden rows"},
       {&bufs.all_hidden, impl.mtp_blocks > 0 ? T * d * 4 : 0, "every row's hidden state"},
@@ -670,7 +688,7 @@ absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int
   if (impl.options.tp_size > 1) {
     const int tp = impl.options.tp_size;
     const int64_t width = VocabWidth(hp.n_vocab, tp);
-    TESSERA_RETURN_IF_ERROR(bufs.gathered.Ensure(static_cast<size_t>(R * width * 4 * (tp + 1)),
+    TESSERA_RETURN_IF_ERROR(bufs.gathered.Ensure(static_cast<size_t>(RH * width * 4 * (tp + 1)),
                                                  "gathered logits", grew));
   }
   bufs.capacity = T;
@@ -811,6 +829,8 @@ class CudaOps {
   int tp_rank() const { return s_.impl.options.tp_rank; }
   const model::BlockShare& share(int l) const { return s_.impl.shares[l]; }
   const HeadRows& head_rows() const { return head_rows_; }
+  int64_t head_chunk_rows() const { return s_.head_chunk_rows; }
+  void SetHeadChunk(int64_t first, int64_t) { head_first_ = first; }
   bool all_hidden_rows() const { return step_.all_hidden; }
 
   // The step's buffers.
@@ -877,6 +897,7 @@ class CudaOps {
   // fills them once per step rather than once per product.
   std::pair<int64_t, int64_t> head_ids_for_{-1, -1};
   int layer_ = 0;              // the block whose routing Route last made (ExpertProducts' experts)
+  int64_t head_first_ = 0;     // the head's first row in progress (SetHeadChunk)
   bool route_sorted_ = false;  // Route sorted its choices by expert (route_order/offsets)
 };
 
@@ -1419,8 +1440,8 @@ absl::Status CudaOps::GatherHeadRows(Act x, Act hr) {
   if (x.cols != hr.cols || Dt(x) != Dt(hr)) {
     return Unsupported("GatherHeadRows", "the head's rows must match the stream's");
   }
-  return cuda::GatherRowsByIndex(x.data, I32(lay_.row_index), hr.rows, hr.cols, Dt(x), hr.data,
-                                 s_.stream);
+  return cuda::GatherRowsByIndex(x.data, I32(lay_.row_index) + head_first_, hr.rows, hr.cols, Dt(x),
+                                 hr.data, s_.stream);
 }
 
 // The vocab-parallel head gathered on the device (NCCL): every rank's columns padded to the
@@ -1429,7 +1450,13 @@ absl::Status CudaOps::GatherHeadRows(Act x, Act hr) {
 absl::Status CudaOps::GatherVocab(Act logits) {
   TESSERA_RETURN_IF_ERROR(error_);
   const ExecutorOptions& opt = s_.impl.options;
-  if (opt.tp_size == 1 || !opt.comm->on_device()) return absl::OkStatus();
+  // A head in chunks: each chunk's rows go to the host before the next overwrites them.
+  const int64_t total = static_cast<int64_t>(head_rows_.count);
+  const bool chunked = total > s_.head_chunk_rows;
+  if (opt.tp_size == 1 || !opt.comm->on_device()) {
+    if (!chunked) return absl::OkStatus();
+    return s_.CopyLogits(head_first_, logits.rows, logits.rows, total);
+  }
   TESSERA_RETURN_IF_ERROR(Flat("GatherVocab", logits));
   if (Dt(logits) != DType::kF32) return Unsupported("GatherVocab", "logits must be float32");
   const int tp = opt.tp_size;
@@ -1440,8 +1467,10 @@ absl::Status CudaOps::GatherVocab(Act logits) {
       cudaMemsetAsync(mine, 0, R * width * sizeof(float), s_.stream), "cudaMemsetAsync"));
   TESSERA_RETURN_IF_ERROR(
       cuda::CopyRows(logits.data, Vl, mine, width, R, Vl, DType::kF32, s_.stream));
-  return opt.comm->AllGatherOnStream(mine, static_cast<size_t>(R * width),
-                                     bufs_.gathered.as<float>(), s_.stream);
+  TESSERA_RETURN_IF_ERROR(opt.comm->AllGatherOnStream(mine, static_cast<size_t>(R * width),
+                                                      bufs_.gathered.as<float>(), s_.stream));
+  if (!chunked) return absl::OkStatus();
+  return s_.CopyLogits(head_first_, R, R, total);
 }
 
 // The MTP step's hidden rows from the host (MTP steps run eagerly, never in graphs).
@@ -1465,8 +1494,11 @@ absl::Status CudaOps::TakeHidden(Act hr) {
   if (step_.hidden_out == nullptr) return absl::OkStatus();
   TESSERA_RETURN_IF_ERROR(Flat("TakeHidden", hr));
   if (Dt(hr) != DType::kF32) return Unsupported("TakeHidden", "head rows must be float32");
-  step_.hidden_out->resize(static_cast<size_t>(hr.rows * hr.cols));
-  return ReadBack(hr.data, step_.hidden_out->size() * sizeof(float), step_.hidden_out->data());
+  // A chunk of the head's rows lands at its rows (every row at once: from the first).
+  const size_t at = static_cast<size_t>(head_first_ * hr.cols);
+  const size_t n = static_cast<size_t>(hr.rows * hr.cols);
+  if (step_.hidden_out->size() < at + n) step_.hidden_out->resize(at + n);
+  return ReadBack(hr.data, n * sizeof(float), step_.hidden_out->data() + at);
 }
 
 absl::Status CudaOps::AllReduce(Act x) {
@@ -1597,7 +1629,12 @@ absl::Status CudaForward::State::SampleOnDevice(const Batch& b, const StepPlan& 
     rows[r] = 1;
     any = true;
   }
-  if (!any) return absl::OkStatus();
+  // A head in chunks (an all-logits step beyond the planned rows) keeps only its last chunk
+  // on the device: such steps sample on the host.
+  if (!any || plan.lay.rows > head_chunk_rows) {
+    rows.assign(R, 0);
+    return absl::OkStatus();
+  }
   // The rows as whole vocabulary rows on the device: the head's output at TP 1; with TP, the
   // gathered columns ([tp][rows][width], rank p's [V p / tp, V (p + 1) / tp)) put together.
   const float* logits = buffers.logits32.as<float>();
@@ -1644,50 +1681,61 @@ absl::Status CudaForward::State::SampleOnDevice(const Batch& b, const StepPlan& 
   return absl::OkStatus();
 }
 
+absl::Status CudaForward::State::CopyLogits(int64_t first, int64_t n, int64_t gathered_rows,
+                                            int64_t total) {
+  const ExecutorOptions& opt = impl.options;
+  const int64_t V = hp.n_vocab, Vl = weights.vocab_local;
+  std::vector<float>& out = buffers.host_logits;
+  if (first == 0) out.resize(static_cast<size_t>(total * V));
+  if (opt.tp_size == 1) {
+    TESSERA_RETURN_IF_ERROR(
+        cuda::CudaStatus(cudaMemcpyAsync(out.data() + first * V, buffers.logits32.ptr,
+                                         n * V * sizeof(float), cudaMemcpyDeviceToHost, stream),
+                         "cudaMemcpyAsync (logits)"));
+    return cuda::CudaStatus(cudaStreamSynchronize(stream), "step sync");
+  }
+  const int tp = opt.tp_size;
+  const int64_t width = VocabWidth(V, tp), Rl = gathered_rows;
+  std::vector<float> parts(static_cast<size_t>(tp) * Rl * width);
+  if (opt.comm->on_device()) {
+    TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
+        cudaMemcpyAsync(parts.data(), buffers.gathered.ptr, parts.size() * sizeof(float),
+                        cudaMemcpyDeviceToHost, stream),
+        "cudaMemcpyAsync (logits)"));
+    TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(stream), "step sync"));
+  } else {
+    std::vector<float> local(Rl * Vl), mine(Rl * width, 0.0f);
+    TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
+        cudaMemcpyAsync(local.data(), buffers.logits32.ptr, local.size() * sizeof(float),
+                        cudaMemcpyDeviceToHost, stream),
+        "cudaMemcpyAsync (logits)"));
+    TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(stream), "step sync"));
+    for (int64_t r = 0; r < Rl; ++r) std::copy_n(&local[r * Vl], Vl, &mine[r * width]);
+    TESSERA_RETURN_IF_ERROR(opt.comm->AllGather(mine.data(), mine.size(), parts.data()));
+  }
+  std::vector<float> rows;
+  UnpadVocab(parts, tp, Rl, n, V, rows);
+  std::copy(rows.begin(), rows.end(), out.begin() + first * V);
+  return absl::OkStatus();
+}
+
 // Logits back to the host: [R][V] whole rows (the vocab-parallel head's columns gathered),
 // split by sequence as Executor::Step returns them; none when every row was sampled on the
 // device (`sampled_rows`), whose sequences get empty vectors.
 absl::StatusOr<std::vector<std::vector<float>>> CudaForward::State::Logits(
     const Batch& b, const StepPlan& plan, const std::vector<char>& sampled_rows) {
-  const ExecutorOptions& opt = impl.options;
-  const int64_t V = hp.n_vocab, Vl = weights.vocab_local;
+  const int64_t V = hp.n_vocab;
   const int64_t R = static_cast<int64_t>(plan.rows.size());
   const bool any_sampled =
       std::find(sampled_rows.begin(), sampled_rows.end(), 1) != sampled_rows.end();
   if (any_sampled && std::count(sampled_rows.begin(), sampled_rows.end(), 1) == R) {
     return std::vector<std::vector<float>>(b.seqs.size());
   }
-  std::vector<float>& out = buffers.host_logits;
-  if (opt.tp_size == 1) {
-    out.resize(R * V);
-    TESSERA_RETURN_IF_ERROR(
-        cuda::CudaStatus(cudaMemcpyAsync(out.data(), buffers.logits32.ptr, R * V * sizeof(float),
-                                         cudaMemcpyDeviceToHost, stream),
-                         "cudaMemcpyAsync (logits)"));
-    TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(stream), "step sync"));
-  } else {
-    const int tp = opt.tp_size;
-    const int64_t width = VocabWidth(V, tp);
-    const int64_t Rl = plan.lay.rows;  // rows as gathered (padded in graphs)
-    std::vector<float> parts(static_cast<size_t>(tp) * Rl * width);
-    if (opt.comm->on_device()) {
-      TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
-          cudaMemcpyAsync(parts.data(), buffers.gathered.ptr, parts.size() * sizeof(float),
-                          cudaMemcpyDeviceToHost, stream),
-          "cudaMemcpyAsync (logits)"));
-      TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(stream), "step sync"));
-    } else {
-      std::vector<float> local(Rl * Vl), mine(Rl * width, 0.0f);
-      TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(
-          cudaMemcpyAsync(local.data(), buffers.logits32.ptr, local.size() * sizeof(float),
-                          cudaMemcpyDeviceToHost, stream),
-          "cudaMemcpyAsync (logits)"));
-      TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(stream), "step sync"));
-      for (int64_t r = 0; r < Rl; ++r) std::copy_n(&local[r * Vl], Vl, &mine[r * width]);
-      TESSERA_RETURN_IF_ERROR(opt.comm->AllGather(mine.data(), mine.size(), parts.data()));
-    }
-    UnpadVocab(parts, tp, Rl, R, V, out);
+  // A head in chunks copied each chunk as it went (CudaOps::GatherVocab).
+  if (plan.lay.rows <= head_chunk_rows) {
+    TESSERA_RETURN_IF_ERROR(CopyLogits(0, R, plan.lay.rows, R));
   }
+  const std::vector<float>& out = buffers.host_logits;
   std::vector<std::vector<float>> by_seq = LogitsBySequence(b.seqs, out, V);
   for (int64_t r = 0; r < R && any_sampled; ++r) {
     if (sampled_rows[r]) by_seq[plan.row_seq[r]].clear();
@@ -1745,6 +1793,7 @@ absl::StatusOr<std::unique_ptr<CudaForward>> CudaForward::Create(Executor::Impl&
   }
   cublasSetStream(s.cublas, s.stream);
   s.indexer_score_bytes = IndexerScoreBytesFromEnv();
+  s.head_chunk_rows = HeadChunkRowsFromEnv();
   if (impl.config.dsa)
     s.selected_k = static_cast<int>(std::max<uint32_t>(1, impl.hp.indexer_top_k));
   TESSERA_RETURN_IF_ERROR(s.weights.Upload(impl, s.stream));
@@ -1776,7 +1825,7 @@ absl::StatusOr<std::vector<std::vector<float>>> CudaForward::Step(
   State& s = *state_;
   TESSERA_RETURN_IF_ERROR(cuda::CudaStatus(cudaSetDevice(s.device), "cudaSetDevice"));
   if (b.seqs.empty()) return std::vector<std::vector<float>>();
-  const StepPlan plan = PlanStep(b, s.graphs_enabled);
+  const StepPlan plan = PlanStep(b, s.graphs_enabled, s.head_chunk_rows);
   TESSERA_RETURN_IF_ERROR(s.WriteInputs(b, plan));
   const StepState step = MakeStepState(b, plan);
   // On every way out, including errors half-way: nothing of this step may still be queued

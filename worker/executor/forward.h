@@ -12,6 +12,7 @@
 // rounding points are therefore the precisions chosen below, the same on both devices.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -322,15 +323,32 @@ class ForwardPass {
       TESSERA_RETURN_IF_ERROR(ops_.RoundToAct(all));
       TESSERA_RETURN_IF_ERROR(ops_.TakeHidden(all));
     }
-    Act hr = ops_.Tensor(Buf::kHeadIn, R, hp_.n_embd, Prec::kF32);
-    TESSERA_RETURN_IF_ERROR(ops_.GatherHeadRows(x, hr));
-    TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(hr, norm, hp_.rms_eps, hr));
-    TESSERA_RETURN_IF_ERROR(ops_.RoundToAct(hr));
-    if (!ops_.all_hidden_rows()) TESSERA_RETURN_IF_ERROR(ops_.TakeHidden(hr));
-    Act logits = ops_.Tensor(Buf::kLogits, R, Rows(head), Prec::kF32);
-    TESSERA_RETURN_IF_ERROR(ops_.Products({{&head, hr, logits, rows.seq}}));
-    if (bias) TESSERA_RETURN_IF_ERROR(ops_.AddBias(logits, ops_.output_bias()));
-    return ops_.GatherVocab(logits);
+    // In chunks of rows where the device plans a smaller buffer than an all-logits step
+    // needs (every row's result is its own: the products are per sequence under batch
+    // invariance, and a chunk keeps each row's sequence).
+    const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(R, ops_.head_chunk_rows()));
+    std::vector<int> chunk_seq;
+    for (int64_t r0 = 0; r0 < R || r0 == 0; r0 += chunk) {
+      const int64_t n = std::min(chunk, R - r0);
+      ops_.SetHeadChunk(r0, n);
+      const std::vector<int>* seq = rows.seq;
+      if (seq != nullptr && n < R) {
+        chunk_seq.assign(seq->begin() + r0, seq->begin() + r0 + n);
+        seq = &chunk_seq;
+      }
+      Act hr = ops_.Tensor(Buf::kHeadIn, n, hp_.n_embd, Prec::kF32);
+      TESSERA_RETURN_IF_ERROR(ops_.GatherHeadRows(x, hr));
+      TESSERA_RETURN_IF_ERROR(ops_.RmsNorm(hr, norm, hp_.rms_eps, hr));
+      TESSERA_RETURN_IF_ERROR(ops_.RoundToAct(hr));
+      if (!ops_.all_hidden_rows()) TESSERA_RETURN_IF_ERROR(ops_.TakeHidden(hr));
+      Act logits = ops_.Tensor(Buf::kLogits, n, Rows(head), Prec::kF32);
+      TESSERA_RETURN_IF_ERROR(ops_.Products({{&head, hr, logits, seq}}));
+      if (bias) TESSERA_RETURN_IF_ERROR(ops_.AddBias(logits, ops_.output_bias()));
+      TESSERA_RETURN_IF_ERROR(ops_.GatherVocab(logits));
+      if (R == 0) break;
+    }
+    ops_.SetHeadChunk(0, R);
+    return absl::OkStatus();
   }
 
   Ops& ops_;

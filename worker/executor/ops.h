@@ -13,6 +13,11 @@
 //   share(l)                              this rank's part of block l (model::BlockShare:
 //                                         its query and KV heads, its routed experts)
 //   head_rows()                           the rows whose logits the step wants (HeadRows)
+//   head_chunk_rows(), SetHeadChunk(first, n)
+//                                         the head runs over its rows this many at a time
+//                                         (all of them on the CPU; a GPU's planned buffer);
+//                                         GatherHeadRows, TakeHidden (head rows) and
+//                                         GatherVocab then take rows [first, first + n)
 //   all_hidden_rows()                     TakeHidden takes every row's final-norm state
 //                                         (SequenceInput::all_hidden), not the head rows'
 //   Act Tensor(Buf, rows, cols, Prec)     the step's buffer for that role, rows × cols
