@@ -1,5 +1,6 @@
 // Decode GEMV and prefill GEMM figures on the local GPU, next to a device-to-device copy
-// measured in the same run (tests/gpu/run.sh prints them in its summary):
+// measured in the same run (tests/gpu/run.sh prints them in its summary), then the kernels of
+// issue 27 against what they replace (Issue27Kernels):
 //
 //   cuda_bench [--seconds S]
 //
@@ -25,8 +26,10 @@
 #include "common/quant/type_traits.h"
 #include "common/util/half.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/matmul_kernels.h"
+#include "kernels/cuda/selection_kernels.h"
 
 namespace tessera::cuda {
 namespace {
@@ -90,6 +93,162 @@ std::vector<uint8_t> RandomWeights(GgmlType type, int64_t rows, int64_t cols,
     t->quantize(row.data(), out.data() + r * row_bytes, cols);
   }
   return out;
+}
+
+// Issue 27's kernels against what they replace, same run: the decode GEMV at 1..64 rows in
+// one weight pass (against passes of 8, the former kernel's shape, as 8-row calls), the
+// grouped expert product sorted by expert (sort included) against one warp per (row, choice),
+// prefill attention tiled over keys against one block per (query, head), and sampling on the
+// device against copying the logits to the host.
+void Issue27Kernels(std::mt19937_64& rng) {
+  std::normal_distribution<float> xd(0.0f, 1.0f);
+  {
+    const int64_t rows = 8192, cols = 8192;
+    const std::vector<uint8_t> w = RandomWeights(GgmlType::kQ4_K, rows, cols, rng);
+    DeviceMemory dw(w.size()), dx(cols * 64 * 2), dy(rows * 64 * 2);
+    CHECK_CUDA(cudaMemcpy(dw.p, w.data(), w.size(), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemset(dx.p, 0, cols * 64 * 2));
+    const DeviceMatrix m{GgmlType::kQ4_K, rows, cols, w.size() / rows, dw.p};
+    for (int64_t b : {1, 8, 16, 32, 64}) {
+      const double one =
+          MedianMs(10, [&] { CheckOk(Gemv(m, dx.p, DType::kBF16, b, dy.p, nullptr), "gemv"); });
+      const double eights = MedianMs(10, [&] {
+        for (int64_t b0 = 0; b0 < b; b0 += 8) {
+          CheckOk(Gemv(m, static_cast<uint8_t*>(dx.p) + b0 * cols * 2, DType::kBF16,
+                       std::min<int64_t>(8, b - b0), static_cast<uint8_t*>(dy.p) + b0 * rows * 2,
+                       nullptr),
+                  "gemv 8");
+        }
+      });
+      std::printf("issue27_gemv_q4_K_8192_b%d one_pass_ms %.4f passes_of_8_ms %.4f speedup %.2fx\n",
+                  static_cast<int>(b), one, eights, eights / one);
+    }
+  }
+  {
+    // 64 experts of 1408 x 2048 (Q4_K), 4096 tokens x 6 choices spread evenly.
+    const int experts = 64, used = 6;
+    const int64_t rows = 1408, cols = 2048, tokens = 4096, n = tokens * used;
+    const std::vector<uint8_t> w = RandomWeights(GgmlType::kQ4_K, rows * experts, cols, rng);
+    std::vector<int32_t> ids(n);
+    for (auto& id : ids) id = static_cast<int32_t>(rng() % experts);
+    DeviceMemory dw(w.size()), dids(n * 4), dorder(n * 4), doffsets((experts + 2) * 4),
+        dx(tokens * cols * 2), dy(n * rows * 2);
+    CHECK_CUDA(cudaMemcpy(dw.p, w.data(), w.size(), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(dids.p, ids.data(), n * 4, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemset(dx.p, 0, tokens * cols * 2));
+    GroupedGemvArgs g;
+    g.w = DeviceMatrix{GgmlType::kQ4_K, rows, cols, w.size() / (rows * experts), dw.p};
+    g.member_bytes = w.size() / experts;
+    g.members = experts;
+    g.ids = static_cast<const int32_t*>(dids.p);
+    g.tokens = tokens;
+    g.used = used;
+    g.x = dx.p;
+    g.y = dy.p;
+    const double per_choice =
+        MedianMs(3, [&] { CheckOk(GroupedGemv(g, DType::kBF16, nullptr), "grouped"); });
+    GroupedGemvArgs s = g;
+    s.order = static_cast<const int32_t*>(dorder.p);
+    s.offsets = static_cast<const int32_t*>(doffsets.p);
+    const double sorted = MedianMs(3, [&] {
+      CheckOk(SortByMember(g.ids, n, experts, 0, static_cast<int32_t*>(dorder.p),
+                           static_cast<int32_t*>(doffsets.p), nullptr),
+              "sort");
+      CheckOk(GroupedGemv(s, DType::kBF16, nullptr), "sorted grouped");
+    });
+    std::printf(
+        "issue27_experts_q4_K_64x1408x2048_t4096_k6 per_choice_ms %.3f sorted_ms %.3f "
+        "speedup %.2fx\n",
+        per_choice, sorted, per_choice / sorted);
+  }
+  {
+    struct Shape {
+      const char* name;
+      int heads, kv_heads, d_k, d_v;
+      bool latent;
+    };
+    for (const Shape& sh : {Shape{"gqa32/8x128", 32, 8, 128, 128, false},
+                            Shape{"mla16x576/512", 16, 1, 576, 512, true}}) {
+      for (int T : {512, 4096}) {
+        const int block = 16, blocks = T / block;
+        const int64_t k_width = sh.latent ? sh.d_k : static_cast<int64_t>(sh.kv_heads) * sh.d_k;
+        const int64_t v_width = static_cast<int64_t>(sh.kv_heads) * sh.d_v;
+        DeviceMemory dq(static_cast<size_t>(T) * sh.heads * sh.d_k * 2),
+            dk(static_cast<size_t>(T) * k_width * 2), dv(static_cast<size_t>(T) * v_width * 2),
+            dout(static_cast<size_t>(T) * sh.heads * sh.d_v * 2), dtable(blocks * 4), dseq(T * 4),
+            dlen(T * 4);
+        CHECK_CUDA(cudaMemset(dq.p, 0, static_cast<size_t>(T) * sh.heads * sh.d_k * 2));
+        CHECK_CUDA(cudaMemset(dk.p, 0, static_cast<size_t>(T) * k_width * 2));
+        CHECK_CUDA(cudaMemset(dv.p, 0, static_cast<size_t>(T) * v_width * 2));
+        std::vector<int32_t> table(blocks), seq(T, 0), len(T);
+        for (int i = 0; i < blocks; ++i) table[i] = i;
+        for (int i = 0; i < T; ++i) len[i] = i + 1;
+        CHECK_CUDA(cudaMemcpy(dtable.p, table.data(), blocks * 4, cudaMemcpyHostToDevice));
+        CHECK_CUDA(cudaMemcpy(dseq.p, seq.data(), T * 4, cudaMemcpyHostToDevice));
+        CHECK_CUDA(cudaMemcpy(dlen.p, len.data(), T * 4, cudaMemcpyHostToDevice));
+        PagedAttentionArgs a;
+        a.queries = T;
+        a.heads = sh.heads;
+        a.kv_heads = sh.kv_heads;
+        a.d_k = sh.d_k;
+        a.d_v = sh.d_v;
+        a.block_size = block;
+        a.scale = 0.088f;
+        a.q = dq.p;
+        a.q_token_stride = static_cast<int64_t>(sh.heads) * sh.d_k;
+        a.out = dout.p;
+        a.out_token_stride = static_cast<int64_t>(sh.heads) * sh.d_v;
+        if (sh.latent) {
+          a.k = a.v = {dk.p, block * k_width, k_width, 0};
+        } else {
+          a.k = {dk.p, block * k_width, k_width, sh.d_k};
+          a.v = {dv.p, block * v_width, v_width, sh.d_v};
+        }
+        a.block_table = static_cast<const int32_t*>(dtable.p);
+        a.max_blocks = blocks;
+        a.query_seq = static_cast<const int32_t*>(dseq.p);
+        a.query_kv_len = static_cast<const int32_t*>(dlen.p);
+        const double per_query =
+            MedianMs(3, [&] { CheckOk(PagedAttention(a, DType::kBF16, nullptr), "attention"); });
+        const double tiled = MedianMs(
+            3, [&] { CheckOk(PagedAttentionTiled(a, DType::kBF16, nullptr), "tiled attention"); });
+        std::printf(
+            "issue27_prefill_attention_%s_T%d per_query_ms %.3f tiled_ms %.3f speedup %.2fx\n",
+            sh.name, T, per_query, tiled, per_query / tiled);
+      }
+    }
+  }
+  {
+    const int64_t rows = 64, vocab = 151552;
+    std::vector<float> logits(rows * vocab);
+    for (float& v : logits) v = 3 * xd(rng);
+    std::vector<GpuSamplingParams> params(rows, GpuSamplingParams{0.8f, 0, 0.95f, 0.0f, 0.5});
+    DeviceMemory dl(logits.size() * 4), dp(params.size() * sizeof(GpuSamplingParams)), dt(rows * 4),
+        dlp(rows * 4);
+    CHECK_CUDA(cudaMemcpy(dl.p, logits.data(), logits.size() * 4, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(dp.p, params.data(), params.size() * sizeof(GpuSamplingParams),
+                          cudaMemcpyHostToDevice));
+    std::vector<float> host(logits.size());
+    const double copy = MedianMs(5, [&] {
+      CHECK_CUDA(cudaMemcpy(host.data(), dl.p, host.size() * 4, cudaMemcpyDeviceToHost));
+    });
+    const double device = MedianMs(5, [&] {
+      CheckOk(
+          Sample(static_cast<const float*>(dl.p), rows, vocab,
+                 static_cast<const GpuSamplingParams*>(dp.p), static_cast<int32_t*>(dt.p), nullptr),
+          "sample");
+      CheckOk(
+          ChosenLogprobs(static_cast<const float*>(dl.p), rows, vocab,
+                         static_cast<const int32_t*>(dt.p), static_cast<float*>(dlp.p), nullptr),
+          "logprobs");
+      std::vector<int32_t> ids(rows * 2);
+      CHECK_CUDA(cudaMemcpy(ids.data(), dt.p, rows * 4, cudaMemcpyDeviceToHost));
+    });
+    std::printf(
+        "issue27_sampling_b64_v151552 logits_to_host_ms %.3f (host sampling not included) "
+        "device_sample_and_logprob_ms %.3f\n",
+        copy, device);
+  }
 }
 
 int Run() {
@@ -227,6 +386,7 @@ int Run() {
     }
   }
   cublasDestroy(cublas);
+  Issue27Kernels(rng);
   return 0;
 }
 
