@@ -39,27 +39,33 @@ inline absl::StatusOr<LaunchConfig> CheckRope(const RopeArgs& a) {
   return CheckRope(a.tokens, a.heads, a.head_dim, a.n_rot, a.positions, a.theta_scales);
 }
 
+// PagedAttentionArgs as kernel_checks.h's shape and inputs.
+inline AttentionShape ShapeOf(const PagedAttentionArgs& a) {
+  return {.queries = a.queries,
+          .heads = a.heads,
+          .kv_heads = a.kv_heads,
+          .d_k = a.d_k,
+          .d_v = a.d_v,
+          .block_size = a.block_size,
+          .head0 = a.head0,
+          .group = a.group};
+}
+inline PagedAttentionInputs InputsOf(const PagedAttentionArgs& a) {
+  return {.has_q = a.q != nullptr,
+          .has_out = a.out != nullptr,
+          .has_k = a.k.base != nullptr,
+          .has_v = a.v.base != nullptr,
+          .has_block_table = a.block_table != nullptr,
+          .has_query_seq = a.query_seq != nullptr,
+          .has_query_kv_len = a.query_kv_len != nullptr,
+          .max_blocks = a.max_blocks,
+          .has_selected = a.selected != nullptr,
+          .selected_per_query = a.selected_per_query};
+}
+
 inline absl::StatusOr<LaunchConfig> CheckPagedAttention(const PagedAttentionArgs& a,
                                                         int* per_lane) {
-  return CheckPagedAttention({.queries = a.queries,
-                              .heads = a.heads,
-                              .kv_heads = a.kv_heads,
-                              .d_k = a.d_k,
-                              .d_v = a.d_v,
-                              .block_size = a.block_size,
-                              .head0 = a.head0,
-                              .group = a.group},
-                             {.has_q = a.q != nullptr,
-                              .has_out = a.out != nullptr,
-                              .has_k = a.k.base != nullptr,
-                              .has_v = a.v.base != nullptr,
-                              .has_block_table = a.block_table != nullptr,
-                              .has_query_seq = a.query_seq != nullptr,
-                              .has_query_kv_len = a.query_kv_len != nullptr,
-                              .max_blocks = a.max_blocks,
-                              .has_selected = a.selected != nullptr,
-                              .selected_per_query = a.selected_per_query},
-                             per_lane);
+  return CheckPagedAttention(ShapeOf(a), InputsOf(a), per_lane);
 }
 
 // MLA: the values are the keys' first d_v values (the same cache and strides).
@@ -71,25 +77,7 @@ inline bool ValuesInKeys(const PagedAttentionArgs& a) {
 
 inline absl::StatusOr<LaunchConfig> CheckTiledAttention(const PagedAttentionArgs& a,
                                                         int* per_lane) {
-  return CheckTiledAttention({.queries = a.queries,
-                              .heads = a.heads,
-                              .kv_heads = a.kv_heads,
-                              .d_k = a.d_k,
-                              .d_v = a.d_v,
-                              .block_size = a.block_size,
-                              .head0 = a.head0,
-                              .group = a.group},
-                             {.has_q = a.q != nullptr,
-                              .has_out = a.out != nullptr,
-                              .has_k = a.k.base != nullptr,
-                              .has_v = a.v.base != nullptr,
-                              .has_block_table = a.block_table != nullptr,
-                              .has_query_seq = a.query_seq != nullptr,
-                              .has_query_kv_len = a.query_kv_len != nullptr,
-                              .max_blocks = a.max_blocks,
-                              .has_selected = a.selected != nullptr,
-                              .selected_per_query = a.selected_per_query},
-                             ValuesInKeys(a), per_lane);
+  return CheckTiledAttention(ShapeOf(a), InputsOf(a), ValuesInKeys(a), per_lane);
 }
 
 inline absl::Status CheckWriteKvCache(const KvWriteArgs& a) {
