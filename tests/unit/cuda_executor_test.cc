@@ -654,7 +654,7 @@ TEST(CudaExecutor, SamplesOnTheDevice) {
   if (OnCpu()) GTEST_SKIP() << "the dry run's CPU executor does not sample on a device";
   const int vocab = static_cast<int>(dev->hparams().n_vocab);
   const std::vector<Seq> seqs = {
-      {Tokens(12, 1, vocab), 0, "A"}, {Tokens(9, 2, vocab), 2, "B"}, {Tokens(7, 3, vocab), 4, "C"}};
+      {Tokens(12, 1, vocab), 0, "A"}, {Tokens(9, 2, vocab), 2, "B"}, {Tokens(9, 3, vocab), 4, "C"}};
   const std::vector<DeviceSampling> how = {{.temperature = 0.0f},
                                            {.temperature = 0.9f, .top_p = 0.9f, .uniform = 0.37},
                                            {.temperature = 1.3f, .uniform = 0.81}};
