@@ -28,6 +28,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/launch_config.h"
 #include "kernels/cuda/matmul_kernels.h"
 #include "kernels/cuda/selection_kernels.h"
 
@@ -216,6 +217,68 @@ void Issue27Kernels(std::mt19937_64& rng) {
             "issue27_prefill_attention_%s_T%d per_query_ms %.3f tiled_ms %.3f speedup %.2fx\n",
             sh.name, T, per_query, tiled, per_query / tiled);
       }
+    }
+  }
+  {
+    // Decode: 32 sequences at context 4,096, one query each, per query head vs by KV head with
+    // split keys (the workspace for all 32 queries).
+    struct Shape {
+      const char* name;
+      int heads, kv_heads, d_k, d_v;
+      bool latent;
+    };
+    for (const Shape& sh : {Shape{"gqa32/8x128", 32, 8, 128, 128, false},
+                            Shape{"mla16x576/512", 16, 1, 576, 512, true}}) {
+      const int B = 32, context = 4096, block = 16, per_seq = context / block;
+      const int64_t k_width = sh.latent ? sh.d_k : static_cast<int64_t>(sh.kv_heads) * sh.d_k;
+      const int64_t v_width = static_cast<int64_t>(sh.kv_heads) * sh.d_v;
+      const size_t tokens = static_cast<size_t>(B) * context;
+      DeviceMemory dq(static_cast<size_t>(B) * sh.heads * sh.d_k * 2), dk(tokens * k_width * 2),
+          dv(tokens * v_width * 2), dout(static_cast<size_t>(B) * sh.heads * sh.d_v * 2),
+          dtable(B * per_seq * 4), dseq(B * 4), dlen(B * 4);
+      CHECK_CUDA(cudaMemset(dq.p, 0, static_cast<size_t>(B) * sh.heads * sh.d_k * 2));
+      CHECK_CUDA(cudaMemset(dk.p, 0, tokens * k_width * 2));
+      CHECK_CUDA(cudaMemset(dv.p, 0, tokens * v_width * 2));
+      std::vector<int32_t> table(B * per_seq), seq(B), len(B, context);
+      for (int i = 0; i < B * per_seq; ++i) table[i] = i;
+      for (int i = 0; i < B; ++i) seq[i] = i;
+      CHECK_CUDA(cudaMemcpy(dtable.p, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+      CHECK_CUDA(cudaMemcpy(dseq.p, seq.data(), B * 4, cudaMemcpyHostToDevice));
+      CHECK_CUDA(cudaMemcpy(dlen.p, len.data(), B * 4, cudaMemcpyHostToDevice));
+      PagedAttentionArgs a;
+      a.queries = B;
+      a.heads = sh.heads;
+      a.kv_heads = sh.kv_heads;
+      a.d_k = sh.d_k;
+      a.d_v = sh.d_v;
+      a.block_size = block;
+      a.scale = 0.088f;
+      a.q = dq.p;
+      a.q_token_stride = static_cast<int64_t>(sh.heads) * sh.d_k;
+      a.out = dout.p;
+      a.out_token_stride = static_cast<int64_t>(sh.heads) * sh.d_v;
+      if (sh.latent) {
+        a.k = a.v = {dk.p, block * k_width, k_width, 0};
+      } else {
+        a.k = {dk.p, block * k_width, k_width, sh.d_k};
+        a.v = {dv.p, block * v_width, v_width, sh.d_v};
+      }
+      a.block_table = static_cast<const int32_t*>(dtable.p);
+      a.max_blocks = per_seq;
+      a.query_seq = static_cast<const int32_t*>(dseq.p);
+      a.query_kv_len = static_cast<const int32_t*>(dlen.p);
+      const int64_t ws = static_cast<int64_t>(B) * sh.heads * DecodePartialFloats(sh.d_v);
+      DeviceMemory dws(ws * 4);
+      const double per_head =
+          MedianMs(5, [&] { CheckOk(PagedAttention(a, DType::kBF16, nullptr), "attention"); });
+      const double by_kv = MedianMs(5, [&] {
+        CheckOk(PagedAttentionDecode(a, static_cast<float*>(dws.p), ws, DType::kBF16, nullptr),
+                "decode attention");
+      });
+      std::printf(
+          "issue27_decode_attention_%s_b32_ctx4096 per_query_head_ms %.3f by_kv_head_ms %.3f "
+          "speedup %.2fx\n",
+          sh.name, per_head, by_kv, per_head / by_kv);
     }
   }
   {

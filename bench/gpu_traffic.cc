@@ -21,6 +21,7 @@ constexpr int64_t kGroupedPass = 32;                 // kernels/cuda/launch_conf
 constexpr int64_t kSortedChoicesPerMember = 2;       // worker/executor/cuda_forward.cc
 constexpr int64_t kTiledAttentionMin = 64;           // worker/executor/cuda_forward.cc
 constexpr int64_t kTiledQueries = 16;                // kernels/cuda/launch_config.h
+constexpr int64_t kDecodeHeads = 16;                 // kernels/cuda/launch_config.h
 constexpr int64_t kQueryTile = 64;                   // the ideal's query tile
 constexpr double kLogitBytes = 4, kSampleBytes = 8;  // float logit; id + log-probability
 
@@ -46,6 +47,14 @@ double PerExpert(const TrafficShape& s) {
 // Keys a query at position q (1-based count of visible keys) reads.
 int64_t Visible(const TrafficShape& s, int64_t q) {
   return s.dsa_top_k > 0 ? std::min(q, s.dsa_top_k) : q;
+}
+
+// How many times a query's keys are read: once per query head (kBefore), once per block of
+// up to kDecodeHeads heads of one KV head (kNow's decode kernel).
+double HeadReads(const TrafficShape& s, Kernels k) {
+  if (k == Kernels::kBefore || s.kv_heads <= 0) return static_cast<double>(s.heads);
+  const int64_t group = std::max<int64_t>(1, s.heads / s.kv_heads);
+  return static_cast<double>(s.kv_heads * CeilDiv(group, kDecodeHeads));
 }
 
 // Reads of member matrices by a grouped product of `choices` choices spread evenly over
@@ -142,7 +151,7 @@ StepTraffic DecodeTraffic(const TrafficShape& s, int64_t batch, int64_t context,
                distinct * PerExpert(s)};
   const double keys = static_cast<double>(Visible(s, context));
   const double per_kv = static_cast<double>(s.layers) * b * keys * s.kv_row_bytes;
-  t.attention = {per_kv * static_cast<double>(s.heads), per_kv * static_cast<double>(s.kv_heads)};
+  t.attention = {per_kv * HeadReads(s, k), per_kv * static_cast<double>(s.kv_heads)};
   t.head = {static_cast<double>(Passes(batch, k)) * s.head_bytes, s.head_bytes};
   // kNow samples on the device (sequences without penalties, grammar or alternatives).
   t.logits = {
@@ -184,7 +193,8 @@ StepTraffic PrefillTraffic(const TrafficShape& s, int64_t tokens, Kernels k) {
   const double current_keys = tiled ? tiled_keys(kTiledQueries) : per_query;
   const double ideal_keys = shared ? tiled_keys(kQueryTile) : per_query;
   const double row = static_cast<double>(s.layers) * static_cast<double>(s.kv_row_bytes);
-  t.attention = {row * current_keys * static_cast<double>(s.heads),
+  // Tiled: per query head; otherwise the decode kernel's head blocks (kNow).
+  t.attention = {row * current_keys * (tiled ? static_cast<double>(s.heads) : HeadReads(s, k)),
                  row * ideal_keys * static_cast<double>(s.kv_heads)};
   t.head = {s.head_bytes, s.head_bytes};
   t.logits = {k == Kernels::kBefore ? static_cast<double>(s.vocab) * kLogitBytes : kSampleBytes,

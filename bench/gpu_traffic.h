@@ -23,9 +23,10 @@
 // have at least two choices per member on average (each member read once per 32 of its
 // choices, the choices spread evenly); prompts of more than 64 tokens attend in tiles of 16
 // queries per query head (each tile reads the keys its last query sees; DSA only within the
-// top-k, where every visible key is selected); tokens sampled on the device (only the id and
-// its log-probability come back, for sequences without penalties, grammar or alternatives);
-// decode attention as before.
+// top-k, where every visible key is selected); decode and shorter prompts attend by KV head
+// (each query reads its keys once per block of up to 16 heads sharing a KV head); tokens
+// sampled on the device (only the id and its log-probability come back, for sequences without
+// penalties, grammar or alternatives).
 //
 // Runnable anywhere (gpu_executor_bench --traffic needs no GPU), so a change to a kernel
 // family's traffic is visible before a GPU measures it.

@@ -246,6 +246,205 @@ absl::Status LaunchTiled(const PagedAttentionArgs& a, const LaunchConfig& c, int
   return LaunchStatus("tiled attention");
 }
 
+// Decode (flash-decoding): block (query, head block, split). The head block is up to
+// kDecodeHeads consecutive local heads of one KV head (a run of the group, cut in blocks);
+// warp w owns heads w and w + kTiledWarps of it. The split's keys stream through shared
+// memory kTiledKeys at a time (positions first: −1 for unused or invisible selections), and
+// each warp runs its heads' online softmax over them in key order; the partial (m, l, acc)
+// goes to the workspace at ((query · heads + head) · kDecodeMaxSplits + split) · (d_v + 2).
+__device__ __forceinline__ int DecodeSplits(int count) {
+  return max(1, min(kDecodeMaxSplits, (count + kDecodeSplitKeys - 1) / kDecodeSplitKeys));
+}
+__device__ __forceinline__ int DecodeSplitLength(int count, int splits) {
+  const int len = (count + splits - 1) / splits;
+  return (len + kTiledKeys - 1) / kTiledKeys * kTiledKeys;
+}
+
+template <typename T, int kPerLane>
+__global__ void __launch_bounds__(kTiledWarps* kWarpSize)
+    DecodeAttentionKernel(PagedAttentionArgs a, bool values_in_keys, float* partials) {
+  extern __shared__ float tile[];  // keys [kTiledKeys][d_k], values, then positions
+  float* keys = tile;
+  float* values = values_in_keys ? tile : tile + kTiledKeys * a.d_k;
+  int* positions =
+      reinterpret_cast<int*>(tile + kTiledKeys * (a.d_k + (values_in_keys ? 0 : a.d_v)));
+  const int v_row = values_in_keys ? a.d_k : a.d_v;
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int64_t qi = blockIdx.x;
+  // This block's heads: run g of the local heads sharing KV head g, block c of it.
+  const int group = a.group > 0 ? a.group : a.heads / a.kv_heads;
+  const int base = a.group > 0 ? a.head0 / a.group : 0;  // the model's KV head of local KV 0
+  const int head0 = a.group > 0 ? a.head0 : 0;
+  const int per_run = (group + kDecodeHeads - 1) / kDecodeHeads;
+  const int g = blockIdx.y / per_run, c = blockIdx.y % per_run;
+  const int run_begin = max(0, (base + g) * group - head0);
+  const int run_end = min(a.heads, (base + g + 1) * group - head0);
+  const int h_begin = run_begin + c * kDecodeHeads;
+  const int h_end = min(run_end, h_begin + kDecodeHeads);
+  if (h_begin >= h_end) return;
+  const int kv_head = g;
+  const int kv_len = a.query_kv_len[qi];
+  const int count = a.selected ? a.selected_per_query : kv_len;
+  const int splits = DecodeSplits(count);
+  const int split = blockIdx.z;
+  if (split >= splits) return;
+  const int len = DecodeSplitLength(count, splits);
+  const int n_begin = split * len, n_end = min(count, n_begin + len);
+  const int32_t* table = a.block_table + static_cast<int64_t>(a.query_seq[qi]) * a.max_blocks;
+
+  float qv[kTiledPerWarp][kPerLane], acc[kTiledPerWarp][kPerLane];
+  float m[kTiledPerWarp], l[kTiledPerWarp];
+#pragma unroll
+  for (int j = 0; j < kTiledPerWarp; ++j) {
+    const int h = h_begin + warp + kTiledWarps * j;
+    m[j] = -INFINITY;
+    l[j] = 0.0f;
+    const T* q = static_cast<const T*>(a.q) + qi * a.q_token_stride +
+                 static_cast<int64_t>(h < h_end ? h : h_begin) * a.d_k;
+#pragma unroll
+    for (int p = 0; p < kPerLane; ++p) {
+      const int d = lane + kWarpSize * p;
+      qv[j][p] = d < a.d_k ? device::ToFloat(q[d]) : 0.0f;
+      acc[j][p] = 0.0f;
+    }
+  }
+  const T* kbase = static_cast<const T*>(a.k.base);
+  const T* vbase = static_cast<const T*>(a.v.base);
+  for (int n0 = n_begin; n0 < n_end; n0 += kTiledKeys) {
+    const int n = min(kTiledKeys, n_end - n0);
+    for (int i = threadIdx.x; i < kTiledKeys; i += blockDim.x) {
+      int pos = -1;
+      if (i < n) {
+        pos = a.selected ? a.selected[qi * a.selected_per_query + n0 + i] : n0 + i;
+        if (pos >= kv_len) pos = -1;
+      }
+      positions[i] = pos;
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < n * a.d_k; idx += blockDim.x) {
+      const int i = idx / a.d_k, d = idx % a.d_k, pos = positions[i];
+      if (pos < 0) continue;
+      const int64_t block = table[pos / a.block_size];
+      keys[i * a.d_k + d] =
+          device::ToFloat(kbase[block * a.k.block_stride + (pos % a.block_size) * a.k.token_stride +
+                                static_cast<int64_t>(kv_head) * a.k.head_stride + d]);
+    }
+    if (!values_in_keys) {
+      for (int idx = threadIdx.x; idx < n * a.d_v; idx += blockDim.x) {
+        const int i = idx / a.d_v, d = idx % a.d_v, pos = positions[i];
+        if (pos < 0) continue;
+        const int64_t block = table[pos / a.block_size];
+        values[i * a.d_v + d] = device::ToFloat(
+            vbase[block * a.v.block_stride + (pos % a.block_size) * a.v.token_stride +
+                  static_cast<int64_t>(kv_head) * a.v.head_stride + d]);
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kTiledPerWarp; ++j) {
+      if (h_begin + warp + kTiledWarps * j >= h_end) continue;  // the whole warp
+      for (int i = 0; i < n; ++i) {
+        if (positions[i] < 0) continue;
+        float dot = 0.0f;
+#pragma unroll
+        for (int p = 0; p < kPerLane; ++p) {
+          const int d = lane + kWarpSize * p;
+          if (d < a.d_k) dot += qv[j][p] * keys[i * a.d_k + d];
+        }
+        const float s = device::WarpSum(dot) * a.scale;
+        const float m_new = fmaxf(m[j], s);
+        const float correction = expf(m[j] - m_new);
+        const float pr = expf(s - m_new);
+        l[j] = l[j] * correction + pr;
+#pragma unroll
+        for (int p = 0; p < kPerLane; ++p) {
+          const int d = lane + kWarpSize * p;
+          acc[j][p] = acc[j][p] * correction + (d < a.d_v ? pr * values[i * v_row + d] : 0.0f);
+        }
+        m[j] = m_new;
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int j = 0; j < kTiledPerWarp; ++j) {
+    const int h = h_begin + warp + kTiledWarps * j;
+    if (h >= h_end) continue;
+    float* out = partials + ((qi * a.heads + h) * kDecodeMaxSplits + split) * (a.d_v + 2);
+    if (lane == 0) {
+      out[0] = m[j];
+      out[1] = l[j];
+    }
+#pragma unroll
+    for (int p = 0; p < kPerLane; ++p) {
+      const int d = lane + kWarpSize * p;
+      if (d < a.d_v) out[2 + d] = acc[j][p];
+    }
+  }
+}
+
+// The splits of (query, head) combined: o = Σ_s acc_s e^{m_s − M} / Σ_s l_s e^{m_s − M}, in
+// split order; zeros where no split saw a key.
+template <typename T>
+__global__ void DecodeMergeKernel(PagedAttentionArgs a, const float* partials) {
+  const int64_t qi = blockIdx.x;
+  const int h = blockIdx.y;
+  const int count = a.selected ? a.selected_per_query : a.query_kv_len[qi];
+  const int splits = DecodeSplits(count);
+  const float* p = partials + (qi * a.heads + h) * kDecodeMaxSplits * (a.d_v + 2);
+  float big = -INFINITY;
+  for (int s = 0; s < splits; ++s) big = fmaxf(big, p[s * (a.d_v + 2)]);
+  float total = 0.0f;
+  if (big != -INFINITY) {
+    for (int s = 0; s < splits; ++s)
+      total += p[s * (a.d_v + 2) + 1] * expf(p[s * (a.d_v + 2)] - big);
+  }
+  const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+  T* out = static_cast<T*>(a.out) + qi * a.out_token_stride + static_cast<int64_t>(h) * a.d_v;
+  for (int d = threadIdx.x; d < a.d_v; d += blockDim.x) {
+    float o = 0.0f;
+    if (big != -INFINITY) {
+      for (int s = 0; s < splits; ++s) {
+        const float* ps = p + s * (a.d_v + 2);
+        o += ps[2 + d] * expf(ps[0] - big);
+      }
+    }
+    out[d] = device::FromFloat<T>(o * inv);
+  }
+}
+
+template <typename T>
+absl::Status LaunchDecode(const PagedAttentionArgs& a, const LaunchConfig& c, int per_lane,
+                          bool values_in_keys, float* partials, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(c.grid_x), static_cast<unsigned>(c.grid_y),
+                  static_cast<unsigned>(kDecodeMaxSplits));
+  switch (per_lane) {
+    case 2:
+      DecodeAttentionKernel<T, 2>
+          <<<grid, c.block, c.shared_bytes, stream>>>(a, values_in_keys, partials);
+      break;
+    case 4:
+      DecodeAttentionKernel<T, 4>
+          <<<grid, c.block, c.shared_bytes, stream>>>(a, values_in_keys, partials);
+      break;
+    case 8:
+      DecodeAttentionKernel<T, 8>
+          <<<grid, c.block, c.shared_bytes, stream>>>(a, values_in_keys, partials);
+      break;
+    case 18:
+      DecodeAttentionKernel<T, 18>
+          <<<grid, c.block, c.shared_bytes, stream>>>(a, values_in_keys, partials);
+      break;
+    default:
+      return absl::InternalError(
+          absl::StrCat("cuda decode attention: no kernel for ", per_lane, " values per lane"));
+  }
+  if (absl::Status s = LaunchStatus("decode attention"); !s.ok()) return s;
+  const dim3 merge(static_cast<unsigned>(a.queries), static_cast<unsigned>(a.heads));
+  DecodeMergeKernel<T><<<merge, 128, 0, stream>>>(a, partials);
+  return LaunchStatus("decode attention merge");
+}
+
 // Block: (query, 8 warps of keys); the query's heads × dim values sit in shared memory and
 // each warp scores one key at a time (lanes over the dimensions).
 constexpr int kIndexerWarps = 8;
@@ -300,6 +499,35 @@ absl::Status PagedAttentionTiled(const PagedAttentionArgs& a, DType dtype, cudaS
       nullptr;
   TESSERA_DISPATCH_DTYPE(dtype, T, launch = &LaunchTiled<T>);
   return launch(a, *c, per_lane, ValuesInKeys(a), stream);
+}
+
+absl::Status PagedAttentionDecode(const PagedAttentionArgs& a, float* workspace,
+                                  int64_t workspace_floats, DType dtype, cudaStream_t stream) {
+  int per_lane = 0;
+  int64_t chunk = 0;
+  absl::StatusOr<LaunchConfig> c = CheckDecodeAttention(a, workspace_floats, &per_lane, &chunk);
+  if (!c.ok()) return c.status();
+  if (workspace == nullptr)
+    return absl::InvalidArgumentError("cuda decode attention: no workspace");
+  absl::Status (*launch)(const PagedAttentionArgs&, const LaunchConfig&, int, bool, float*,
+                         cudaStream_t) = nullptr;
+  TESSERA_DISPATCH_DTYPE(dtype, T, launch = &LaunchDecode<T>);
+  const size_t esz = DTypeBytes(dtype);
+  for (int64_t q0 = 0; q0 < a.queries; q0 += chunk) {
+    PagedAttentionArgs p = a;
+    p.queries = std::min(chunk, a.queries - q0);
+    p.q = static_cast<const uint8_t*>(a.q) + q0 * a.q_token_stride * esz;
+    p.out = static_cast<uint8_t*>(a.out) + q0 * a.out_token_stride * esz;
+    p.query_seq = a.query_seq + q0;
+    p.query_kv_len = a.query_kv_len + q0;
+    if (p.selected != nullptr) p.selected = a.selected + q0 * a.selected_per_query;
+    LaunchConfig pc = *c;
+    pc.grid_x = p.queries;
+    if (absl::Status st = launch(p, pc, per_lane, ValuesInKeys(a), workspace, stream); !st.ok()) {
+      return st;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status IndexerScores(const IndexerScoreArgs& a, cudaStream_t stream) {

@@ -61,6 +61,17 @@ absl::Status PagedAttention(const PagedAttentionArgs& args, DType dtype, cudaStr
 // Errors: PagedAttention's, a selection, or a key tile beyond 48 KiB of shared memory
 // (head dims above 384 with separate values).
 absl::Status PagedAttentionTiled(const PagedAttentionArgs& args, DType dtype, cudaStream_t stream);
+// The same attention for decode and short chunks (flash-decoding): one block per (query, up
+// to kDecodeHeads query heads of one KV head, split of the query's keys), so each KV head's
+// keys are read once per query (MLA's latent once for all heads) and a long context still
+// spreads over many blocks; a merge kernel combines the splits. Selections (DSA) as
+// PagedAttention. `workspace` (device, `workspace_floats` floats) holds the partials of
+// ⌊workspace_floats / (heads · DecodePartialFloats(d_v))⌋ queries: more queries run in
+// passes. A query's splits, and so its result, depend on its own keys only; it differs from
+// PagedAttention's by float32 reassociation. Errors: PagedAttention's, a workspace smaller
+// than one query's partials, a key tile beyond 48 KiB of shared memory.
+absl::Status PagedAttentionDecode(const PagedAttentionArgs& args, float* workspace,
+                                  int64_t workspace_floats, DType dtype, cudaStream_t stream);
 
 // Stores `tokens` new keys or values in a paged cache (vLLM's reshape_and_cache): token i's
 // `kv_heads` rows of `width` values, at src + i·src_token_stride + g·width, go to slot

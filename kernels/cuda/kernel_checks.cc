@@ -1,5 +1,6 @@
 #include "kernels/cuda/kernel_checks.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -305,6 +306,24 @@ absl::StatusOr<LaunchConfig> CheckPagedAttention(const AttentionShape& shape,
     return absl::InvalidArgumentError("cuda attention: a selection needs selected_per_query > 0");
   }
   return c;
+}
+
+absl::StatusOr<LaunchConfig> CheckDecodeAttention(const AttentionShape& shape,
+                                                  const PagedAttentionInputs& in,
+                                                  bool values_in_keys, int64_t workspace_floats,
+                                                  int* per_lane, int64_t* chunk) {
+  int unused = 0;
+  if (absl::StatusOr<LaunchConfig> c = CheckPagedAttention(shape, in, &unused); !c.ok()) {
+    return c.status();
+  }
+  const int64_t per_query = static_cast<int64_t>(shape.heads) * DecodePartialFloats(shape.d_v);
+  if (workspace_floats < per_query) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda decode attention: the workspace holds ",
+                                                   workspace_floats, " floats, one query of ",
+                                                   shape.heads, " heads needs ", per_query));
+  }
+  *chunk = std::min<int64_t>(shape.queries, workspace_floats / per_query);
+  return DecodeAttentionLaunch(shape, values_in_keys, per_lane);
 }
 
 absl::StatusOr<LaunchConfig> CheckTiledAttention(const AttentionShape& shape,

@@ -96,6 +96,12 @@ struct PagedAttentionInputs {
 // The launch geometry and the kernel's values per lane.
 absl::StatusOr<LaunchConfig> CheckPagedAttention(const AttentionShape& shape,
                                                  const PagedAttentionInputs& in, int* per_lane);
+// PagedAttentionDecode: PagedAttention's inputs and a workspace of at least one query's
+// partials (`workspace_floats`); `chunk` receives the queries per pass it allows.
+absl::StatusOr<LaunchConfig> CheckDecodeAttention(const AttentionShape& shape,
+                                                  const PagedAttentionInputs& in,
+                                                  bool values_in_keys, int64_t workspace_floats,
+                                                  int* per_lane, int64_t* chunk);
 // PagedAttentionTiled: the same inputs but no selection.
 absl::StatusOr<LaunchConfig> CheckTiledAttention(const AttentionShape& shape,
                                                  const PagedAttentionInputs& in,

@@ -253,6 +253,22 @@ absl::StatusOr<LaunchConfig> TiledAttentionLaunch(const AttentionShape& s, bool 
   return c;
 }
 
+absl::StatusOr<LaunchConfig> DecodeAttentionLaunch(const AttentionShape& s, bool values_in_keys,
+                                                   int* per_lane, const DeviceLimits& limits) {
+  absl::StatusOr<LaunchConfig> tiled = TiledAttentionLaunch(s, values_in_keys, per_lane, limits);
+  if (!tiled.ok()) return tiled.status();
+  const int group = s.group > 0 ? s.group : s.heads / s.kv_heads;
+  LaunchConfig c = *tiled;
+  c.grid_x = s.queries;
+  c.grid_y = static_cast<int64_t>(s.kv_heads) * CeilDiv(group, kDecodeHeads);
+  c.shared_bytes += kTiledKeys * sizeof(int);  // each key's position (−1: not attended)
+  if (c.grid_y > limits.max_grid_y || c.shared_bytes > limits.max_shared_bytes) {
+    return Invalid("decode attention", absl::StrCat(c.grid_y, " head blocks, ", c.shared_bytes,
+                                                    " bytes of shared memory"));
+  }
+  return c;
+}
+
 int AttentionInstance(int per_lane) {
   constexpr int kInstances[] = {2, 4, 8, 18};  // head dims 64, 128, 256, 576
   for (int w : kInstances) {

@@ -140,6 +140,23 @@ inline constexpr int kTiledKeys = 16;
 inline constexpr int kTiledWarps = 8;
 absl::StatusOr<LaunchConfig> TiledAttentionLaunch(const AttentionShape& shape, bool values_in_keys,
                                                   int* per_lane, const DeviceLimits& limits = {});
+// Decode attention by KV head with the keys split (flash-decoding, PagedAttentionDecode): a
+// block of kTiledWarps warps takes one query, up to kDecodeHeads query heads that share a KV
+// head, and one split of the query's keys, streamed through shared memory kTiledKeys at a time
+// (as TiledAttentionLaunch's); a query of n keys has min(kDecodeMaxSplits, ⌈n / kDecodeSplitKeys⌉)
+// splits of equal length (a multiple of kTiledKeys): they depend on the query alone, never on
+// its batch. Partial results (running max, sum, d_v values per head and split) go to a
+// workspace and a merge kernel combines them. grid_x: queries, grid_y: head blocks
+// (kv_heads · ⌈group / kDecodeHeads⌉), grid_z (in `splits`): kDecodeMaxSplits.
+inline constexpr int kDecodeHeads = 2 * kTiledWarps;
+inline constexpr int kDecodeSplitKeys = 256;
+inline constexpr int kDecodeMaxSplits = 16;
+// Workspace floats per (query, head): the splits' (m, l, d_v values).
+inline constexpr int64_t DecodePartialFloats(int d_v) {
+  return static_cast<int64_t>(kDecodeMaxSplits) * (d_v + 2);
+}
+absl::StatusOr<LaunchConfig> DecodeAttentionLaunch(const AttentionShape& shape, bool values_in_keys,
+                                                   int* per_lane, const DeviceLimits& limits = {});
 // The kernel instance for a per-lane width: the smallest compiled width ≥ per_lane.
 int AttentionInstance(int per_lane);
 

@@ -75,6 +75,13 @@ inline bool ValuesInKeys(const PagedAttentionArgs& a) {
          a.d_v <= a.d_k;
 }
 
+inline absl::StatusOr<LaunchConfig> CheckDecodeAttention(const PagedAttentionArgs& a,
+                                                         int64_t workspace_floats, int* per_lane,
+                                                         int64_t* chunk) {
+  return CheckDecodeAttention(ShapeOf(a), InputsOf(a), ValuesInKeys(a), workspace_floats, per_lane,
+                              chunk);
+}
+
 inline absl::StatusOr<LaunchConfig> CheckTiledAttention(const PagedAttentionArgs& a,
                                                         int* per_lane) {
   return CheckTiledAttention(ShapeOf(a), InputsOf(a), ValuesInKeys(a), per_lane);

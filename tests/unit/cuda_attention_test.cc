@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cuda/attention_kernels.h"
+#include "kernels/cuda/launch_config.h"
 #include "tests/unit/cuda_test_util.h"
 
 namespace tessera::cuda {
@@ -353,6 +354,117 @@ TEST_F(CudaAttention, TiledPrefillRefusesSelectionsAndOversizedTiles) {
   const absl::Status wide = PagedAttentionTiled(a, DType::kF32, nullptr);
   EXPECT_FALSE(wide.ok());
   EXPECT_NE(wide.message().find("shared memory"), std::string::npos) << wide;
+}
+
+// Decode attention by KV head with split keys (flash-decoding) against the per-query kernel
+// (float32 reassociation apart) and float64: decode queries of 0 to 5,000 keys (1 to 16 splits,
+// lengths off the 16-key tiles), two sequences over a shuffled block table, GQA in whole groups
+// and a tensor-parallel rank's heads 2..4 in groups of 4, MLA's latent with 40 heads (three head
+// blocks) and with a DSA selection (unused and invisible slots), a workspace of one query (the
+// queries in passes) and of all.
+TEST_F(CudaAttention, DecodeByKvHeadWithSplitKeysEqualsPerQuery) {
+  std::mt19937_64 rng(24);
+  struct DecodeCase {
+    const char* name;
+    int heads, kv_heads, d_k, d_v, head0, group;
+    bool latent, dsa;
+  };
+  const std::vector<DecodeCase> cases = {
+      {"gqa 8/2 x 128", 8, 2, 128, 128, 0, 0, false, false},
+      {"gqa tp heads 2..4 of groups of 4", 3, 2, 64, 64, 2, 4, false, false},
+      {"mla 40 x 576/512", 40, 1, 576, 512, 0, 0, true, false},
+      {"mla 16 x 576/512, dsa", 16, 1, 576, 512, 0, 0, true, true},
+  };
+  const int block_size = 16, max_blocks = 320;
+  const std::vector<int> lengths = {0, 1, 15, 16, 17, 300, 1000, 5000};
+  for (const DecodeCase& tc : cases) {
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(::testing::Message() << tc.name << " " << DTypeName(dt));
+      const int k_width = tc.latent ? tc.d_k : tc.kv_heads * tc.d_k;
+      const Layout kl = MakeLayout(2, max_blocks, block_size, tc.kv_heads, tc.d_k, rng);
+      Layout vl = kl;
+      vl.width = tc.d_v;
+      const size_t slots = static_cast<size_t>(2 * max_blocks) * block_size;
+      const std::vector<float> k = Round(RandomVector(slots * k_width, rng), dt);
+      const std::vector<float> v =
+          tc.latent ? k : Round(RandomVector(slots * tc.kv_heads * tc.d_v, rng), dt);
+      std::vector<Query> queries;
+      for (size_t i = 0; i < lengths.size(); ++i) {
+        Query qu{static_cast<int>(i % 2), lengths[i], {}};
+        if (tc.dsa) {
+          for (int j = 0; j < 48; ++j) qu.selected.push_back(static_cast<int>(rng() % 6000) - 500);
+        }
+        queries.push_back(qu);
+      }
+      const int per_query = tc.dsa ? 48 : 0;
+      const std::vector<float> q = Round(RandomVector(queries.size() * tc.heads * tc.d_k, rng), dt);
+      std::vector<int32_t> seq, len, sel;
+      Upload(queries, &seq, &len, &sel, per_query);
+      const size_t out_bytes = queries.size() * tc.heads * tc.d_v * DTypeBytes(dt);
+      DeviceBuffer dq(Encode(q, dt)), dk(Encode(k, dt)), dv(Encode(v, dt)), dtable(kl.table),
+          dseq(seq), dlen(len), dsel(sel.empty() ? std::vector<int32_t>{0} : sel),
+          dplain(out_bytes), ddecode(out_bytes);
+      PagedAttentionArgs a;
+      a.queries = static_cast<int64_t>(queries.size());
+      a.heads = tc.heads;
+      a.kv_heads = tc.kv_heads;
+      a.d_k = tc.d_k;
+      a.d_v = tc.d_v;
+      a.head0 = tc.head0;
+      a.group = tc.group;
+      a.block_size = block_size;
+      a.scale = 1.0f / std::sqrt(static_cast<float>(tc.d_k));
+      a.q = dq.get();
+      a.q_token_stride = tc.heads * tc.d_k;
+      a.out_token_stride = tc.heads * tc.d_v;
+      if (tc.latent) {
+        a.k = a.v = {dk.get(), static_cast<int64_t>(block_size) * tc.d_k, tc.d_k, 0};
+      } else {
+        a.k = {dk.get(), static_cast<int64_t>(block_size) * k_width, k_width, tc.d_k};
+        a.v = {dv.get(), static_cast<int64_t>(block_size) * tc.kv_heads * tc.d_v,
+               tc.kv_heads * tc.d_v, tc.d_v};
+      }
+      a.block_table = dtable.as<int32_t>();
+      a.max_blocks = max_blocks;
+      a.query_seq = dseq.as<int32_t>();
+      a.query_kv_len = dlen.as<int32_t>();
+      if (tc.dsa) {
+        a.selected = dsel.as<int32_t>();
+        a.selected_per_query = per_query;
+      }
+      a.out = dplain.get();
+      ASSERT_TRUE(PagedAttention(a, dt, nullptr).ok());
+      const int64_t one_query = static_cast<int64_t>(tc.heads) * DecodePartialFloats(tc.d_v);
+      Sync();
+      const std::vector<float> plain = Decode(dplain.Download<uint8_t>(out_bytes), dt);
+      for (int64_t ws : {one_query, one_query * static_cast<int64_t>(queries.size())}) {
+        SCOPED_TRACE(::testing::Message() << "workspace of " << ws / one_query << " queries");
+        DeviceBuffer dws(ws * 4);
+        a.out = ddecode.get();
+        ASSERT_TRUE(PagedAttentionDecode(a, dws.as<float>(), ws, dt, nullptr).ok());
+        Sync();
+        const std::vector<float> got = Decode(ddecode.Download<uint8_t>(out_bytes), dt);
+        int failures = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          const double bound = 2 * Epsilon(dt) * std::fabs(plain[i]) + 1e-5;
+          if (!(std::fabs(got[i] - plain[i]) <= bound) && failures++ < 5) {
+            ADD_FAILURE() << "output " << i << ": by KV head " << got[i] << ", per query "
+                          << plain[i];
+          }
+        }
+        EXPECT_EQ(failures, 0);
+      }
+      if (tc.group == 0) {
+        ExpectClose(
+            plain,
+            Reference(q, k, v, kl, tc.latent ? kl : vl, queries, tc.heads, tc.d_k, tc.d_v, a.scale),
+            dt);
+      }
+      DeviceBuffer small(4);
+      EXPECT_FALSE(PagedAttentionDecode(a, small.as<float>(), one_query - 1, dt, nullptr).ok())
+          << "a workspace smaller than one query's partials";
+    }
+  }
 }
 
 TEST_F(CudaAttention, KvWriteLandsInTheMappedSlots) {

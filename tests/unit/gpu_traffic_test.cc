@@ -69,7 +69,7 @@ TEST(GpuTraffic, PrefillFiguresWorkedOutByHand) {
   t = PrefillTraffic(s, 3, Kernels::kBefore);
   EXPECT_DOUBLE_EQ(t.attention.current, 2 * 10 * 5 * 4);
   EXPECT_DOUBLE_EQ(t.attention.ideal, 2 * 10 * 5 * 2);
-  EXPECT_DOUBLE_EQ(DecodeTraffic(s, 1, 50).attention.current, 2 * 1 * 2 * 10 * 4);
+  EXPECT_DOUBLE_EQ(DecodeTraffic(s, 1, 50, Kernels::kBefore).attention.current, 2 * 1 * 2 * 10 * 4);
 }
 
 // Today's kernels: GEMV passes of 64 tokens, grouped products sorted by member from two
@@ -112,8 +112,9 @@ TEST(GpuTraffic, TiledAttentionWorkedOutByHand) {
   StepTraffic t = PrefillTraffic(s, 100, Kernels::kNow);
   EXPECT_DOUBLE_EQ(t.attention.current, 2 * 10 * 436 * 4);
   EXPECT_DOUBLE_EQ(t.attention.ideal, 2 * 10 * (64 + 100) * 2);
-  // 64 tokens: per query (1 + ... + 64 keys).
-  EXPECT_DOUBLE_EQ(PrefillTraffic(s, 64, Kernels::kNow).attention.current, 2 * 10 * 2080 * 4);
+  // 64 tokens: per query (1 + ... + 64 keys), once per KV head (the decode kernel's blocks).
+  EXPECT_DOUBLE_EQ(PrefillTraffic(s, 64, Kernels::kNow).attention.current, 2 * 10 * 2080 * 2);
+  EXPECT_DOUBLE_EQ(PrefillTraffic(s, 64, Kernels::kBefore).attention.current, 2 * 10 * 2080 * 4);
   // DSA: within the top-k every visible key is selected and tiles apply; beyond it each
   // query reads its own selection (at most 80 keys).
   s.dsa_top_k = 200;
@@ -121,8 +122,13 @@ TEST(GpuTraffic, TiledAttentionWorkedOutByHand) {
   s.dsa_top_k = 80;
   const double selected = 80 * 81 / 2 + 20 * 80;
   t = PrefillTraffic(s, 100, Kernels::kNow);
-  EXPECT_DOUBLE_EQ(t.attention.current, 2 * 10 * selected * 4);
+  EXPECT_DOUBLE_EQ(t.attention.current, 2 * 10 * selected * 2);  // per query, per KV head
   EXPECT_DOUBLE_EQ(t.attention.ideal, 2 * 10 * selected * 2);
+  // Decode: per KV head; 40 heads over 2 KV heads read each one twice (blocks of 16 heads).
+  EXPECT_DOUBLE_EQ(DecodeTraffic(s, 3, 50, Kernels::kNow).attention.current, 2 * 3 * 50 * 10 * 2);
+  s.heads = 40;
+  EXPECT_DOUBLE_EQ(DecodeTraffic(s, 3, 50, Kernels::kNow).attention.current,
+                   2 * 3 * 50 * 10 * 2 * 2);
 }
 
 // The shapes read from a generated MoE + MLA model: the routed experts, the head and the

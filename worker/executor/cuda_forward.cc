@@ -43,6 +43,7 @@
 #include "kernels/cuda/cuda_types.h"
 #include "kernels/cuda/glue_kernels.h"
 #include "kernels/cuda/launch_config.h"
+#include "kernels/cuda/launcher_checks.h"
 #include "kernels/cuda/matmul_kernels.h"
 #include "kernels/cuda/memory_planner.h"
 #include "kernels/cuda/nn_kernels.h"
@@ -58,6 +59,9 @@ namespace {
 using cuda::DeviceMatrix;
 using cuda::DType;
 
+// Decode attention (PagedAttentionDecode) keeps the split partials of at most this many queries
+// at a time (more run in passes).
+constexpr int64_t kDecodePartialQueries = 256;
 // A sequence with more new tokens than this attends with the tiled prefill kernel (each key
 // read once per tile of queries); shorter ones (decode, verification of drafts, small prompt
 // chunks) with the per-query kernel, so that a verified row equals its one-token step.
@@ -250,6 +254,7 @@ struct StepBuffers {
   DeviceBuffer x, h, y, q, k, v, attn, qa, o, cq, gate, up, down;
   DeviceBuffer router_logits, route_ids, route_weights, h32, cq32;
   DeviceBuffer qi, ki, wi, scores, selected, head_ids;
+  DeviceBuffer attn_partials;  // decode attention's per-split partials (PagedAttentionDecode)
   // The grouped products' choices sorted by member (SortByMember): routed experts, per layer;
   // MLA's per-head products, per step.
   DeviceBuffer route_order, route_offsets, head_order, head_offsets;
@@ -309,6 +314,7 @@ struct StepBuffers {
                                   &scores,
                                   &selected,
                                   &head_ids,
+                                  &attn_partials,
                                   &route_order,
                                   &route_offsets,
                                   &head_order,
@@ -615,6 +621,8 @@ absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int
     v_w = static_cast<int64_t>(hp.n_head_kv[0]) * hp.head_dim_v;
     attn_w = H_all * hp.head_dim_v;
   }
+  // The attention's value width per head (MLA: the latent rank).
+  const int64_t attn_v = impl.config.mla ? hp.kv_lora_rank : hp.head_dim_v;
   int64_t ffn_w = 0, down_w = 0, experts = 0, used = 0;
   for (const DeviceLayer& L : weights.layers) {
     ffn_w = std::max(ffn_w, L.w_gate.rows);
@@ -670,6 +678,10 @@ absl::Status CudaForward::State::EnsureBuffers(int64_t tokens, int64_t rows, int
        "indexer scores"},
       {&bufs.selected, T * dsa_k * 4, "indexer selection"},
       {&bufs.head_ids, impl.config.mla ? T * H_all * 4 : 0, "head ids"},
+      {&bufs.attn_partials,
+       std::min(T, kDecodePartialQueries) * H_all *
+           cuda::DecodePartialFloats(static_cast<int>(attn_v)) * 4,
+       "attention partials"},
       {&bufs.route_order, T * used * 4, "routing order"},
       {&bufs.route_offsets, (experts + 2) * 4, "routing order"},
       {&bufs.head_order, impl.config.mla ? T * H_all * 4 : 0, "head order"},
@@ -1333,32 +1345,39 @@ absl::Status CudaOps::Attend(int layer, const AttentionShape& shape, Act q, Act 
     if (p.selected != nullptr) p.selected = a.selected + from * a.selected_per_query;
     return p;
   };
-  // Long prompts tiled, one launch each; the rest per query, in runs between them. DSA: only
-  // where no query sees more keys than the top-k (then every visible key is selected).
+  // The kernels whose key tile fits shared memory for this shape (head dims above 384 with
+  // separate values do not): the others run per query.
+  int per_lane = 0;
+  const bool tiles_fit =
+      cuda::TiledAttentionLaunch(cuda::ShapeOf(a), cuda::ValuesInKeys(a), &per_lane).ok();
+  const bool decode_fits =
+      cuda::DecodeAttentionLaunch(cuda::ShapeOf(a), cuda::ValuesInKeys(a), &per_lane).ok();
+  // The queries of decode steps and short chunks: by KV head with the keys split.
+  auto short_queries = [&](const cuda::PagedAttentionArgs& p) {
+    if (!decode_fits) return cuda::PagedAttention(p, Dt(q), s_.stream);
+    return cuda::PagedAttentionDecode(
+        p, bufs_.attn_partials.as<float>(),
+        static_cast<int64_t>(bufs_.attn_partials.bytes / sizeof(float)), Dt(q), s_.stream);
+  };
+  // Long prompts tiled, one launch each; the rest in runs between them. DSA: only where no
+  // query sees more keys than the top-k (then every visible key is selected).
   int64_t done = 0;
   const int64_t seqs = static_cast<int64_t>(step_.seq_kv_end.size());
   for (int64_t s = 0; s < seqs; ++s) {
     const int64_t begin = step_.seq_begin[s], n = step_.seq_len[s];
-    if (n <= kTiledAttentionMin || (a.selected != nullptr && step_.seq_kv_end[s] > s_.selected_k)) {
+    if (!tiles_fit || n <= kTiledAttentionMin ||
+        (a.selected != nullptr && step_.seq_kv_end[s] > s_.selected_k)) {
       continue;
     }
-    if (begin > done) {
-      TESSERA_RETURN_IF_ERROR(cuda::PagedAttention(part(done, begin - done), Dt(q), s_.stream));
-    }
+    if (begin > done) TESSERA_RETURN_IF_ERROR(short_queries(part(done, begin - done)));
     cuda::PagedAttentionArgs tiled = part(begin, n);
     tiled.selected = nullptr;
     tiled.selected_per_query = 0;
-    absl::Status st = cuda::PagedAttentionTiled(tiled, Dt(q), s_.stream);
-    if (absl::IsInvalidArgument(st)) {  // a key tile too wide for shared memory
-      st = cuda::PagedAttention(part(begin, n), Dt(q), s_.stream);
-    }
-    TESSERA_RETURN_IF_ERROR(st);
+    TESSERA_RETURN_IF_ERROR(cuda::PagedAttentionTiled(tiled, Dt(q), s_.stream));
     done = begin + n;
   }
-  if (done == 0) return cuda::PagedAttention(a, Dt(q), s_.stream);
-  if (done < a.queries) {
-    return cuda::PagedAttention(part(done, a.queries - done), Dt(q), s_.stream);
-  }
+  if (done == 0) return short_queries(a);
+  if (done < a.queries) return short_queries(part(done, a.queries - done));
   return absl::OkStatus();
 }
 

@@ -553,6 +553,18 @@ absl::Status PagedAttention(const PagedAttentionArgs& a, DType dtype, cudaStream
   return absl::OkStatus();
 }
 
+absl::Status PagedAttentionDecode(const PagedAttentionArgs& a, float* workspace,
+                                  int64_t workspace_floats, DType dtype, cudaStream_t stream) {
+  int per_lane = 0;
+  int64_t chunk = 0;
+  absl::StatusOr<LaunchConfig> c = CheckDecodeAttention(a, workspace_floats, &per_lane, &chunk);
+  if (!c.ok()) return c.status();
+  if (workspace == nullptr)
+    return absl::InvalidArgumentError("cuda decode attention: no workspace");
+  emu::Launch(stream, [=] { Attend(a, dtype, /*tiled=*/false); });
+  return absl::OkStatus();
+}
+
 absl::Status PagedAttentionTiled(const PagedAttentionArgs& a, DType dtype, cudaStream_t stream) {
   int per_lane = 0;
   absl::StatusOr<LaunchConfig> c = CheckTiledAttention(a, &per_lane);
