@@ -119,6 +119,67 @@ absl::Status LaunchAttention(const PagedAttentionArgs& a, const LaunchConfig& c,
   return LaunchStatus("paged attention");
 }
 
+// The lane's share (dimensions lane + 32·p) of query row q as float, zeros past d_k; its
+// accumulators zeroed.
+template <typename T, int kPerLane>
+__device__ __forceinline__ void LoadQuery(const T* q, int d_k, int lane, float (&qv)[kPerLane],
+                                          float (&acc)[kPerLane]) {
+#pragma unroll
+  for (int p = 0; p < kPerLane; ++p) {
+    const int d = lane + kWarpSize * p;
+    qv[p] = d < d_k ? device::ToFloat(q[d]) : 0.0f;
+    acc[p] = 0.0f;
+  }
+}
+
+// The block stages keys i < n of a tile into shared memory as float (and their values unless
+// they are the keys' first d_v values): key i is cache position pos_of(i) of KV head kv_head,
+// skipped where that is negative.
+template <typename T, typename PosOf>
+__device__ __forceinline__ void StageKeys(const PagedAttentionArgs& a, const int32_t* table,
+                                          int kv_head, int n, PosOf pos_of, float* keys,
+                                          float* values, bool values_in_keys) {
+  auto stage = [&](const PagedCache& c, int width, float* out) {
+    const T* base = static_cast<const T*>(c.base);
+    for (int idx = threadIdx.x; idx < n * width; idx += blockDim.x) {
+      const int i = idx / width, d = idx % width, pos = pos_of(i);
+      if (pos < 0) continue;
+      const int64_t block = table[pos / a.block_size];
+      out[i * width + d] =
+          device::ToFloat(base[block * c.block_stride + (pos % a.block_size) * c.token_stride +
+                               static_cast<int64_t>(kv_head) * c.head_stride + d]);
+    }
+  };
+  stage(a.k, a.d_k, keys);
+  if (!values_in_keys) stage(a.v, a.d_v, values);
+}
+
+// One key of a warp's online softmax over keys and values staged in shared memory (float):
+// the score (lanes over the dimensions, then the warp sum), then the running max m, sum l and
+// the lane's d_v values acc (a correction of 0 on the first key, where m = −inf).
+template <int kPerLane>
+__device__ __forceinline__ void AttendKey(const float (&qv)[kPerLane], const float* key,
+                                          const float* value, const PagedAttentionArgs& a, int lane,
+                                          float& m, float& l, float (&acc)[kPerLane]) {
+  float dot = 0.0f;
+#pragma unroll
+  for (int p = 0; p < kPerLane; ++p) {
+    const int d = lane + kWarpSize * p;
+    if (d < a.d_k) dot += qv[p] * key[d];
+  }
+  const float s = device::WarpSum(dot) * a.scale;
+  const float m_new = fmaxf(m, s);
+  const float correction = expf(m - m_new);
+  const float pr = expf(s - m_new);
+  l = l * correction + pr;
+#pragma unroll
+  for (int p = 0; p < kPerLane; ++p) {
+    const int d = lane + kWarpSize * p;
+    acc[p] = acc[p] * correction + (d < a.d_v ? pr * value[d] : 0.0f);
+  }
+  m = m_new;
+}
+
 // Prefill: one block per (tile of kTiledQueries queries, query head). Warp w owns queries
 // w and w + kTiledWarps of the tile (registers: its queries and their running m, l, acc);
 // lane l owns dimensions l + 32·j. Per key tile, the block copies the keys (and values) of
@@ -153,57 +214,22 @@ __global__ void __launch_bounds__(kTiledWarps* kWarpSize)
     len[j] = qi < a.queries ? a.query_kv_len[qi] : 0;
     m[j] = -INFINITY;
     l[j] = 0.0f;
-    const T* q = static_cast<const T*>(a.q) + (qi < a.queries ? qi : first) * a.q_token_stride +
-                 static_cast<int64_t>(h) * a.d_k;
-#pragma unroll
-    for (int p = 0; p < kPerLane; ++p) {
-      const int d = lane + kWarpSize * p;
-      qv[j][p] = d < a.d_k ? device::ToFloat(q[d]) : 0.0f;
-      acc[j][p] = 0.0f;
-    }
+    LoadQuery<T, kPerLane>(static_cast<const T*>(a.q) +
+                               (qi < a.queries ? qi : first) * a.q_token_stride +
+                               static_cast<int64_t>(h) * a.d_k,
+                           a.d_k, lane, qv[j], acc[j]);
   }
-  const T* kbase = static_cast<const T*>(a.k.base);
-  const T* vbase = static_cast<const T*>(a.v.base);
   for (int k0 = 0; k0 < longest; k0 += kTiledKeys) {
     const int n = min(kTiledKeys, longest - k0);
-    for (int idx = threadIdx.x; idx < n * a.d_k; idx += blockDim.x) {
-      const int i = idx / a.d_k, d = idx % a.d_k, pos = k0 + i;
-      const int64_t block = table[pos / a.block_size];
-      keys[i * a.d_k + d] =
-          device::ToFloat(kbase[block * a.k.block_stride + (pos % a.block_size) * a.k.token_stride +
-                                static_cast<int64_t>(kv_head) * a.k.head_stride + d]);
-    }
-    if (!values_in_keys) {
-      for (int idx = threadIdx.x; idx < n * a.d_v; idx += blockDim.x) {
-        const int i = idx / a.d_v, d = idx % a.d_v, pos = k0 + i;
-        const int64_t block = table[pos / a.block_size];
-        values[i * a.d_v + d] = device::ToFloat(
-            vbase[block * a.v.block_stride + (pos % a.block_size) * a.v.token_stride +
-                  static_cast<int64_t>(kv_head) * a.v.head_stride + d]);
-      }
-    }
+    StageKeys<T>(
+        a, table, kv_head, n, [&](int i) { return k0 + i; }, keys, values, values_in_keys);
     __syncthreads();
 #pragma unroll
     for (int j = 0; j < kTiledPerWarp; ++j) {
       const int visible = min(n, len[j] - k0);  // the same for the whole warp
       for (int i = 0; i < visible; ++i) {
-        float dot = 0.0f;
-#pragma unroll
-        for (int p = 0; p < kPerLane; ++p) {
-          const int d = lane + kWarpSize * p;
-          if (d < a.d_k) dot += qv[j][p] * keys[i * a.d_k + d];
-        }
-        const float s = device::WarpSum(dot) * a.scale;
-        const float m_new = fmaxf(m[j], s);
-        const float correction = expf(m[j] - m_new);  // 0 on the first key (m = −inf)
-        const float pr = expf(s - m_new);
-        l[j] = l[j] * correction + pr;
-#pragma unroll
-        for (int p = 0; p < kPerLane; ++p) {
-          const int d = lane + kWarpSize * p;
-          acc[j][p] = acc[j][p] * correction + (d < a.d_v ? pr * values[i * v_row + d] : 0.0f);
-        }
-        m[j] = m_new;
+        AttendKey<kPerLane>(qv[j], keys + i * a.d_k, values + i * v_row, a, lane, m[j], l[j],
+                            acc[j]);
       }
     }
     __syncthreads();  // every warp is done with the tile before the next overwrites it
@@ -299,17 +325,10 @@ __global__ void __launch_bounds__(kTiledWarps* kWarpSize)
     const int h = h_begin + warp + kTiledWarps * j;
     m[j] = -INFINITY;
     l[j] = 0.0f;
-    const T* q = static_cast<const T*>(a.q) + qi * a.q_token_stride +
-                 static_cast<int64_t>(h < h_end ? h : h_begin) * a.d_k;
-#pragma unroll
-    for (int p = 0; p < kPerLane; ++p) {
-      const int d = lane + kWarpSize * p;
-      qv[j][p] = d < a.d_k ? device::ToFloat(q[d]) : 0.0f;
-      acc[j][p] = 0.0f;
-    }
+    LoadQuery<T, kPerLane>(static_cast<const T*>(a.q) + qi * a.q_token_stride +
+                               static_cast<int64_t>(h < h_end ? h : h_begin) * a.d_k,
+                           a.d_k, lane, qv[j], acc[j]);
   }
-  const T* kbase = static_cast<const T*>(a.k.base);
-  const T* vbase = static_cast<const T*>(a.v.base);
   for (int n0 = n_begin; n0 < n_end; n0 += kTiledKeys) {
     const int n = min(kTiledKeys, n_end - n0);
     for (int i = threadIdx.x; i < kTiledKeys; i += blockDim.x) {
@@ -321,47 +340,16 @@ __global__ void __launch_bounds__(kTiledWarps* kWarpSize)
       positions[i] = pos;
     }
     __syncthreads();
-    for (int idx = threadIdx.x; idx < n * a.d_k; idx += blockDim.x) {
-      const int i = idx / a.d_k, d = idx % a.d_k, pos = positions[i];
-      if (pos < 0) continue;
-      const int64_t block = table[pos / a.block_size];
-      keys[i * a.d_k + d] =
-          device::ToFloat(kbase[block * a.k.block_stride + (pos % a.block_size) * a.k.token_stride +
-                                static_cast<int64_t>(kv_head) * a.k.head_stride + d]);
-    }
-    if (!values_in_keys) {
-      for (int idx = threadIdx.x; idx < n * a.d_v; idx += blockDim.x) {
-        const int i = idx / a.d_v, d = idx % a.d_v, pos = positions[i];
-        if (pos < 0) continue;
-        const int64_t block = table[pos / a.block_size];
-        values[i * a.d_v + d] = device::ToFloat(
-            vbase[block * a.v.block_stride + (pos % a.block_size) * a.v.token_stride +
-                  static_cast<int64_t>(kv_head) * a.v.head_stride + d]);
-      }
-    }
+    StageKeys<T>(
+        a, table, kv_head, n, [&](int i) { return positions[i]; }, keys, values, values_in_keys);
     __syncthreads();
 #pragma unroll
     for (int j = 0; j < kTiledPerWarp; ++j) {
       if (h_begin + warp + kTiledWarps * j >= h_end) continue;  // the whole warp
       for (int i = 0; i < n; ++i) {
         if (positions[i] < 0) continue;
-        float dot = 0.0f;
-#pragma unroll
-        for (int p = 0; p < kPerLane; ++p) {
-          const int d = lane + kWarpSize * p;
-          if (d < a.d_k) dot += qv[j][p] * keys[i * a.d_k + d];
-        }
-        const float s = device::WarpSum(dot) * a.scale;
-        const float m_new = fmaxf(m[j], s);
-        const float correction = expf(m[j] - m_new);
-        const float pr = expf(s - m_new);
-        l[j] = l[j] * correction + pr;
-#pragma unroll
-        for (int p = 0; p < kPerLane; ++p) {
-          const int d = lane + kWarpSize * p;
-          acc[j][p] = acc[j][p] * correction + (d < a.d_v ? pr * values[i * v_row + d] : 0.0f);
-        }
-        m[j] = m_new;
+        AttendKey<kPerLane>(qv[j], keys + i * a.d_k, values + i * v_row, a, lane, m[j], l[j],
+                            acc[j]);
       }
     }
     __syncthreads();
@@ -505,10 +493,9 @@ absl::Status PagedAttentionDecode(const PagedAttentionArgs& a, float* workspace,
                                   int64_t workspace_floats, DType dtype, cudaStream_t stream) {
   int per_lane = 0;
   int64_t chunk = 0;
-  absl::StatusOr<LaunchConfig> c = CheckDecodeAttention(a, workspace_floats, &per_lane, &chunk);
+  absl::StatusOr<LaunchConfig> c =
+      CheckDecodeAttention(a, workspace, workspace_floats, &per_lane, &chunk);
   if (!c.ok()) return c.status();
-  if (workspace == nullptr)
-    return absl::InvalidArgumentError("cuda decode attention: no workspace");
   absl::Status (*launch)(const PagedAttentionArgs&, const LaunchConfig&, int, bool, float*,
                          cudaStream_t) = nullptr;
   TESSERA_DISPATCH_DTYPE(dtype, T, launch = &LaunchDecode<T>);

@@ -75,11 +75,13 @@ inline bool ValuesInKeys(const PagedAttentionArgs& a) {
          a.d_v <= a.d_k;
 }
 
+// A null workspace counts as none (the check then names the floats one query needs).
 inline absl::StatusOr<LaunchConfig> CheckDecodeAttention(const PagedAttentionArgs& a,
+                                                         const float* workspace,
                                                          int64_t workspace_floats, int* per_lane,
                                                          int64_t* chunk) {
-  return CheckDecodeAttention(ShapeOf(a), InputsOf(a), ValuesInKeys(a), workspace_floats, per_lane,
-                              chunk);
+  return CheckDecodeAttention(ShapeOf(a), InputsOf(a), ValuesInKeys(a),
+                              workspace != nullptr ? workspace_floats : 0, per_lane, chunk);
 }
 
 inline absl::StatusOr<LaunchConfig> CheckTiledAttention(const PagedAttentionArgs& a,

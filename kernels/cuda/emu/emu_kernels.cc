@@ -557,10 +557,9 @@ absl::Status PagedAttentionDecode(const PagedAttentionArgs& a, float* workspace,
                                   int64_t workspace_floats, DType dtype, cudaStream_t stream) {
   int per_lane = 0;
   int64_t chunk = 0;
-  absl::StatusOr<LaunchConfig> c = CheckDecodeAttention(a, workspace_floats, &per_lane, &chunk);
+  absl::StatusOr<LaunchConfig> c =
+      CheckDecodeAttention(a, workspace, workspace_floats, &per_lane, &chunk);
   if (!c.ok()) return c.status();
-  if (workspace == nullptr)
-    return absl::InvalidArgumentError("cuda decode attention: no workspace");
   emu::Launch(stream, [=] { Attend(a, dtype, /*tiled=*/false); });
   return absl::OkStatus();
 }
