@@ -499,15 +499,8 @@ absl::Status PagedAttentionDecode(const PagedAttentionArgs& a, float* workspace,
   absl::Status (*launch)(const PagedAttentionArgs&, const LaunchConfig&, int, bool, float*,
                          cudaStream_t) = nullptr;
   TESSERA_DISPATCH_DTYPE(dtype, T, launch = &LaunchDecode<T>);
-  const size_t esz = DTypeBytes(dtype);
   for (int64_t q0 = 0; q0 < a.queries; q0 += chunk) {
-    PagedAttentionArgs p = a;
-    p.queries = std::min(chunk, a.queries - q0);
-    p.q = static_cast<const uint8_t*>(a.q) + q0 * a.q_token_stride * esz;
-    p.out = static_cast<uint8_t*>(a.out) + q0 * a.out_token_stride * esz;
-    p.query_seq = a.query_seq + q0;
-    p.query_kv_len = a.query_kv_len + q0;
-    if (p.selected != nullptr) p.selected = a.selected + q0 * a.selected_per_query;
+    const PagedAttentionArgs p = QueryRange(a, q0, std::min(chunk, a.queries - q0), dtype);
     LaunchConfig pc = *c;
     pc.grid_x = p.queries;
     if (absl::Status st = launch(p, pc, per_lane, ValuesInKeys(a), workspace, stream); !st.ok()) {

@@ -50,6 +50,19 @@ struct PagedAttentionArgs {
 // keys; float32 scores and accumulation; a query with no visible key gets zeros. Query head
 // h uses KV head h / (heads / kv_heads). q, the cache and out are `dtype`.
 absl::Status PagedAttention(const PagedAttentionArgs& args, DType dtype, cudaStream_t stream);
+// Queries [from, from + n) of `a` (q and out of `dtype`) as arguments of their own.
+inline PagedAttentionArgs QueryRange(const PagedAttentionArgs& a, int64_t from, int64_t n,
+                                     DType dtype) {
+  const int64_t esz = static_cast<int64_t>(DTypeBytes(dtype));
+  PagedAttentionArgs p = a;
+  p.queries = n;
+  p.q = static_cast<const uint8_t*>(a.q) + from * a.q_token_stride * esz;
+  p.out = static_cast<uint8_t*>(a.out) + from * a.out_token_stride * esz;
+  p.query_seq = a.query_seq + from;
+  p.query_kv_len = a.query_kv_len + from;
+  if (a.selected != nullptr) p.selected = a.selected + from * a.selected_per_query;
+  return p;
+}
 // The same attention for a prompt (FlashAttention-2 style): every query belongs to the
 // sequence of query_seq[0]'s block-table row, no selection (DSA: only where every visible
 // key is selected, i.e. no query sees more keys than the top-k). A block takes a tile of

@@ -64,7 +64,7 @@ using cuda::DType;
 constexpr int64_t kDecodePartialQueries = 256;
 // A sequence with more new tokens than this attends with the tiled prefill kernel (each key
 // read once per tile of queries); shorter ones (decode, verification of drafts, small prompt
-// chunks) with the per-query kernel, so that a verified row equals its one-token step.
+// chunks) with the decode kernel, so that a verified row equals its one-token step.
 constexpr int64_t kTiledAttentionMin = 64;
 // Products of up to this many tokens run as GEMV, which reads each weight byte once per
 // kGemvMaxBatch (64) tokens; above, dequantizing for cuBLAS (a Q4_K matrix: 0.56 bytes per
@@ -1333,18 +1333,7 @@ absl::Status CudaOps::Attend(int layer, const AttentionShape& shape, Act q, Act 
     a.selected = bufs_.selected.as<int32_t>();
     a.selected_per_query = s_.selected_k;
   }
-  // Queries [from, from + n) of the step.
-  const size_t esz = cuda::DTypeBytes(Dt(q));
-  auto part = [&](int64_t from, int64_t n) {
-    cuda::PagedAttentionArgs p = a;
-    p.queries = n;
-    p.q = At(q.data, from * q.ld, esz);
-    p.out = At(out.data, from * out.ld, esz);
-    p.query_seq = a.query_seq + from;
-    p.query_kv_len = a.query_kv_len + from;
-    if (p.selected != nullptr) p.selected = a.selected + from * a.selected_per_query;
-    return p;
-  };
+  auto part = [&](int64_t from, int64_t n) { return cuda::QueryRange(a, from, n, Dt(q)); };
   // The kernels whose key tile fits shared memory for this shape (head dims above 384 with
   // separate values do not): the others run per query.
   int per_lane = 0;

@@ -328,7 +328,8 @@ class ForwardPass {
     // invariance, and a chunk keeps each row's sequence).
     const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(R, ops_.head_chunk_rows()));
     std::vector<int> chunk_seq;
-    for (int64_t r0 = 0; r0 < R || r0 == 0; r0 += chunk) {
+    int64_t r0 = 0;
+    do {  // once at least, also for a step of no rows
       const int64_t n = std::min(chunk, R - r0);
       ops_.SetHeadChunk(r0, n);
       const std::vector<int>* seq = rows.seq;
@@ -345,8 +346,8 @@ class ForwardPass {
       TESSERA_RETURN_IF_ERROR(ops_.Products({{&head, hr, logits, seq}}));
       if (bias) TESSERA_RETURN_IF_ERROR(ops_.AddBias(logits, ops_.output_bias()));
       TESSERA_RETURN_IF_ERROR(ops_.GatherVocab(logits));
-      if (R == 0) break;
-    }
+      r0 += chunk;
+    } while (r0 < R);
     ops_.SetHeadChunk(0, R);
     return absl::OkStatus();
   }
