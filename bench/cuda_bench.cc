@@ -96,6 +96,69 @@ std::vector<uint8_t> RandomWeights(GgmlType type, int64_t rows, int64_t cols,
   return out;
 }
 
+// The attention shapes the benchmark times: GQA 32 query / 8 KV heads of 128, and MLA's 16
+// heads over a 576-wide latent (values: its first 512).
+struct AttentionShape {
+  const char* name;
+  int heads, kv_heads, d_k, d_v;
+  bool latent;
+};
+constexpr AttentionShape kAttentionShapes[] = {{"gqa32/8x128", 32, 8, 128, 128, false},
+                                               {"mla16x576/512", 16, 1, 576, 512, true}};
+
+// Zeroed bf16 queries and caches of `seqs` sequences of `context` positions each (blocks of
+// 16, in order), and the arguments over them: query i reads sequence seq[i]'s first len[i]
+// keys.
+struct AttentionCase {
+  static constexpr int kBlock = 16;
+  AttentionCase(const AttentionShape& sh, int seqs, int context, const std::vector<int32_t>& seq,
+                const std::vector<int32_t>& len)
+      : k_width(sh.latent ? sh.d_k : static_cast<int64_t>(sh.kv_heads) * sh.d_k),
+        v_width(static_cast<int64_t>(sh.kv_heads) * sh.d_v),
+        tokens(static_cast<size_t>(seqs) * context),
+        dq(seq.size() * sh.heads * sh.d_k * 2),
+        dk(tokens * k_width * 2),
+        dv(tokens * v_width * 2),
+        dout(seq.size() * sh.heads * sh.d_v * 2),
+        dtable(tokens / kBlock * 4),
+        dseq(seq.size() * 4),
+        dlen(len.size() * 4) {
+    CHECK_CUDA(cudaMemset(dq.p, 0, seq.size() * sh.heads * sh.d_k * 2));
+    CHECK_CUDA(cudaMemset(dk.p, 0, tokens * k_width * 2));
+    CHECK_CUDA(cudaMemset(dv.p, 0, tokens * v_width * 2));
+    std::vector<int32_t> table(tokens / kBlock);
+    for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+    CHECK_CUDA(cudaMemcpy(dtable.p, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(dseq.p, seq.data(), seq.size() * 4, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(dlen.p, len.data(), len.size() * 4, cudaMemcpyHostToDevice));
+    args.queries = static_cast<int64_t>(seq.size());
+    args.heads = sh.heads;
+    args.kv_heads = sh.kv_heads;
+    args.d_k = sh.d_k;
+    args.d_v = sh.d_v;
+    args.block_size = kBlock;
+    args.scale = 0.088f;
+    args.q = dq.p;
+    args.q_token_stride = static_cast<int64_t>(sh.heads) * sh.d_k;
+    args.out = dout.p;
+    args.out_token_stride = static_cast<int64_t>(sh.heads) * sh.d_v;
+    if (sh.latent) {
+      args.k = args.v = {dk.p, kBlock * k_width, k_width, 0};
+    } else {
+      args.k = {dk.p, kBlock * k_width, k_width, sh.d_k};
+      args.v = {dv.p, kBlock * v_width, v_width, sh.d_v};
+    }
+    args.block_table = static_cast<const int32_t*>(dtable.p);
+    args.max_blocks = context / kBlock;
+    args.query_seq = static_cast<const int32_t*>(dseq.p);
+    args.query_kv_len = static_cast<const int32_t*>(dlen.p);
+  }
+  const int64_t k_width, v_width;
+  const size_t tokens;
+  DeviceMemory dq, dk, dv, dout, dtable, dseq, dlen;
+  PagedAttentionArgs args;
+};
+
 // Issue 27's kernels against what they replace, same run: the decode GEMV at 1..64 rows in
 // one weight pass (against passes of 8, the former kernel's shape, as 8-row calls), the
 // grouped expert product sorted by expert (sort included) against one warp per (row, choice),
@@ -162,124 +225,39 @@ void Issue27Kernels(std::mt19937_64& rng) {
         "speedup %.2fx\n",
         per_choice, sorted, per_choice / sorted);
   }
-  {
-    struct Shape {
-      const char* name;
-      int heads, kv_heads, d_k, d_v;
-      bool latent;
-    };
-    for (const Shape& sh : {Shape{"gqa32/8x128", 32, 8, 128, 128, false},
-                            Shape{"mla16x576/512", 16, 1, 576, 512, true}}) {
-      for (int T : {512, 4096}) {
-        const int block = 16, blocks = T / block;
-        const int64_t k_width = sh.latent ? sh.d_k : static_cast<int64_t>(sh.kv_heads) * sh.d_k;
-        const int64_t v_width = static_cast<int64_t>(sh.kv_heads) * sh.d_v;
-        DeviceMemory dq(static_cast<size_t>(T) * sh.heads * sh.d_k * 2),
-            dk(static_cast<size_t>(T) * k_width * 2), dv(static_cast<size_t>(T) * v_width * 2),
-            dout(static_cast<size_t>(T) * sh.heads * sh.d_v * 2), dtable(blocks * 4), dseq(T * 4),
-            dlen(T * 4);
-        CHECK_CUDA(cudaMemset(dq.p, 0, static_cast<size_t>(T) * sh.heads * sh.d_k * 2));
-        CHECK_CUDA(cudaMemset(dk.p, 0, static_cast<size_t>(T) * k_width * 2));
-        CHECK_CUDA(cudaMemset(dv.p, 0, static_cast<size_t>(T) * v_width * 2));
-        std::vector<int32_t> table(blocks), seq(T, 0), len(T);
-        for (int i = 0; i < blocks; ++i) table[i] = i;
-        for (int i = 0; i < T; ++i) len[i] = i + 1;
-        CHECK_CUDA(cudaMemcpy(dtable.p, table.data(), blocks * 4, cudaMemcpyHostToDevice));
-        CHECK_CUDA(cudaMemcpy(dseq.p, seq.data(), T * 4, cudaMemcpyHostToDevice));
-        CHECK_CUDA(cudaMemcpy(dlen.p, len.data(), T * 4, cudaMemcpyHostToDevice));
-        PagedAttentionArgs a;
-        a.queries = T;
-        a.heads = sh.heads;
-        a.kv_heads = sh.kv_heads;
-        a.d_k = sh.d_k;
-        a.d_v = sh.d_v;
-        a.block_size = block;
-        a.scale = 0.088f;
-        a.q = dq.p;
-        a.q_token_stride = static_cast<int64_t>(sh.heads) * sh.d_k;
-        a.out = dout.p;
-        a.out_token_stride = static_cast<int64_t>(sh.heads) * sh.d_v;
-        if (sh.latent) {
-          a.k = a.v = {dk.p, block * k_width, k_width, 0};
-        } else {
-          a.k = {dk.p, block * k_width, k_width, sh.d_k};
-          a.v = {dv.p, block * v_width, v_width, sh.d_v};
-        }
-        a.block_table = static_cast<const int32_t*>(dtable.p);
-        a.max_blocks = blocks;
-        a.query_seq = static_cast<const int32_t*>(dseq.p);
-        a.query_kv_len = static_cast<const int32_t*>(dlen.p);
-        const double per_query =
-            MedianMs(3, [&] { CheckOk(PagedAttention(a, DType::kBF16, nullptr), "attention"); });
-        const double tiled = MedianMs(
-            3, [&] { CheckOk(PagedAttentionTiled(a, DType::kBF16, nullptr), "tiled attention"); });
-        std::printf(
-            "issue27_prefill_attention_%s_T%d per_query_ms %.3f tiled_ms %.3f speedup %.2fx\n",
-            sh.name, T, per_query, tiled, per_query / tiled);
-      }
-    }
-  }
-  {
-    // Decode: 32 sequences at context 4,096, one query each, per query head vs by KV head with
-    // split keys (the workspace for all 32 queries).
-    struct Shape {
-      const char* name;
-      int heads, kv_heads, d_k, d_v;
-      bool latent;
-    };
-    for (const Shape& sh : {Shape{"gqa32/8x128", 32, 8, 128, 128, false},
-                            Shape{"mla16x576/512", 16, 1, 576, 512, true}}) {
-      const int B = 32, context = 4096, block = 16, per_seq = context / block;
-      const int64_t k_width = sh.latent ? sh.d_k : static_cast<int64_t>(sh.kv_heads) * sh.d_k;
-      const int64_t v_width = static_cast<int64_t>(sh.kv_heads) * sh.d_v;
-      const size_t tokens = static_cast<size_t>(B) * context;
-      DeviceMemory dq(static_cast<size_t>(B) * sh.heads * sh.d_k * 2), dk(tokens * k_width * 2),
-          dv(tokens * v_width * 2), dout(static_cast<size_t>(B) * sh.heads * sh.d_v * 2),
-          dtable(B * per_seq * 4), dseq(B * 4), dlen(B * 4);
-      CHECK_CUDA(cudaMemset(dq.p, 0, static_cast<size_t>(B) * sh.heads * sh.d_k * 2));
-      CHECK_CUDA(cudaMemset(dk.p, 0, tokens * k_width * 2));
-      CHECK_CUDA(cudaMemset(dv.p, 0, tokens * v_width * 2));
-      std::vector<int32_t> table(B * per_seq), seq(B), len(B, context);
-      for (int i = 0; i < B * per_seq; ++i) table[i] = i;
-      for (int i = 0; i < B; ++i) seq[i] = i;
-      CHECK_CUDA(cudaMemcpy(dtable.p, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
-      CHECK_CUDA(cudaMemcpy(dseq.p, seq.data(), B * 4, cudaMemcpyHostToDevice));
-      CHECK_CUDA(cudaMemcpy(dlen.p, len.data(), B * 4, cudaMemcpyHostToDevice));
-      PagedAttentionArgs a;
-      a.queries = B;
-      a.heads = sh.heads;
-      a.kv_heads = sh.kv_heads;
-      a.d_k = sh.d_k;
-      a.d_v = sh.d_v;
-      a.block_size = block;
-      a.scale = 0.088f;
-      a.q = dq.p;
-      a.q_token_stride = static_cast<int64_t>(sh.heads) * sh.d_k;
-      a.out = dout.p;
-      a.out_token_stride = static_cast<int64_t>(sh.heads) * sh.d_v;
-      if (sh.latent) {
-        a.k = a.v = {dk.p, block * k_width, k_width, 0};
-      } else {
-        a.k = {dk.p, block * k_width, k_width, sh.d_k};
-        a.v = {dv.p, block * v_width, v_width, sh.d_v};
-      }
-      a.block_table = static_cast<const int32_t*>(dtable.p);
-      a.max_blocks = per_seq;
-      a.query_seq = static_cast<const int32_t*>(dseq.p);
-      a.query_kv_len = static_cast<const int32_t*>(dlen.p);
-      const int64_t ws = static_cast<int64_t>(B) * sh.heads * DecodePartialFloats(sh.d_v);
-      DeviceMemory dws(ws * 4);
-      const double per_head =
-          MedianMs(5, [&] { CheckOk(PagedAttention(a, DType::kBF16, nullptr), "attention"); });
-      const double by_kv = MedianMs(5, [&] {
-        CheckOk(PagedAttentionDecode(a, static_cast<float*>(dws.p), ws, DType::kBF16, nullptr),
-                "decode attention");
+  for (const AttentionShape& sh : kAttentionShapes) {
+    // Prefill: one prompt of T tokens, causal.
+    for (int T : {512, 4096}) {
+      std::vector<int32_t> len(T);
+      for (int i = 0; i < T; ++i) len[i] = i + 1;
+      AttentionCase c(sh, 1, T, std::vector<int32_t>(T, 0), len);
+      const double per_query =
+          MedianMs(3, [&] { CheckOk(PagedAttention(c.args, DType::kBF16, nullptr), "attention"); });
+      const double tiled = MedianMs(3, [&] {
+        CheckOk(PagedAttentionTiled(c.args, DType::kBF16, nullptr), "tiled attention");
       });
       std::printf(
-          "issue27_decode_attention_%s_b32_ctx4096 per_query_head_ms %.3f by_kv_head_ms %.3f "
-          "speedup %.2fx\n",
-          sh.name, per_head, by_kv, per_head / by_kv);
+          "issue27_prefill_attention_%s_T%d per_query_ms %.3f tiled_ms %.3f speedup %.2fx\n",
+          sh.name, T, per_query, tiled, per_query / tiled);
     }
+    // Decode: 32 sequences at context 4,096, one query each, per query head vs by KV head with
+    // split keys (the workspace for all 32 queries).
+    const int B = 32, context = 4096;
+    std::vector<int32_t> seq(B);
+    for (int i = 0; i < B; ++i) seq[i] = i;
+    AttentionCase c(sh, B, context, seq, std::vector<int32_t>(B, context));
+    const int64_t ws = static_cast<int64_t>(B) * sh.heads * DecodePartialFloats(sh.d_v);
+    DeviceMemory dws(ws * 4);
+    const double per_head =
+        MedianMs(5, [&] { CheckOk(PagedAttention(c.args, DType::kBF16, nullptr), "attention"); });
+    const double by_kv = MedianMs(5, [&] {
+      CheckOk(PagedAttentionDecode(c.args, static_cast<float*>(dws.p), ws, DType::kBF16, nullptr),
+              "decode attention");
+    });
+    std::printf(
+        "issue27_decode_attention_%s_b32_ctx4096 per_query_head_ms %.3f by_kv_head_ms %.3f "
+        "speedup %.2fx\n",
+        sh.name, per_head, by_kv, per_head / by_kv);
   }
   {
     const int64_t rows = 64, vocab = 151552;

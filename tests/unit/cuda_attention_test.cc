@@ -204,6 +204,47 @@ TEST_F(CudaAttention, MlaLatentCacheWithDsaSelection) {
   }
 }
 
+// The heads and widths of an attention case: GQA over kv_heads (a rank's range from head0 in
+// groups of `group`, or 0: whole groups), or MLA's latent (values = the keys' first d_v).
+struct HeadShape {
+  int heads, kv_heads, d_k, d_v, head0, group;
+  bool latent;
+};
+
+// Arguments for queries in dq over caches laid out as MakeLayout's ([block][slot][kv head]
+// [width]; the latent: one head of d_k), scale 1/√d_k; `out` and any selection left to set.
+PagedAttentionArgs CacheArgs(const HeadShape& s, int64_t queries, int block_size, int max_blocks,
+                             const DeviceBuffer& dq, const DeviceBuffer& dk, const DeviceBuffer& dv,
+                             const DeviceBuffer& dtable, const DeviceBuffer& dseq,
+                             const DeviceBuffer& dlen) {
+  PagedAttentionArgs a;
+  a.queries = queries;
+  a.heads = s.heads;
+  a.kv_heads = s.kv_heads;
+  a.d_k = s.d_k;
+  a.d_v = s.d_v;
+  a.head0 = s.head0;
+  a.group = s.group;
+  a.block_size = block_size;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(s.d_k));
+  a.q = dq.get();
+  a.q_token_stride = static_cast<int64_t>(s.heads) * s.d_k;
+  a.out_token_stride = static_cast<int64_t>(s.heads) * s.d_v;
+  if (s.latent) {
+    a.k = a.v = {dk.get(), static_cast<int64_t>(block_size) * s.d_k, s.d_k, 0};
+  } else {
+    const int64_t k_width = static_cast<int64_t>(s.kv_heads) * s.d_k;
+    const int64_t v_width = static_cast<int64_t>(s.kv_heads) * s.d_v;
+    a.k = {dk.get(), block_size * k_width, k_width, s.d_k};
+    a.v = {dv.get(), block_size * v_width, v_width, s.d_v};
+  }
+  a.block_table = dtable.as<int32_t>();
+  a.max_blocks = max_blocks;
+  a.query_seq = dseq.as<int32_t>();
+  a.query_kv_len = dlen.as<int32_t>();
+  return a;
+}
+
 // The tiled prefill kernel: a causal prompt of T queries of one sequence (after `past` cached
 // tokens, as a later prompt chunk sees them) over a paged cache with a shuffled block table,
 // against the float64 attention and against the per-query kernel (float32 reassociation
@@ -248,30 +289,9 @@ TEST_F(CudaAttention, TiledPrefillEqualsPerQueryAndFloat64) {
         const size_t out_bytes = static_cast<size_t>(T) * tc.heads * tc.d_v * DTypeBytes(dt);
         DeviceBuffer dq(Encode(q, dt)), dk(Encode(k, dt)), dv(Encode(v, dt)), dtable(kl.table),
             dseq(seq), dlen(len), dtiled(out_bytes), dplain(out_bytes);
-        PagedAttentionArgs a;
-        a.queries = T;
-        a.heads = tc.heads;
-        a.kv_heads = tc.kv_heads;
-        a.d_k = tc.d_k;
-        a.d_v = tc.d_v;
-        a.head0 = tc.head0;
-        a.group = tc.group;
-        a.block_size = block_size;
-        a.scale = 1.0f / std::sqrt(static_cast<float>(tc.d_k));
-        a.q = dq.get();
-        a.q_token_stride = tc.heads * tc.d_k;
-        a.out_token_stride = tc.heads * tc.d_v;
-        if (tc.latent) {
-          a.k = a.v = {dk.get(), static_cast<int64_t>(block_size) * tc.d_k, tc.d_k, 0};
-        } else {
-          a.k = {dk.get(), static_cast<int64_t>(block_size) * k_width, k_width, tc.d_k};
-          a.v = {dv.get(), static_cast<int64_t>(block_size) * tc.kv_heads * tc.d_v,
-                 tc.kv_heads * tc.d_v, tc.d_v};
-        }
-        a.block_table = dtable.as<int32_t>();
-        a.max_blocks = max_blocks;
-        a.query_seq = dseq.as<int32_t>();
-        a.query_kv_len = dlen.as<int32_t>();
+        PagedAttentionArgs a =
+            CacheArgs({tc.heads, tc.kv_heads, tc.d_k, tc.d_v, tc.head0, tc.group, tc.latent}, T,
+                      block_size, max_blocks, dq, dk, dv, dtable, dseq, dlen);
         a.out = dtiled.get();
         ASSERT_TRUE(PagedAttentionTiled(a, dt, nullptr).ok());
         a.out = dplain.get();
@@ -404,30 +424,10 @@ TEST_F(CudaAttention, DecodeByKvHeadWithSplitKeysEqualsPerQuery) {
       DeviceBuffer dq(Encode(q, dt)), dk(Encode(k, dt)), dv(Encode(v, dt)), dtable(kl.table),
           dseq(seq), dlen(len), dsel(sel.empty() ? std::vector<int32_t>{0} : sel),
           dplain(out_bytes), ddecode(out_bytes);
-      PagedAttentionArgs a;
-      a.queries = static_cast<int64_t>(queries.size());
-      a.heads = tc.heads;
-      a.kv_heads = tc.kv_heads;
-      a.d_k = tc.d_k;
-      a.d_v = tc.d_v;
-      a.head0 = tc.head0;
-      a.group = tc.group;
-      a.block_size = block_size;
-      a.scale = 1.0f / std::sqrt(static_cast<float>(tc.d_k));
-      a.q = dq.get();
-      a.q_token_stride = tc.heads * tc.d_k;
-      a.out_token_stride = tc.heads * tc.d_v;
-      if (tc.latent) {
-        a.k = a.v = {dk.get(), static_cast<int64_t>(block_size) * tc.d_k, tc.d_k, 0};
-      } else {
-        a.k = {dk.get(), static_cast<int64_t>(block_size) * k_width, k_width, tc.d_k};
-        a.v = {dv.get(), static_cast<int64_t>(block_size) * tc.kv_heads * tc.d_v,
-               tc.kv_heads * tc.d_v, tc.d_v};
-      }
-      a.block_table = dtable.as<int32_t>();
-      a.max_blocks = max_blocks;
-      a.query_seq = dseq.as<int32_t>();
-      a.query_kv_len = dlen.as<int32_t>();
+      PagedAttentionArgs a =
+          CacheArgs({tc.heads, tc.kv_heads, tc.d_k, tc.d_v, tc.head0, tc.group, tc.latent},
+                    static_cast<int64_t>(queries.size()), block_size, max_blocks, dq, dk, dv,
+                    dtable, dseq, dlen);
       if (tc.dsa) {
         a.selected = dsel.as<int32_t>();
         a.selected_per_query = per_query;
