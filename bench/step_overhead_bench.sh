@@ -8,7 +8,7 @@
 #   control   step - compute: the control plane's round trip (hand-off, wake-ups, results,
 #             and at TP 2 waiting for the slower rank)
 #   control median / p90   the same per step, from tessera_step_control_seconds's buckets
-#             (the bucket bound at or below which half / 90% of the steps fell)
+#             (interpolated within the bucket, as Prometheus's histogram_quantile does)
 #   to the workers / back to the controller   its two halves (tessera_step_handoff_seconds):
 #             the hand-off until the last rank took the step, and the last rank's finish
 #             until the controller held every result
@@ -20,14 +20,17 @@
 #             compute)
 #   tok/s     generated tokens per second (tessera bench)
 #
-#   bench/step_overhead_bench.sh [--build DIR] [--model FILE] [--threads N]
-#                                [--no-overlap-delivery] [--tesserad-arg ARG]... [--out FILE.md]
+#   bench/step_overhead_bench.sh [--build DIR] [--model FILE] [--threads N] [--tp "1 2"]
+#                                [--concurrency "1 8 32"] [--no-overlap-delivery]
+#                                [--tesserad-arg ARG]... [--out FILE.md]
 #
 # --build DIR    Tessera build tree with bin/tessera and bin/tesserad (default build/default)
 # --model FILE   the GGUF to serve (default: the 124M llama at Q8_0 from `tessera gen-model`,
 #                made once in $TMPDIR; Q8_0 so that it splits at TP 2)
-# --threads N    --threads-per-worker at TP 1 (default: the CPUs); TP 2 gives each worker
-#                half of them
+# --threads N    --threads-per-worker at TP 1 (default: the CPUs); at TP N each worker gets
+#                1/N of them
+# --tp LIST      the TP sizes to run (default "1 2")
+# --concurrency LIST  the loads to run (default "1 8 32")
 # --no-overlap-delivery     passed to tesserad (delivery between steps)
 # --tesserad-arg ARG        one more argument for tesserad (repeat for more), e.g.
 #                           --tesserad-arg --cpu-collectives --tesserad-arg gloo
@@ -39,13 +42,15 @@ source "$root/bench/lib.sh"
 build=$root/build/default
 model=""
 threads=$(nproc)
+tp_sizes="1 2"
+loads="1 8 32"
 out=""
 daemon_args=()
 port_http=18190
 port_grpc=15161
 
 usage() {
-  sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'
   exit "${1:-0}"
 }
 while [[ $# -gt 0 ]]; do
@@ -53,6 +58,8 @@ while [[ $# -gt 0 ]]; do
     --build) build=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --tp) tp_sizes=$2; shift 2 ;;
+    --concurrency) loads=$2; shift 2 ;;
     --no-overlap-delivery) daemon_args+=(--no-overlap-delivery); shift ;;
     --tesserad-arg) daemon_args+=("$2"); shift 2 ;;
     --out) out=$2; shift 2 ;;
@@ -108,16 +115,18 @@ step, compute = mean("tessera_step_duration_seconds"), mean("tessera_worker_comp
 gap = mean("tessera_step_gap_seconds")
 to_workers = mean("tessera_step_handoff_seconds:to_workers")
 to_controller = mean("tessera_step_handoff_seconds:to_controller")
-# A quantile from a histogram's buckets: the bucket bound at or below which that share of
-# the steps fell.
+# A quantile from a histogram's buckets, interpolated linearly within the bucket that holds
+# it (Prometheus's histogram_quantile).
 def quantile(family, q):
     name = family + "_bucket"
-    bounds = sorted({float(le) for (n, le) in b if n == name and le != "+Inf"})
+    counts = sorted((float(le), d(name, le)) for (n, le) in b if n == name and le != "+Inf")
     n = d(family + "_count")
-    for le in bounds:
-        key = next(k for k in b if k[0] == name and k[1] != "+Inf" and float(k[1]) == le)
-        if n and d(*key) >= n * q:
-            return le
+    lower, below = 0.0, 0.0
+    for le, cumulative in counts:
+        if n and cumulative >= n * q:
+            inside = cumulative - below
+            return lower + (le - lower) * ((n * q - below) / inside if inside else 1.0)
+        lower, below = le, cumulative
     return float("nan")
 median = quantile("tessera_step_gap_seconds", 0.5)
 control_median = quantile("tessera_step_control_seconds", 0.5)
@@ -127,7 +136,7 @@ us = lambda s: f"{s * 1e6:,.0f}"
 steps = d("tessera_step_duration_seconds_count")
 allreduce = d("tessera_allreduce_seconds_sum") / steps if steps else float("nan")
 print(f"{bench.get('generated_tokens_per_s', float('nan')):.1f} {us(step)} {us(compute)} "
-      f"{us(step - compute)} <={us(control_median)} <={us(control_p90)} {us(to_workers)} "
+      f"{us(step - compute)} ~{us(control_median)} ~{us(control_p90)} {us(to_workers)} "
       f"{us(to_controller)} {us(gap)} <={us(median)} "
       f"{us(allreduce)} {int(steps)} "
       f"{bench.get('failed', '-')}")
@@ -135,9 +144,8 @@ PY
 }
 
 rows=()
-for tp in 1 2; do
-  t=$threads
-  [[ $tp == 2 ]] && t=$(( threads / 2 > 0 ? threads / 2 : 1 ))
+for tp in $tp_sizes; do
+  t=$(( threads / tp > 0 ? threads / tp : 1 ))
   log "starting tesserad --tp $tp --threads-per-worker $t on $model"
   "$tesserad" --model "$model" --tp "$tp" --cpu-workers "$tp" --threads-per-worker "$t" \
     --host 127.0.0.1 --http-port "$port_http" --grpc-port "$port_grpc" "${daemon_args[@]}" \
@@ -148,7 +156,7 @@ for tp in 1 2; do
     stop_server
     continue
   fi
-  for c in 1 8 32; do
+  for c in $loads; do
     scrape "$work/before.txt"
     "$tessera" bench --url "http://127.0.0.1:$port_http" --concurrency "$c" --prompt-len 128 \
       --gen-len 64 --seed $((tp * 1000000 + c * 1000)) --json >"$work/bench.json" 2>"$work/bench.err" || true

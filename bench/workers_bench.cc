@@ -5,6 +5,11 @@
 //   workers_bench allreduce [N...]        all-reduce of N floats at TP 2 and 4 (threads of
 //                                         one process): Gloo (TCP) and shared memory
 //   workers_bench load MODEL [TP]         load time and peak RSS per worker
+//   workers_bench wake [BUSY_US...]       this machine's floor for a step's hand-off: two
+//                                         processes over one step channel, the "worker"
+//                                         busy BUSY_US per message while the "controller"
+//                                         sleeps; the round trip beyond BUSY_US, with the
+//                                         worker sleeping or polling (500 us) for the next
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,8 +18,10 @@
 #include <thread>
 #include <vector>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/ipc/shm_channel.h"
 #include "common/ipc/shm_collectives.h"
 #include "controller/workers/worker_group.h"
 #include "gloo/rendezvous/hash_store.h"
@@ -130,6 +137,59 @@ int Load(const std::string& model, int tp) {
   return 0;
 }
 
+// The floor of a step's round trip on this machine, without a model or the serving loop: the
+// controller posts a message and sleeps until the answer; the worker, woken by it, is busy
+// `busy` (the step's compute) and answers, then waits for the next one, sleeping or first
+// polling for `poll`. What the serving loop measures as its control plane is this plus
+// the parsing and scheduling on either side.
+int Wake(const std::vector<int>& busy_us) {
+  using tessera::ipc::Mailbox;
+  using tessera::ipc::ShmChannel;
+  constexpr int kRounds = 2000;
+  for (int poll_us : {0, 500}) {
+    for (int busy : busy_us) {
+      auto channel = ShmChannel::Create(4096);
+      if (!channel.ok()) return 1;
+      ShmChannel& c = **channel;
+      const pid_t child = fork();
+      if (child < 0) return 1;
+      if (child == 0) {
+        auto poll = std::chrono::microseconds(poll_us);
+        for (int i = 0; i < kRounds; ++i) {
+          while (c.Take(Mailbox::kToWorker, [](const char*, size_t) {}) ==
+                 ShmChannel::Taken::kNothing) {
+            c.Wait(Mailbox::kToWorker, std::chrono::seconds(10), poll);
+          }
+          const auto until = Clock::now() + std::chrono::microseconds(busy);
+          while (Clock::now() < until) {
+          }
+          if (!c.Post(Mailbox::kToController, 1, [](char* p) { *p = 1; }).ok()) _exit(1);
+        }
+        _exit(0);
+      }
+      std::vector<double> us;
+      for (int i = 0; i < kRounds; ++i) {
+        const auto t0 = Clock::now();
+        if (!c.Post(Mailbox::kToWorker, 1, [](char* p) { *p = 1; }).ok()) return 1;
+        while (c.Take(Mailbox::kToController, [](const char*, size_t) {}) ==
+               ShmChannel::Taken::kNothing) {
+          c.Wait(Mailbox::kToController, std::chrono::seconds(10));
+        }
+        const double round_trip =
+            std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+        if (i >= 100) us.push_back(round_trip - busy);
+      }
+      int status = 0;
+      waitpid(child, &status, 0);
+      Percentiles(("hand-off beyond " + std::to_string(busy) + " us busy, worker " +
+                   (poll_us > 0 ? "polls" : "sleeps"))
+                      .c_str(),
+                  us);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -141,7 +201,14 @@ int main(int argc, char** argv) {
     for (int i = 2; i < argc; ++i) sizes.push_back(std::strtoull(argv[i], nullptr, 10));
     return AllReduce(sizes);
   }
+  if (mode == "wake") {
+    std::vector<int> busy;
+    for (int i = 2; i < argc; ++i) busy.push_back(std::atoi(argv[i]));
+    if (busy.empty()) busy = {0, 2000, 20000};
+    return Wake(busy);
+  }
   std::fprintf(stderr,
-               "usage: workers_bench control MODEL [TP] | allreduce [N...] | load MODEL [TP]\n");
+               "usage: workers_bench control MODEL [TP] | allreduce [N...] | load MODEL [TP] | "
+               "wake [BUSY_US...]\n");
   return 2;
 }

@@ -58,12 +58,24 @@ struct Slot {
 // (a write blocks while the worker does not read).
 bool WriteToWorker(Slot& slot, const tessera::v1::ControllerMessage& message);
 
+// What a step asks of the workers, as far as its duration goes: a decode step of the same
+// sequences takes about as long as the one before it.
+struct StepShape {
+  int sequences = -1;
+  int64_t tokens = -1;
+  bool operator==(const StepShape&) const = default;
+};
+
 // The step between StartStep and FinishStep.
 struct InFlightStep {
   uint64_t generation = 0;
   uint64_t step_id = 0;
   Clock::time_point handed_off;  // when StartStep began to send it
   std::vector<std::shared_ptr<Slot>> slots;
+  StepShape shape;
+  // How long the last step of this shape took, hand-off to results: the wait for the
+  // results polls around then (see TakeChannelResults).
+  std::optional<Clock::duration> expected;
 };
 
 std::string Mib(uint64_t bytes);
@@ -100,6 +112,9 @@ struct WorkerGroup::Impl final : public tessera::v1::WorkerControl::Service {
   std::mutex step_mu;  // one step at a time: held from StartStep to FinishStep
   std::unique_lock<std::mutex> step_lock;
   std::optional<InFlightStep> in_flight;
+  // The last finished step's shape and round trip (step_mu held).
+  StepShape last_shape;
+  Clock::duration last_round_trip{};
 
   void Log(const std::string& line) {
     if (options.log) options.log(line);
