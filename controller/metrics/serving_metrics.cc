@@ -32,9 +32,9 @@ const std::vector<double> kComputeBuckets = {1e-4,   2.5e-4, 5e-4,  1e-3, 2.5e-3
                                              7.5e-3, 0.01,   0.025, 0.05, 0.1,    0.25,
                                              0.5,    1.0,    2.5,   5.0,  10.0};
 // Fine around the control plane's 100 µs budget, so that its median and p90 are readable.
-const std::vector<double> kGapBuckets = {5e-6,   1e-5, 2e-5,   3e-5, 4e-5, 5e-5,   7.5e-5,
-                                         1e-4,   1.5e-4, 2e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
-                                         5e-3, 1e-2, 0.1,  1.0};
+const std::vector<double> kGapBuckets = {5e-6,   1e-5,   2e-5,   3e-5, 4e-5,   5e-5,
+                                         7.5e-5, 1e-4,   1.5e-4, 2e-4, 2.5e-4, 5e-4,
+                                         1e-3,   2.5e-3, 5e-3,   1e-2, 0.1,    1.0};
 
 // 1, 2, 5, 10, 20, 50, ... up to `max_value` (vLLM's build_1_2_5_buckets).
 std::vector<double> OneTwoFiveBuckets(int64_t max_value) {
