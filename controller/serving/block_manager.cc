@@ -18,8 +18,11 @@ uint64_t Mix(uint64_t x) {
 
 }  // namespace
 
-BlockManager::BlockManager(int n_blocks, int block_size, bool prefix_caching)
-    : block_size_(std::max(block_size, 1)), prefix_caching_(prefix_caching) {
+BlockManager::BlockManager(int n_blocks, int block_size, bool prefix_caching, int lookahead)
+    : block_size_(std::max(block_size, 1)),
+      prefix_caching_(prefix_caching),
+      lookahead_(std::max(lookahead, 0)),
+      identity_(block_size_ + lookahead_) {
   const int n = std::max(n_blocks, 0);
   ref_.assign(n, 0);
   free_.reserve(n);
@@ -31,7 +34,7 @@ BlockManager::BlockManager(int n_blocks, int block_size, bool prefix_caching)
     serial_.assign(n, 0);
     parent_serial_.assign(n, 0);
     parent_.assign(n, kNone);
-    tokens_.assign(static_cast<size_t>(n) * block_size_, 0);
+    tokens_.assign(static_cast<size_t>(n) * identity_, 0);
     salt_.assign(n, std::string());
     lru_prev_.assign(n, kNone);
     lru_next_.assign(n, kNone);
@@ -106,17 +109,20 @@ bool BlockManager::Holds(int32_t b, int32_t parent, absl::Span<const int32_t> to
   if (!cached_[b] || parent_[b] != parent) return false;
   if (parent != kNone && (!cached_[parent] || parent_serial_[b] != serial_[parent])) return false;
   if (parent == kNone && salt_[b] != salt) return false;
-  return std::equal(tokens.begin(), tokens.end(), tokens_.begin() + b * block_size_);
+  return std::equal(tokens.begin(), tokens.end(),
+                    tokens_.begin() + static_cast<size_t>(b) * identity_);
 }
 
 int BlockManager::AcquirePrefix(std::vector<int32_t>& table, absl::Span<const int32_t> tokens,
                                 std::string_view salt, int max_blocks) {
   if (!prefix_caching_ || !table.empty()) return 0;
-  const int limit =
-      std::min<int64_t>(max_blocks, static_cast<int64_t>(tokens.size()) / block_size_);
+  // Blocks whose identity (the block and its look-ahead tokens) the prompt holds.
+  const int limit = std::min<int64_t>(
+      max_blocks,
+      std::max<int64_t>(static_cast<int64_t>(tokens.size()) - lookahead_, 0) / block_size_);
   int32_t parent = kNone;
   for (int i = 0; i < limit; ++i) {
-    absl::Span<const int32_t> block = tokens.subspan(i * block_size_, block_size_);
+    absl::Span<const int32_t> block = IdentityOf(tokens, i);
     auto it = index_.find(KeyOf(parent, block, salt));
     if (it == index_.end() || !Holds(it->second, parent, block, salt)) break;
     const int32_t b = it->second;
@@ -135,18 +141,24 @@ void BlockManager::CacheFullBlocks(const std::vector<int32_t>& table,
                                    int64_t computed_tokens, int* committed) {
   const int64_t full = std::min<int64_t>({computed_tokens, static_cast<int64_t>(tokens.size()),
                                           static_cast<int64_t>(table.size()) * block_size_});
-  const int n_full = static_cast<int>(full / block_size_);
   if (!prefix_caching_) {
-    *committed = std::max(*committed, n_full);
+    *committed = std::max(*committed, static_cast<int>(full / block_size_));
     return;
   }
+  // A block registers once its look-ahead tokens are computed too (under MTP, the step that
+  // computes the next block's first token writes this block's last MTP entry).
+  const int64_t known = std::min<int64_t>(computed_tokens, static_cast<int64_t>(tokens.size()));
+  const int n_full =
+      static_cast<int>(std::min<int64_t>(std::max<int64_t>(known - lookahead_, 0),
+                                         static_cast<int64_t>(table.size()) * block_size_) /
+                       block_size_);
   for (int i = *committed; i < n_full; ++i) {
     const int32_t b = table[i];
     const int32_t parent = i == 0 ? kNone : table[i - 1];
     // Once a block stays private, so do the ones after it (their parent is not cached).
     if (parent != kNone && !cached_[parent]) continue;
     if (cached_[b]) continue;  // a matched block
-    absl::Span<const int32_t> block = tokens.subspan(i * block_size_, block_size_);
+    absl::Span<const int32_t> block = IdentityOf(tokens, i);
     const uint64_t key = KeyOf(parent, block, salt);
     auto [it, inserted] = index_.try_emplace(key, b);
     if (!inserted) {
@@ -167,7 +179,7 @@ void BlockManager::CacheFullBlocks(const std::vector<int32_t>& table,
     serial_[b] = next_serial_++;
     parent_[b] = parent;
     parent_serial_[b] = parent == kNone ? 0 : serial_[parent];
-    std::copy(block.begin(), block.end(), tokens_.begin() + b * block_size_);
+    std::copy(block.begin(), block.end(), tokens_.begin() + static_cast<size_t>(b) * identity_);
     salt_[b] = parent == kNone ? std::string(salt) : std::string();
   }
   *committed = std::max(*committed, n_full);

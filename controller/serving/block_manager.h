@@ -23,6 +23,12 @@
 // is always its own (and a prompt that matches to its very end recomputes its last block,
 // which yields the logits to sample from).
 //
+// With `lookahead` tokens (1 under MTP drafting) a block's identity also covers the tokens
+// after it: the MTP block's cache entry for a block's last position pairs that position's
+// state with the next token, so the block is only what another prompt needs when that token
+// is the same too. Such a block is registered once its look-ahead tokens are computed, and a
+// prompt matches it only when its own tokens there are the same.
+//
 // Blocks no sequence holds stay cached; a reservation takes never-cached free blocks first
 // and only then evicts the least recently released cached block (a released table's last
 // blocks first, so prefixes outlive their tails). The model is fixed for a manager's
@@ -47,10 +53,12 @@ class BlockManager {
  public:
   // `n_blocks` blocks of `block_size` token slots each (both > 0 for a usable cache; a
   // manager with no blocks refuses every reservation). Without `prefix_caching`
-  // AcquirePrefix never matches and CacheFullBlocks registers nothing.
-  BlockManager(int n_blocks, int block_size, bool prefix_caching = false);
+  // AcquirePrefix never matches and CacheFullBlocks registers nothing. `lookahead`: the
+  // tokens after a block that are part of its identity (see the file comment).
+  BlockManager(int n_blocks, int block_size, bool prefix_caching = false, int lookahead = 0);
 
   int block_size() const { return block_size_; }
+  int lookahead() const { return lookahead_; }
   bool prefix_caching() const { return prefix_caching_; }
   int total_blocks() const { return static_cast<int>(ref_.size()); }
   // Blocks some sequence holds.
@@ -108,8 +116,15 @@ class BlockManager {
   void LruPushBack(int32_t b);
   void LruRemove(int32_t b);
 
+  // The tokens a block's identity covers: tokens[i * block_size_, + identity_) for block i.
+  absl::Span<const int32_t> IdentityOf(absl::Span<const int32_t> tokens, int i) const {
+    return tokens.subspan(static_cast<size_t>(i) * block_size_, identity_);
+  }
+
   int block_size_;
   bool prefix_caching_;
+  int lookahead_;
+  int identity_;  // block_size_ + lookahead_
   int used_ = 0;
   std::vector<int32_t> ref_;  // holds per block
   // Never-cached free block ids; allocation pops from the back, so freshly freed blocks are
@@ -122,7 +137,7 @@ class BlockManager {
   std::vector<bool> cached_;
   std::vector<uint64_t> key_, serial_, parent_serial_;
   std::vector<int32_t> parent_;
-  std::vector<int32_t> tokens_;  // block_size per block
+  std::vector<int32_t> tokens_;  // identity_ per block
   std::vector<std::string> salt_;
   uint64_t next_serial_ = 1;
   absl::flat_hash_map<uint64_t, int32_t> index_;  // key -> registered block

@@ -140,7 +140,10 @@ void ServingEngine::EnsureCache() {
   const int n = runner_->n_blocks(), bs = runner_->block_size();
   if (blocks_->total_blocks() == n && blocks_->block_size() == bs) return;
   if (blocks_->used_blocks() > 0) return;  // swapped once the sequences holding blocks end
-  blocks_ = std::make_unique<BlockManager>(n, bs, options_.enable_prefix_caching);
+  // Under MTP drafting a block's last MTP entry pairs it with the next token: that token is
+  // part of what a prompt must share to reuse the block.
+  blocks_ = std::make_unique<BlockManager>(n, bs, options_.enable_prefix_caching,
+                                           options_.speculative == "mtp" ? 1 : 0);
   scheduler_.set_blocks(blocks_.get());
 }
 

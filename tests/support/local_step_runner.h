@@ -28,7 +28,20 @@ class LocalStepRunner : public serving::StepRunner {
     std::lock_guard<std::mutex> l(mu_);
     ++steps_;
     if (step.seqs_size() > max_seqs_in_step_) max_seqs_in_step_ = step.seqs_size();
-    return engine_.Run(step);
+    absl::StatusOr<tessera::v1::StepResult> r = engine_.Run(step);
+    if (r.ok()) {
+      for (const tessera::v1::SequenceResult& q : r->seqs()) {
+        if (q.mtp_drafts_size() > 0)
+          mtp_drafts_.emplace_back(q.mtp_drafts().begin(), q.mtp_drafts().end());
+      }
+    }
+    return r;
+  }
+  // The MTP drafts rank 0 returned since the last call, one list per sequence and step in
+  // the order the steps ran.
+  std::vector<std::vector<int32_t>> TakeMtpDrafts() {
+    std::lock_guard<std::mutex> l(mu_);
+    return std::exchange(mtp_drafts_, {});
   }
   int block_size() const override { return block_size_; }
   int n_blocks() const override { return n_blocks_; }
@@ -60,6 +73,7 @@ class LocalStepRunner : public serving::StepRunner {
   std::atomic<int> steps_{0};
   std::atomic<int> max_seqs_in_step_{0};
   std::atomic<bool> ready_{true};
+  std::vector<std::vector<int32_t>> mtp_drafts_;  // guarded by mu_
   worker::StepEngine engine_;
 };
 

@@ -1,7 +1,8 @@
 // Automatic prefix caching in the block manager and the scheduler, on hand-worked cases:
 // what is shared (full, computed blocks of the same tokens and salt, never a prompt's last
-// token), hold counts, eviction order, reset, the invariant checker, and admission that
-// starts after the cached prefix and gives the matched blocks back when it cannot fit.
+// token; with a look-ahead, the same tokens after the block too), hold counts, eviction order,
+// reset, the invariant checker, and admission that starts after the cached prefix and gives the
+// matched blocks back when it cannot fit.
 #include <memory>
 #include <numeric>
 #include <string>
@@ -248,6 +249,47 @@ void Advance(Scheduler& sched, const StepPlan& plan) {
     sched.CacheComputed(c.seq);
     if (c.sample) c.seq->tokens.push_back(7);
   }
+}
+
+// Under MTP drafting (one look-ahead token) a block is only shared with prompts that also
+// share the token after it, and registers once that token is computed.
+TEST(PrefixCache, ALookAheadTokenIsPartOfABlocksIdentity) {
+  BlockManager b(8, 4, true, /*lookahead=*/1);
+  std::vector<int32_t> a = Computed(b, Range(0, 9));
+  b.Release(a);
+  ASSERT_EQ(b.cached_blocks(), 2);
+  std::vector<int32_t> t;
+  // The same two blocks, another token after them: only the first block is the same.
+  EXPECT_EQ(b.AcquirePrefix(t, Concat(Range(0, 8), {100, 101}), "", 10), 1);
+  b.Release(t);
+  EXPECT_EQ(b.AcquirePrefix(t, Concat(Range(0, 9), {101}), "", 10), 2);
+  b.Release(t);
+  // A prompt that ends with the second block has no token after it to compare.
+  EXPECT_EQ(b.AcquirePrefix(t, Range(0, 8), "", 10), 1);
+  b.Release(t);
+  // Without the look-ahead the token after the blocks does not matter.
+  BlockManager plain(8, 4, true);
+  std::vector<int32_t> p = Computed(plain, Range(0, 9));
+  plain.Release(p);
+  EXPECT_EQ(plain.AcquirePrefix(t, Concat(Range(0, 8), {100, 101}), "", 10), 2);
+  plain.Release(t);
+  EXPECT_TRUE(b.CheckInvariants({}).ok()) << b.CheckInvariants({});
+}
+
+TEST(PrefixCache, ABlockWithALookAheadRegistersOnceTheTokenAfterItIsComputed) {
+  BlockManager b(8, 4, true, /*lookahead=*/1);
+  const std::vector<int32_t> tokens = Range(0, 9);
+  std::vector<int32_t> table;
+  ASSERT_TRUE(b.Reserve(table, 9));
+  int committed = 0;
+  b.CacheFullBlocks(table, tokens, "", 8, &committed);  // the second block, not what follows
+  EXPECT_EQ(committed, 1);
+  EXPECT_EQ(b.cached_blocks(), 1);
+  b.CacheFullBlocks(table, tokens, "", 9, &committed);
+  EXPECT_EQ(committed, 2);
+  EXPECT_EQ(b.cached_blocks(), 2);
+  b.Release(table);
+  EXPECT_TRUE(b.CheckInvariants({}).ok()) << b.CheckInvariants({});
 }
 
 TEST(PrefixCacheScheduler, AdmissionStartsAfterTheCachedPrefixAndCountsIt) {

@@ -626,6 +626,54 @@ TEST(ServingEngine, SpeculativeMtpDecodingEqualsPlainDecoding) {
   }
 }
 
+// --speculative mtp with prefix caching: the MTP block's entry for a block's last position
+// pairs it with the next token, so a prompt that shares two full blocks with an earlier one
+// but differs right after them reuses only the first (its second's last MTP entry holds the
+// earlier prompt's next token), and its drafts are those it gets with nothing cached; a
+// prompt that also shares the next token reuses both.
+TEST(ServingEngine, MtpDraftsAfterAPrefixHitAreTheSequencesOwn) {
+  auto probe = LocalStepRunner::Create(MtpModel(), MtpFastOptions());
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  const int bs = (*probe)->block_size();
+  const std::vector<int32_t> shared = Prompt(2 * bs, 3);
+  auto request = [&](int i, std::vector<int32_t> tail) {
+    GenerateRequest r = Request(i, 1, 10);
+    r.sampling.temperature = 0;  // greedy: drafts and tokens comparable run to run
+    r.prompt_tokens = shared;
+    r.prompt_tokens.insert(r.prompt_tokens.end(), tail.begin(), tail.end());
+    return r;
+  };
+  const GenerateRequest a = request(0, {7, 8, 9, 10, 11});
+  const GenerateRequest b = request(1, {17, 8, 9, 10, 11});  // differs right after the blocks
+  const GenerateRequest c = request(2, {7, 18, 19});         // shares the next token too
+  auto run = [&](bool prefix_caching, const std::vector<GenerateRequest>& before,
+                 const GenerateRequest& r) {
+    auto runner = LocalStepRunner::Create(MtpModel(), MtpFastOptions());
+    EXPECT_TRUE(runner.ok()) << runner.status();
+    EngineOptions o;
+    o.speculative = "mtp";
+    o.num_speculative_tokens = 2;
+    o.enable_prefix_caching = prefix_caching;
+    auto engine = MakeEngine(runner->get(), o, nullptr, MtpModel());
+    for (const GenerateRequest& earlier : before) {
+      EXPECT_TRUE(RunAll(*engine, {earlier})[0].status.ok());
+    }
+    (*runner)->TakeMtpDrafts();
+    const Outcome got = RunAll(*engine, {r})[0];
+    EXPECT_TRUE(got.status.ok()) << got.status;
+    return std::make_pair(got, (*runner)->TakeMtpDrafts());
+  };
+  for (const GenerateRequest* r : {&b, &c}) {
+    SCOPED_TRACE(r->request_id);
+    const auto [alone, alone_drafts] = run(false, {}, *r);
+    const auto [after_a, after_a_drafts] = run(true, {a}, *r);
+    EXPECT_EQ(after_a.usage.cached_tokens, r == &b ? bs : 2 * bs);
+    EXPECT_EQ(after_a.tokens, alone.tokens);
+    ASSERT_FALSE(alone_drafts.empty());
+    EXPECT_EQ(after_a_drafts, alone_drafts);
+  }
+}
+
 TEST(ServingEngine, ChunkedPrefillEqualsUnchunked) {
   GenerateRequest r = Request(3, 150, 8);  // greedy
   ASSERT_EQ(r.sampling.temperature, 0);
