@@ -278,14 +278,7 @@ absl::Status LaunchTiled(const PagedAttentionArgs& a, const LaunchConfig& c, int
 // memory kTiledKeys at a time (positions first: −1 for unused or invisible selections), and
 // each warp runs its heads' online softmax over them in key order; the partial (m, l, acc)
 // goes to the workspace at ((query · heads + head) · kDecodeMaxSplits + split) · (d_v + 2).
-__device__ __forceinline__ int DecodeSplits(int count) {
-  return max(1, min(kDecodeMaxSplits, (count + kDecodeSplitKeys - 1) / kDecodeSplitKeys));
-}
-__device__ __forceinline__ int DecodeSplitLength(int count, int splits) {
-  const int len = (count + splits - 1) / splits;
-  return (len + kTiledKeys - 1) / kTiledKeys * kTiledKeys;
-}
-
+// The splits: DecodeSplits / DecodeSplitLength (launch_config.h).
 template <typename T, int kPerLane>
 __global__ void __launch_bounds__(kTiledWarps* kWarpSize)
     DecodeAttentionKernel(PagedAttentionArgs a, bool values_in_keys, float* partials) {

@@ -140,8 +140,9 @@ __global__ void __launch_bounds__(kGemvWarps* kWarpSize)
 // SortByMember: one block. Counts per bucket (member, or `members` for the rest) in shared
 // memory, an exclusive scan by thread 0, then each choice takes the next slot of its bucket
 // (the order inside a bucket is not fixed: each choice's result does not depend on it).
-__global__ void SortByMemberKernel(const int32_t* ids, int64_t n, int members, int member0,
-                                   int32_t* order, int32_t* offsets) {
+__global__ void __launch_bounds__(kSortThreads)
+    SortByMemberKernel(const int32_t* ids, int64_t n, int members, int member0, int32_t* order,
+                       int32_t* offsets) {
   extern __shared__ int counts[];  // [members + 1], then the cursors [members + 1]
   int* cursor = counts + members + 1;
   for (int b = threadIdx.x; b <= members; b += blockDim.x) counts[b] = 0;

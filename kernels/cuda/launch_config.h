@@ -62,9 +62,11 @@ inline constexpr int kGemvMaxBatch = 64;
 // member once per kGroupedPass of that member's choices.
 inline constexpr int kGroupedPass = 32;
 // SortByMember: one block of this many threads; members + 1 buckets of counts and cursors in
-// shared memory.
+// shared memory, within the 48 KiB a launch gets without opting in to more (2 · 6,144 ints).
 inline constexpr int kSortThreads = 1024;
-inline constexpr int kSortMaxMembers = 8192;
+inline constexpr int kSortMaxMembers = 6143;
+static_assert(2 * (kSortMaxMembers + 1) * sizeof(int) <= 48 * 1024,
+              "SortByMember's buckets must fit the default dynamic shared memory");
 absl::StatusOr<LaunchConfig> GemvLaunch(gguf::GgmlType type, int64_t rows, int64_t cols,
                                         int64_t batch, const DeviceLimits& limits = {});
 
@@ -151,6 +153,22 @@ absl::StatusOr<LaunchConfig> TiledAttentionLaunch(const AttentionShape& shape, b
 inline constexpr int kDecodeHeads = 2 * kTiledWarps;
 inline constexpr int kDecodeSplitKeys = 256;
 inline constexpr int kDecodeMaxSplits = 16;
+// A query of `count` keys: its splits, and the keys of each (the last may hold fewer). On the
+// host and in the kernels alike (the CUDA emulator computes the same splits).
+#if defined(__CUDACC__)
+#define TESSERA_HOST_DEVICE __host__ __device__
+#else
+#define TESSERA_HOST_DEVICE
+#endif
+TESSERA_HOST_DEVICE inline constexpr int DecodeSplits(int count) {
+  const int want = (count + kDecodeSplitKeys - 1) / kDecodeSplitKeys;
+  return want < 1 ? 1 : (want > kDecodeMaxSplits ? kDecodeMaxSplits : want);
+}
+TESSERA_HOST_DEVICE inline constexpr int DecodeSplitLength(int count, int splits) {
+  const int len = (count + splits - 1) / splits;
+  return (len + kTiledKeys - 1) / kTiledKeys * kTiledKeys;
+}
+#undef TESSERA_HOST_DEVICE
 // Workspace floats per (query, head): the splits' (m, l, d_v values).
 inline constexpr int64_t DecodePartialFloats(int d_v) {
   return static_cast<int64_t>(kDecodeMaxSplits) * (d_v + 2);

@@ -2,6 +2,7 @@
 
 #include "kernels/cuda/kernel_checks.h"
 
+#include <algorithm>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -244,6 +245,32 @@ TEST(CudaLaunch, MoeRoutingChecksTheGroups) {
   bad = v3;
   bad.experts = 1024;
   EXPECT_THAT(Message(MoeRoutingLaunch(bad).status()), HasSubstr("1024 experts exceed 512"));
+}
+
+// The decode kernel's key splits (the device and the emulator share these functions): every
+// split below DecodeSplits holds at least one key, the splits tile [0, count) in order, each
+// but the last is a whole number of key tiles, and they depend on the count alone.
+TEST(CudaLaunch, DecodeSplitsTileEveryKeyOnce) {
+  for (int count = 0; count <= 6000; ++count) {
+    const int splits = DecodeSplits(count);
+    ASSERT_GE(splits, 1);
+    ASSERT_LE(splits, kDecodeMaxSplits);
+    ASSERT_EQ(splits,
+              count <= kDecodeSplitKeys ? 1 : std::min(kDecodeMaxSplits, (count + 255) / 256))
+        << count;
+    const int len = DecodeSplitLength(count, splits);
+    ASSERT_EQ(len % kTiledKeys, 0) << count;
+    int covered = 0;
+    for (int s = 0; s < splits; ++s) {
+      const int begin = s * len, end = std::min(count, begin + len);
+      if (count > 0) {
+        ASSERT_LT(begin, end) << "count " << count << " split " << s;
+      }
+      covered += std::max(0, end - begin);
+    }
+    ASSERT_EQ(covered, count);
+    ASSERT_GE(splits * len, count);
+  }
 }
 
 }  // namespace

@@ -118,8 +118,10 @@ void LoadRun(const void* p, DType dtype, int64_t offset, int64_t n, float* out) 
 #define TESSERA_EMU_FAST
 #endif
 
-// Float32 dot product in eight partial sums (as the GPU's lanes split it, and so that the
-// compiler can vectorize it).
+// Float32 dot product in eight partial sums, so that the compiler can vectorize it. Not the
+// kernels' order (their lanes sum elements lane + 32·p, or runs of 8, then reduce across the
+// warp): bit-for-bit claims between two kernels (batch invariance, sorted vs per-choice
+// products) hold here by construction and need a GPU run to be shown on the device.
 TESSERA_EMU_FAST float Dot(const float* a, const float* b, int64_t n) {
   constexpr int kLanes = 8;
   float part[kLanes] = {};
@@ -493,51 +495,111 @@ absl::Status GatherRows(const DeviceMatrix& table, const int32_t* ids, int64_t n
 
 namespace {
 
+// One query's head's online softmax over keys [n_begin, n_end) of its list, in order (the
+// kernels' AttendKey steps), reading sequence `seq`'s block table: m, l and the d_v values
+// into `out` (m, l, acc...).
+void AttendKeys(const PagedAttentionArgs& a, DType dtype, int64_t qi, int seq, int h, int n_begin,
+                int n_end, const float* qv, float* out) {
+  const int kv_len = a.query_kv_len[qi];
+  const int32_t* table = a.block_table + static_cast<int64_t>(seq) * a.max_blocks;
+  const int kv_head =
+      a.group > 0 ? (a.head0 + h) / a.group - a.head0 / a.group : h / (a.heads / a.kv_heads);
+  std::vector<float> key(static_cast<size_t>(a.d_k));
+  float m = -kInf, l = 0.0f;
+  float* acc = out + 2;
+  std::fill(acc, acc + a.d_v, 0.0f);
+  for (int n = n_begin; n < n_end; ++n) {
+    const int pos = a.selected ? a.selected[qi * a.selected_per_query + n] : n;
+    if (pos < 0 || pos >= kv_len) continue;
+    const int64_t block = table[pos / a.block_size];
+    const int slot = pos % a.block_size;
+    const int64_t k0 = block * a.k.block_stride + slot * a.k.token_stride +
+                       static_cast<int64_t>(kv_head) * a.k.head_stride;
+    LoadRun(a.k.base, dtype, k0, a.d_k, key.data());
+    const float s = Dot(qv, key.data(), a.d_k) * a.scale;
+    const float m_new = std::fmax(m, s);
+    const float correction = std::exp(m - m_new);
+    const float p = std::exp(s - m_new);
+    l = l * correction + p;
+    const int64_t v0 = block * a.v.block_stride + slot * a.v.token_stride +
+                       static_cast<int64_t>(kv_head) * a.v.head_stride;
+    for (int d = 0; d < a.d_v; ++d)
+      acc[d] = acc[d] * correction + p * Load(a.v.base, dtype, v0 + d);
+    m = m_new;
+  }
+  out[0] = m;
+  out[1] = l;
+}
+
 // PagedAttention's work, and PagedAttentionTiled's (`tiled`: every query of a tile of
-// kTiledQueries reads the block-table row of the tile's first query, as that kernel does).
-// Each query's online softmax walks its keys in order, as the tiled kernel's warps do.
+// kTiledQueries reads the block-table row of the tile's first query, as that kernel does):
+// each (query, head) walks all its keys at once; a query that saw no key gets zeros.
 void Attend(const PagedAttentionArgs& a, DType dtype, bool tiled) {
-  std::vector<float> qv(static_cast<size_t>(a.d_k)), key(static_cast<size_t>(a.d_k));
-  std::vector<float> acc(static_cast<size_t>(a.d_v));
+  std::vector<float> qv(static_cast<size_t>(a.d_k)), part(static_cast<size_t>(a.d_v) + 2);
   for (int64_t qi = 0; qi < a.queries; ++qi) {
     const int seq = a.query_seq[tiled ? qi / kTiledQueries * kTiledQueries : qi];
-    const int kv_len = a.query_kv_len[qi];
-    const int32_t* table = a.block_table + static_cast<int64_t>(seq) * a.max_blocks;
-    const int count = a.selected ? a.selected_per_query : kv_len;
+    const int count = a.selected ? a.selected_per_query : a.query_kv_len[qi];
     for (int h = 0; h < a.heads; ++h) {
-      const int kv_head =
-          a.group > 0 ? (a.head0 + h) / a.group - a.head0 / a.group : h / (a.heads / a.kv_heads);
-      const int64_t q0 = qi * a.q_token_stride + static_cast<int64_t>(h) * a.d_k;
-      LoadRun(a.q, dtype, q0, a.d_k, qv.data());
-      // The kernel's online softmax (running max m, sum l, output acc), in one sequence.
-      float m = -kInf, l = 0.0f;
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int n = 0; n < count; ++n) {
-        const int pos = a.selected ? a.selected[qi * a.selected_per_query + n] : n;
-        if (pos < 0 || pos >= kv_len) continue;
-        const int64_t block = table[pos / a.block_size];
-        const int slot = pos % a.block_size;
-        const int64_t k0 = block * a.k.block_stride + slot * a.k.token_stride +
-                           static_cast<int64_t>(kv_head) * a.k.head_stride;
-        LoadRun(a.k.base, dtype, k0, a.d_k, key.data());
-        const float s = Dot(qv.data(), key.data(), a.d_k) * a.scale;
-        const float m_new = std::fmax(m, s);
-        const float correction = std::exp(m - m_new);
-        const float p = std::exp(s - m_new);
-        l = l * correction + p;
-        const int64_t v0 = block * a.v.block_stride + slot * a.v.token_stride +
-                           static_cast<int64_t>(kv_head) * a.v.head_stride;
-        for (int d = 0; d < a.d_v; ++d) {
-          acc[d] = acc[d] * correction + p * Load(a.v.base, dtype, v0 + d);
-        }
-        m = m_new;
-      }
-      // The merge: a query that saw no key (m = −inf) gets zeros.
+      LoadRun(a.q, dtype, qi * a.q_token_stride + static_cast<int64_t>(h) * a.d_k, a.d_k,
+              qv.data());
+      AttendKeys(a, dtype, qi, seq, h, 0, count, qv.data(), part.data());
+      const float m = part[0], l = part[1];
       const float total = m != -kInf ? l : 0.0f;
       const float inv = total > 0.0f ? 1.0f / total : 0.0f;
       const int64_t o0 = qi * a.out_token_stride + static_cast<int64_t>(h) * a.d_v;
       for (int d = 0; d < a.d_v; ++d) {
-        Store(a.out, dtype, o0 + d, m != -kInf ? acc[d] * inv : 0.0f);
+        Store(a.out, dtype, o0 + d, m != -kInf ? part[2 + d] * inv : 0.0f);
+      }
+    }
+  }
+}
+
+// PagedAttentionDecode's work as its two kernels split it, through the caller's workspace:
+// passes of `chunk` queries; per (query, head) the keys cut into DecodeSplits splits of
+// DecodeSplitLength keys, each split's partial (m, l, acc) written at ((query · heads + head)
+// · kDecodeMaxSplits + split) · (d_v + 2), then the merge over the splits in order.
+void AttendDecode(const PagedAttentionArgs& all, DType dtype, float* workspace, int64_t chunk) {
+  std::vector<float> qv(static_cast<size_t>(all.d_k));
+  const int64_t stride = all.d_v + 2;
+  for (int64_t q0 = 0; q0 < all.queries; q0 += chunk) {
+    const PagedAttentionArgs a = QueryRange(all, q0, std::min(chunk, all.queries - q0), dtype);
+    for (int64_t qi = 0; qi < a.queries; ++qi) {
+      const int count = a.selected ? a.selected_per_query : a.query_kv_len[qi];
+      const int splits = DecodeSplits(count);
+      const int len = DecodeSplitLength(count, splits);
+      for (int h = 0; h < a.heads; ++h) {
+        LoadRun(a.q, dtype, qi * a.q_token_stride + static_cast<int64_t>(h) * a.d_k, a.d_k,
+                qv.data());
+        float* p = workspace + (qi * a.heads + h) * kDecodeMaxSplits * stride;
+        for (int s = 0; s < splits; ++s) {
+          AttendKeys(a, dtype, qi, a.query_seq[qi], h, s * len, std::min(count, (s + 1) * len),
+                     qv.data(), p + s * stride);
+        }
+      }
+    }
+    // The merge kernel: o = Σ_s acc_s e^{m_s − M} / Σ_s l_s e^{m_s − M}; zeros without a key.
+    for (int64_t qi = 0; qi < a.queries; ++qi) {
+      const int count = a.selected ? a.selected_per_query : a.query_kv_len[qi];
+      const int splits = DecodeSplits(count);
+      for (int h = 0; h < a.heads; ++h) {
+        const float* p = workspace + (qi * a.heads + h) * kDecodeMaxSplits * stride;
+        float big = -kInf;
+        for (int s = 0; s < splits; ++s) big = std::fmax(big, p[s * stride]);
+        float total = 0.0f;
+        if (big != -kInf) {
+          for (int s = 0; s < splits; ++s)
+            total += p[s * stride + 1] * std::exp(p[s * stride] - big);
+        }
+        const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+        const int64_t o0 = qi * a.out_token_stride + static_cast<int64_t>(h) * a.d_v;
+        for (int d = 0; d < a.d_v; ++d) {
+          float o = 0.0f;
+          if (big != -kInf) {
+            for (int s = 0; s < splits; ++s)
+              o += p[s * stride + 2 + d] * std::exp(p[s * stride] - big);
+          }
+          Store(a.out, dtype, o0 + d, o * inv);
+        }
       }
     }
   }
@@ -560,7 +622,7 @@ absl::Status PagedAttentionDecode(const PagedAttentionArgs& a, float* workspace,
   absl::StatusOr<LaunchConfig> c =
       CheckDecodeAttention(a, workspace, workspace_floats, &per_lane, &chunk);
   if (!c.ok()) return c.status();
-  emu::Launch(stream, [=] { Attend(a, dtype, /*tiled=*/false); });
+  emu::Launch(stream, [=] { AttendDecode(a, dtype, workspace, chunk); });
   return absl::OkStatus();
 }
 
