@@ -192,13 +192,17 @@ absl::Status Gemv(const DeviceMatrix& w, const void* x, DType act, int64_t batch
   const auto* wd = static_cast<const uint8_t*>(w.data);
   for (int64_t b0 = 0; b0 < batch; b0 += kGemvMaxBatch) {
     const int nb = static_cast<int>(std::min<int64_t>(kGemvMaxBatch, batch - b0));
-    // Two instances: up to 8 tokens (few accumulators, full occupancy) and up to 64.
+    // Three instances: up to 8 tokens (few accumulators, full occupancy), up to 24, up to 64
+    // (every register of a thread). A token's arithmetic is the same in each.
     TESSERA_DISPATCH_DTYPE(
         act, T, const T* xb = static_cast<const T*>(x) + b0 * w.cols;
         T* yb = static_cast<T*>(y) + b0 * w.rows; TESSERA_DISPATCH_QUANT(
             w.type, kT, return absl::InternalError("cuda gemv: no kernel instance for this type"),
             if (nb <= kGemvSmallBatch) {
               GemvKernel<kT, T, kGemvSmallBatch>
+                  <<<c->grid_x, c->block, 0, stream>>>(wd, w.row_bytes, w.rows, w.cols, xb, nb, yb);
+            } else if (nb <= kGemvMidBatch) {
+              GemvKernel<kT, T, kGemvMidBatch>
                   <<<c->grid_x, c->block, 0, stream>>>(wd, w.row_bytes, w.rows, w.cols, xb, nb, yb);
             } else {
               GemvKernel<kT, T, kGemvMaxBatch>

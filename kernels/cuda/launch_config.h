@@ -53,10 +53,13 @@ absl::StatusOr<LaunchConfig> DequantizeLaunch(gguf::GgmlType type, int64_t n_ele
 // Quantized GEMV y[b][r] = W[r]·x[b] for decode: one warp per weight row, kGemvWarps rows per
 // block, batch handled kGemvMaxBatch tokens per pass (the weights stay quantized and are
 // decoded in registers, once per pass: a decode step of up to 64 sequences reads each weight
-// byte once); batches up to kGemvSmallBatch use an instance with fewer accumulators. x needs
-// cols·batch activations.
+// byte once); smaller batches use instances with fewer accumulators: up to kGemvSmallBatch,
+// up to kGemvMidBatch, else kGemvMaxBatch (ptxas -v, sm_90, no spills: 48-64 registers per
+// thread up to 8 tokens, 119-143 up to 24, 255 up to 64, i.e. 16, 4 and 2 blocks of 128
+// threads per SM). x needs cols·batch activations.
 inline constexpr int kGemvWarps = 4;
 inline constexpr int kGemvSmallBatch = 8;
+inline constexpr int kGemvMidBatch = 24;
 inline constexpr int kGemvMaxBatch = 64;
 // The grouped GEMV over choices sorted by member (SortByMember): a warp decodes its row of a
 // member once per kGroupedPass of that member's choices.

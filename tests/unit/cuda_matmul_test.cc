@@ -312,7 +312,7 @@ TEST_F(CudaMatmul, GroupedGemvAbsorbsPerHeadWithStrides) {
 
 // Decode batches up to kGemvMaxBatch (64) run in one weight pass; larger ones in passes. Each
 // token's result is bit-identical to that token alone (batch invariance) and within the
-// float32 bound of the float64 product, for both kernel instances (≤ 8 and ≤ 64 tokens) and
+// float32 bound of the float64 product, for every kernel instance (≤ 8, ≤ 24 and ≤ 64 tokens) and
 // both inner loops (runs of 8 at 512 columns; one element per lane at 288).
 TEST_F(CudaMatmul, GemvIsBatchInvariantUpTo64AndBeyond) {
   std::mt19937_64 rng(12);
@@ -340,8 +340,8 @@ TEST_F(CudaMatmul, GemvIsBatchInvariantUpTo64AndBeyond) {
         Sync();
         const std::vector<uint8_t> solo = dsolo.Download<uint8_t>(rows * most * esz);
         ExpectProduct(type, w, rows, cols, x, most, act, Decode(solo, act));
-        for (int64_t batch :
-             {int64_t{2}, int64_t{8}, int64_t{9}, int64_t{33}, int64_t{64}, int64_t{65}, most}) {
+        for (int64_t batch : {int64_t{2}, int64_t{8}, int64_t{9}, int64_t{24}, int64_t{25},
+                              int64_t{33}, int64_t{64}, int64_t{65}, most}) {
           DeviceBuffer dy(rows * batch * esz);
           ASSERT_TRUE(Gemv(m, dx.get(), act, batch, dy.get(), nullptr).ok());
           Sync();
