@@ -190,9 +190,12 @@ void WorkerGroup::Impl::PlanCpus(int rank, v1::WorkerSetup* setup) {
   }
   if (threads <= 0) threads = std::max<int>(1, static_cast<int>(cpus.size()) / n);
   setup->set_threads(options.external_workers && options.threads_per_worker <= 0 ? 0 : threads);
-  // A rank polling for its next step holds a CPU; with every CPU so held, the controller
-  // waited about 66 µs for one (TP 2 on 2 vCPUs), three times a futex hand-off.
-  setup->set_poll_for_steps(n < static_cast<int>(cpus.size()));
+  // A rank polling for its next step holds a CPU, yielding it between polls. While the ranks
+  // have a CPU each, polling pays: a rank asleep on an idle vCPU is woken 40-130 µs late
+  // (`workers_bench wake`), and with the controller now sleeping through the step and polling
+  // only around its expected end, TP 2 on 2 vCPUs took its control plane from a median of
+  // 68-158 µs to 38-121 µs (bench/README.md). More ranks than CPUs: no polling.
+  setup->set_poll_for_steps(n <= static_cast<int>(cpus.size()));
 }
 
 }  // namespace tessera::workers
