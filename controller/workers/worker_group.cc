@@ -37,10 +37,9 @@ bool StepStopped(const WorkerGroup::Impl& g, const InFlightStep& f) {
 // 40-130 us after the result is posted (`workers_bench wake`: the idle vCPU must first be
 // scheduled by the hypervisor), where a polling one takes the result in microseconds. A
 // vCPU that is idle costs nothing to poll on; a busy one runs whatever else is runnable
-// first. Margins: a tenth of the expected time, at least kPollMargin, at most kPollWindow
-// of polling in all.
+// first. The margin either side follows how far the recent predictions were off.
 constexpr auto kPollMargin = std::chrono::microseconds(200);
-constexpr auto kPollWindow = std::chrono::microseconds(2000);
+constexpr auto kPollMaxMargin = std::chrono::microseconds(5000);
 
 struct ResultWait {
   Clock::time_point poll_from = Clock::time_point::max();
@@ -50,8 +49,12 @@ struct ResultWait {
 ResultWait ResultWaitOf(const InFlightStep& f) {
   ResultWait w;
   if (!f.expected.has_value()) return w;
-  const Clock::duration margin = std::min<Clock::duration>(
-      std::max<Clock::duration>(*f.expected / 10, kPollMargin), kPollWindow / 2);
+  // Twice how far recent predictions were off, within [kPollMargin, an eighth of the step]
+  // and at most kPollMaxMargin.
+  const Clock::duration most = std::max<Clock::duration>(
+      kPollMargin, std::min<Clock::duration>(*f.expected / 8, kPollMaxMargin));
+  const Clock::duration margin =
+      std::clamp<Clock::duration>(2 * f.expected_error, kPollMargin, most);
   w.poll_from = f.handed_off + *f.expected - margin;
   w.poll_until = f.handed_off + *f.expected + margin;
   return w;
@@ -261,7 +264,10 @@ absl::Status WorkerGroup::StartStep(const v1::StepRequest& step) {
   f.shape.sequences = step.seqs_size();
   f.shape.tokens = 0;
   for (const v1::StepSequence& q : step.seqs()) f.shape.tokens += q.tokens_size();
-  if (f.shape == g.last_shape) f.expected = g.last_round_trip;
+  if (f.shape == g.last_shape) {
+    f.expected = g.last_round_trip;
+    f.expected_error = g.prediction_error;
+  }
   f.handed_off = Clock::now();
   {
     std::lock_guard<std::mutex> lock(g.mu);
@@ -331,6 +337,11 @@ absl::StatusOr<v1::StepResult> WorkerGroup::FinishStep() {
       return absl::UnavailableError(g.failure.empty() ? "the controller is stopping" : g.failure);
     }
     results_in = Clock::now();
+    if (f.expected.has_value()) {
+      const Clock::duration error = results_in - f.handed_off - *f.expected;
+      g.prediction_error +=
+          ((error < Clock::duration::zero() ? -error : error) - g.prediction_error) / 8;
+    }
     g.last_shape = f.shape;
     g.last_round_trip = results_in - f.handed_off;
     for (auto& s : f.slots) results.push_back(std::move(*s->result));

@@ -73,9 +73,11 @@ struct InFlightStep {
   Clock::time_point handed_off;  // when StartStep began to send it
   std::vector<std::shared_ptr<Slot>> slots;
   StepShape shape;
-  // How long the last step of this shape took, hand-off to results: the wait for the
-  // results polls around then (see TakeChannelResults).
+  // How long the last step of this shape took, hand-off to results, and how far such
+  // predictions have been off lately: the wait for the results polls around then (see
+  // TakeChannelResults).
   std::optional<Clock::duration> expected;
+  Clock::duration expected_error{};
 };
 
 std::string Mib(uint64_t bytes);
@@ -115,6 +117,8 @@ struct WorkerGroup::Impl final : public tessera::v1::WorkerControl::Service {
   // The last finished step's shape and round trip (step_mu held).
   StepShape last_shape;
   Clock::duration last_round_trip{};
+  // A moving average of |round trip - expected| over the predicted steps.
+  Clock::duration prediction_error{};
 
   void Log(const std::string& line) {
     if (options.log) options.log(line);
