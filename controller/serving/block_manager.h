@@ -58,7 +58,6 @@ class BlockManager {
   BlockManager(int n_blocks, int block_size, bool prefix_caching = false, int lookahead = 0);
 
   int block_size() const { return block_size_; }
-  int lookahead() const { return lookahead_; }
   bool prefix_caching() const { return prefix_caching_; }
   int total_blocks() const { return static_cast<int>(ref_.size()); }
   // Blocks some sequence holds.

@@ -337,13 +337,14 @@ absl::StatusOr<v1::StepResult> WorkerGroup::FinishStep() {
       return absl::UnavailableError(g.failure.empty() ? "the controller is stopping" : g.failure);
     }
     results_in = Clock::now();
+    const Clock::duration round_trip = results_in - f.handed_off;
     if (f.expected.has_value()) {
-      const Clock::duration error = results_in - f.handed_off - *f.expected;
+      const Clock::duration error = round_trip - *f.expected;
       g.prediction_error +=
           ((error < Clock::duration::zero() ? -error : error) - g.prediction_error) / 8;
     }
     g.last_shape = f.shape;
-    g.last_round_trip = results_in - f.handed_off;
+    g.last_round_trip = round_trip;
     for (auto& s : f.slots) results.push_back(std::move(*s->result));
     on_step = g.events.on_step;  // the event runs without the group's lock
   }

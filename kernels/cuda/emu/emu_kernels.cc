@@ -523,12 +523,35 @@ void AttendKeys(const PagedAttentionArgs& a, DType dtype, int64_t qi, int seq, i
     l = l * correction + p;
     const int64_t v0 = block * a.v.block_stride + slot * a.v.token_stride +
                        static_cast<int64_t>(kv_head) * a.v.head_stride;
-    for (int d = 0; d < a.d_v; ++d)
+    for (int d = 0; d < a.d_v; ++d) {
       acc[d] = acc[d] * correction + p * Load(a.v.base, dtype, v0 + d);
+    }
     m = m_new;
   }
   out[0] = m;
   out[1] = l;
+}
+
+// The merge kernel's output for (query qi, head h) from `splits` partials (m, l, acc...) of
+// `stride` floats each: o = Σ_s acc_s e^{m_s − M} / Σ_s l_s e^{m_s − M}; zeros where no split
+// saw a key. One split gives acc / l.
+void StoreMerged(const PagedAttentionArgs& a, DType dtype, int64_t qi, int h, const float* p,
+                 int splits, int64_t stride) {
+  float big = -kInf;
+  for (int s = 0; s < splits; ++s) big = std::fmax(big, p[s * stride]);
+  float total = 0.0f;
+  if (big != -kInf) {
+    for (int s = 0; s < splits; ++s) total += p[s * stride + 1] * std::exp(p[s * stride] - big);
+  }
+  const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+  const int64_t o0 = qi * a.out_token_stride + static_cast<int64_t>(h) * a.d_v;
+  for (int d = 0; d < a.d_v; ++d) {
+    float o = 0.0f;
+    if (big != -kInf) {
+      for (int s = 0; s < splits; ++s) o += p[s * stride + 2 + d] * std::exp(p[s * stride] - big);
+    }
+    Store(a.out, dtype, o0 + d, o * inv);
+  }
 }
 
 // PagedAttention's work, and PagedAttentionTiled's (`tiled`: every query of a tile of
@@ -543,13 +566,7 @@ void Attend(const PagedAttentionArgs& a, DType dtype, bool tiled) {
       LoadRun(a.q, dtype, qi * a.q_token_stride + static_cast<int64_t>(h) * a.d_k, a.d_k,
               qv.data());
       AttendKeys(a, dtype, qi, seq, h, 0, count, qv.data(), part.data());
-      const float m = part[0], l = part[1];
-      const float total = m != -kInf ? l : 0.0f;
-      const float inv = total > 0.0f ? 1.0f / total : 0.0f;
-      const int64_t o0 = qi * a.out_token_stride + static_cast<int64_t>(h) * a.d_v;
-      for (int d = 0; d < a.d_v; ++d) {
-        Store(a.out, dtype, o0 + d, m != -kInf ? part[2 + d] * inv : 0.0f);
-      }
+      StoreMerged(a, dtype, qi, h, part.data(), 1, a.d_v + 2);
     }
   }
 }
@@ -575,31 +592,7 @@ void AttendDecode(const PagedAttentionArgs& all, DType dtype, float* workspace, 
           AttendKeys(a, dtype, qi, a.query_seq[qi], h, s * len, std::min(count, (s + 1) * len),
                      qv.data(), p + s * stride);
         }
-      }
-    }
-    // The merge kernel: o = Σ_s acc_s e^{m_s − M} / Σ_s l_s e^{m_s − M}; zeros without a key.
-    for (int64_t qi = 0; qi < a.queries; ++qi) {
-      const int count = a.selected ? a.selected_per_query : a.query_kv_len[qi];
-      const int splits = DecodeSplits(count);
-      for (int h = 0; h < a.heads; ++h) {
-        const float* p = workspace + (qi * a.heads + h) * kDecodeMaxSplits * stride;
-        float big = -kInf;
-        for (int s = 0; s < splits; ++s) big = std::fmax(big, p[s * stride]);
-        float total = 0.0f;
-        if (big != -kInf) {
-          for (int s = 0; s < splits; ++s)
-            total += p[s * stride + 1] * std::exp(p[s * stride] - big);
-        }
-        const float inv = total > 0.0f ? 1.0f / total : 0.0f;
-        const int64_t o0 = qi * a.out_token_stride + static_cast<int64_t>(h) * a.d_v;
-        for (int d = 0; d < a.d_v; ++d) {
-          float o = 0.0f;
-          if (big != -kInf) {
-            for (int s = 0; s < splits; ++s)
-              o += p[s * stride + 2 + d] * std::exp(p[s * stride] - big);
-          }
-          Store(a.out, dtype, o0 + d, o * inv);
-        }
+        StoreMerged(a, dtype, qi, h, p, splits, stride);
       }
     }
   }
