@@ -68,6 +68,9 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
+for v in $tp_sizes $loads $threads; do
+  [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "step_overhead_bench.sh: '$v' is not a positive integer (--tp, --concurrency, --threads)" >&2; exit 2; }
+done
 tessera_binaries step_overhead_bench.sh "$build"
 python=/usr/bin/python3
 work=$(mktemp -d "${TMPDIR:-/tmp}/step_overhead_bench.XXXXXX")
