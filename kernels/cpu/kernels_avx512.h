@@ -2,6 +2,7 @@
 // IsaSupported(Isa::kAvx512). Same file rules as kernels_avx2.h.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/int8_gemm_format.h"
@@ -37,24 +38,34 @@ void FloatGemmPanels(const float* w, int64_t ldw, int rows, const float* x, int6
 bool Int8Gemm(const Int8GemmLayout& layout, const Int8Panel* panels, int rows,
               const Int8Activations& a, float* y, int64_t ldy);
 
-// The one-vector integer dot of a weight row of `type` with a Q8_K activation row, `n`
-// elements: the bits of avx2::IntegerDot (two blocks per register); nullptr for types
-// without one (q4_K and q6_K have it).
+// The integer dots of a weight row of `type` with Q8_K activation rows, `n` elements, with
+// the bits of avx2::IntegerDot for every (row, vector): each block's integer sums are formed
+// exactly in int32 and accumulated with the same float operations in the same order.
+// q4_K's use VNNI (vpdpbusd on the unpacked quants, vpdpwssd for the sub-block scales), its
+// block unpacked once for every vector; q6_K's put two blocks in one register, one per
+// 256-bit half.
+//
+// One weight row, one activation row; nullptr for types without one (q4_K and q6_K have it).
 using OneDotFn = float (*)(const void* w, const void* a, int64_t n);
 OneDotFn IntegerDot(gguf::GgmlType type);
-// The same dot for two weight rows against one activation row (block i of both rows per
-// register): out[0], out[1] with the bits IntegerDot gives each row. q4_K only.
+// Two weight rows against one activation row: out[0], out[1]. q4_K only (the two rows'
+// block sums share one reduction).
 using TwoRowDotFn = void (*)(const void* w0, const void* w1, const void* a, int64_t n,
                              float out[2]);
 TwoRowDotFn IntegerDot2(gguf::GgmlType type);
-// The same dot for one weight row against two activation rows (block i against both per
-// register, the weight unpacked once for both): out[0], out[1] with the bits IntegerDot
-// gives each activation row. q4_K and q6_K: a decode step of two rows (two concurrent
-// decodes, or one with a speculative draft to verify). The arithmetic per (block, vector) is
-// that of the one-vector dot, so two vectors still cost about twice one in compute.
+// One weight row against two activation rows: out[0], out[1]. q4_K and q6_K: a decode step
+// of two rows (two concurrent decodes, or one with a speculative draft to verify). q6_K's
+// arithmetic per (block, vector) is that of its one-vector dot, so two vectors cost about
+// twice one in compute; q4_K's unpacks each block once for both.
 using TwoVectorDotFn = void (*)(const void* w, const void* a0, const void* a1, int64_t n,
                                 float out[2]);
 TwoVectorDotFn IntegerDotTwoVectors(gguf::GgmlType type);
+// One weight row against `nb` activation rows (1 ≤ nb ≤ kMaxDotVectors, row b at
+// a + b·stride bytes): out[b]. q4_K only.
+inline constexpr int kMaxDotVectors = 8;
+using ManyDotFn = void (*)(const void* w, const void* a, size_t stride, int nb, int64_t n,
+                           float* out);
+ManyDotFn IntegerDots(gguf::GgmlType type);
 
 // Writes the unsigned quants of one weight row (`cols` elements of a row of `type` blocks)
 // as plain bytes to dst[0, cols). nullptr for types without one.

@@ -44,11 +44,19 @@ int64_t RowsPerTask(int64_t rows, int threads, int64_t max_rows) {
   return std::clamp<int64_t>(rows / want_tasks, 1, max_rows);
 }
 
+// The most vectors one weight-row pass of `type`'s integer dots takes at `isa`: 8 with the
+// AVX-512 VNNI q4_K dots, else 4.
+int MaxDotVectors(gguf::GgmlType type, Isa isa) {
+  return AtLeast(isa, Isa::kAvx512) && avx512::IntegerDots(type) != nullptr ? avx512::kMaxDotVectors
+                                                                            : avx2::kMaxDotVectors;
+}
+
 // The integer dots' vectors per weight-row pass for `type` (calibrated, else the most).
 int DotVectors(gguf::GgmlType type, const MatmulOptions& options) {
   const auto id = static_cast<size_t>(type);
   const int n = id < options.dot_vectors.size() ? options.dot_vectors[id] : 0;
-  return n == 0 ? avx2::kMaxDotVectors : std::clamp(n, 1, avx2::kMaxDotVectors);
+  const int most = MaxDotVectors(type, options.isa);
+  return n == 0 ? most : std::clamp(n, 1, most);
 }
 
 // Integer dots of rows [row_begin, row_end) with activations already quantized: each
@@ -66,11 +74,16 @@ void IntegerDotRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
   const avx512::TwoRowDotFn two = AtLeast(isa, Isa::kAvx512) && (w.cols / quant::kQKK) % 2 == 1
                                       ? avx512::IntegerDot2(w.type)
                                       : nullptr;
-  // Two vectors: both per weight-row pass at AVX-512 width (the same bits; 7-8% faster than
-  // the AVX2 dots of two vectors on Zen 5, no faster for three or four: quant_bench
+  // Two vectors: both per weight-row pass at AVX-512 width (q6_K: the same bits; 7-8% faster
+  // than the AVX2 dots of two vectors on Zen 5, no faster for three or four: quant_bench
   // DecodeInCache).
   const avx512::TwoVectorDotFn pair =
       AtLeast(isa, Isa::kAvx512) ? avx512::IntegerDotTwoVectors(w.type) : nullptr;
+  // One to eight vectors with one VNNI kernel (q4_K), each block unpacked once for all.
+  static_assert(avx512::kMaxDotVectors >= avx2::kMaxDotVectors);
+  const avx512::ManyDotFn many = AtLeast(isa, Isa::kAvx512) ? avx512::IntegerDots(w.type) : nullptr;
+  max_vectors =
+      std::min(max_vectors, many != nullptr ? avx512::kMaxDotVectors : avx2::kMaxDotVectors);
   const int64_t batch = xq.batch;
   const int threads = pool ? pool->size() : 1;
   const int64_t n_rows = row_end - row_begin;
@@ -78,7 +91,7 @@ void IntegerDotRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
   auto task = [&](int64_t t, int) {
     const int64_t r0 = row_begin + t * chunk;
     const int64_t r1 = std::min(row_end, r0 + chunk);
-    float out[avx2::kMaxDotVectors];
+    float out[avx512::kMaxDotVectors];
     for (int64_t b0 = 0; b0 < batch; b0 += max_vectors) {
       const int nb = static_cast<int>(std::min<int64_t>(max_vectors, batch - b0));
       for (int64_t r = r0; r < r1; ++r) {
@@ -91,6 +104,11 @@ void IntegerDotRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
         }
         if (nb == 1 && one != nullptr) {
           y[b0 * ldy + (r - row_begin)] = one(w.data + r * w.row_bytes, xq.row(b0), w.cols);
+          continue;
+        }
+        if (many != nullptr) {
+          many(w.data + r * w.row_bytes, xq.row(b0), xq.row_bytes, nb, w.cols, out);
+          for (int b = 0; b < nb; ++b) y[(b0 + b) * ldy + (r - row_begin)] = out[b];
           continue;
         }
         if (nb == 2 && pair != nullptr) {
@@ -555,16 +573,18 @@ std::string CalibrateMatmul(const QuantMatrix& w, MatmulOptions* options) {
     QuantizedActivations xq;
     QuantizeActivations(ActivationFormat(w.type), x.data(), kVectors, w.cols, &xq);
     const double bytes = static_cast<double>(rows) * w.row_bytes * kVectors;
-    int best = avx2::kMaxDotVectors;
+    const int most = MaxDotVectors(w.type, options->isa);
+    int best = most;
     double best_s = 1e30;
     std::string rates;
-    for (int nb : {avx2::kMaxDotVectors, 2, 1}) {
+    for (int nb : {most, 4, 2, 1}) {
+      if (nb == 4 && most == 4) continue;
       IntegerDotRows(w, 0, rows, xq, y.data(), rows, nullptr, nb, options->isa);  // warm
       const double s = BestSeconds(
           3, [&] { IntegerDotRows(w, 0, rows, xq, y.data(), rows, nullptr, nb, options->isa); });
       absl::StrAppend(&rates, rates.empty() ? "" : ", ", nb, ": ",
                       absl::StrFormat("%.1f", bytes / s / 1e9));
-      // Fewer vectors per pass only when clearly faster (4 is the default).
+      // Fewer vectors per pass only when clearly faster (the most is the default).
       if (s * 1.05 < best_s) {
         best_s = s;
         best = nb;

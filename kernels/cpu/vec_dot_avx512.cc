@@ -59,106 +59,194 @@ __m512i Int16Picker(int j) {
   return _mm512_set1_epi16(static_cast<int16_t>((2 * j) | ((2 * j + 1) << 8)));
 }
 
-// Q4_K: the 8 scales of a block as int16, in both 128-bit lanes of a 256-bit half; the mins
-// each twice (against the 16 bsums).
-__m256i ScalesK4(uint64_t sc) {
-  return _mm256_broadcastsi128_si256(
-      _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc))));
-}
+// Q4_K: the 8 mins of a block as int16, each twice (against the 16 bsums).
 __m256i MinsK4(uint64_t m) {
   const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
   return _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m)), dup));
 }
 
-// Two Q4_K blocks against their Q8_K activation blocks, one pair per 256-bit half: (w0, a0)
-// low, (w1, a1) high (blocks i and i + 1 of one row, or block i of two rows against the same
-// activations); with `two` false the high half is zero. Their integer sums Σ sc·Σ(u·a) and
-// Σ m·Σa.
-[[gnu::always_inline]] inline void SumsQ4_K(const quant::BlockQ4_K& w0, const quant::BlockQ4_K& w1,
-                                            const quant::BlockQ8_K& a0, const quant::BlockQ8_K& a1,
-                                            bool two, int32_t is[2], int32_t ms[2]) {
-  uint64_t sc0, m0, sc1 = 0, m1 = 0;
-  quant::UnpackScalesMinsK4(w0.scales, &sc0, &m0);
-  if (two) quant::UnpackScalesMinsK4(w1.scales, &sc1, &m1);
-  const __m512i sc16 = _mm512_inserti64x4(_mm512_castsi256_si512(ScalesK4(sc0)), ScalesK4(sc1), 1);
-  const __m512i mins16 = _mm512_inserti64x4(_mm512_castsi256_si512(MinsK4(m0)), MinsK4(m1), 1);
+// Q4_K with VNNI. A block is unpacked once for every activation row it meets: its quants
+// as four registers of 64 bytes, register p holding the low nibbles of qs[32p, 32p + 32)
+// then the high ones (elements 64p..64p+63 in order, as the activation's qs), so one
+// vpdpbusd per register and activation row gives 16 int32 lanes of four products each,
+// lanes 0-7 from sub-block 2p and 8-15 from 2p + 1; each lane is at most 4·15·128 = 7680 in
+// magnitude, so its low 16 bits are the value and vpdpwssd against the sub-block scales
+// (int32 lanes whose high 16 bits are zero) adds sc·lane exactly. The block's Σ sc·Σ(u·a) is
+// formed exactly in int32 as the other dots form it, so the float accumulation below gives
+// their bits.
+struct UnpackedQ4_K {
+  __m512i q[4];
+  __m512i sc[4];  // sc[2p] in lanes 0-7, sc[2p + 1] in lanes 8-15
+  __m256i mins;   // each min twice, against the 16 bsums
+  float d, dmin;
+};
+
+[[gnu::always_inline]] inline void UnpackQ4_K(const quant::BlockQ4_K& w, UnpackedQ4_K* u) {
+  uint64_t sc, m;
+  quant::UnpackScalesMinsK4(w.scales, &sc, &m);
+  const __m512i sc32 = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(sc)));
+  const __m512i upper = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   const __m512i mask = _mm512_set1_epi8(0x0F);
-  auto load = [&](const void* p0, const void* p1) { return two ? Two32(p0, p1) : Low32(p0); };
-  __m512i isum = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int p = 0; p < 4; ++p) {
-    const __m512i raw = load(w0.qs + 32 * p, w1.qs + 32 * p);
-    const __m512i lo = _mm512_and_si512(raw, mask);
-    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), mask);
-    const __m512i alo = load(a0.qs + 64 * p, a1.qs + 64 * p);
-    const __m512i ahi = load(a0.qs + 64 * p + 32, a1.qs + 64 * p + 32);
-    const __m512i s_lo = _mm512_shuffle_epi8(sc16, Int16Picker(2 * p));
-    const __m512i s_hi = _mm512_shuffle_epi8(sc16, Int16Picker(2 * p + 1));
-    isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(lo, alo), s_lo));
-    isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(hi, ahi), s_hi));
+    const __m512i raw = _mm512_broadcast_i64x4(Load32(w.qs + 32 * p));
+    // The high 256 bits take the high nibbles.
+    u->q[p] = _mm512_and_si512(_mm512_mask_srli_epi16(raw, 0xFFFF0000u, raw, 4), mask);
+    u->sc[p] = _mm512_permutexvar_epi32(_mm512_add_epi32(upper, _mm512_set1_epi32(2 * p)), sc32);
   }
-  HalfSums(isum, &is[0], &is[1]);
-  HalfSums(_mm512_madd_epi16(load(a0.bsums, a1.bsums), mins16), &ms[0], &ms[1]);
+  u->mins = MinsK4(m);
+  u->d = HalfToFloat(w.d);
+  u->dmin = HalfToFloat(w.dmin);
 }
 
-// acc += block b's part of the dot, the AVX2 dots' float operations.
-[[gnu::always_inline]] inline float AccumulateQ4_K(float acc, const quant::BlockQ4_K& w,
-                                                   const quant::BlockQ8_K& a, int32_t is,
-                                                   int32_t ms) {
-  const float dw = HalfToFloat(w.d), dmin = HalfToFloat(w.dmin);
-  acc = std::fma(dw * a.d, static_cast<float>(is), acc);
-  return std::fma(-(dmin * a.d), static_cast<float>(ms), acc);
+// Σ sc·Σ(u·a) of an unpacked block against an activation block, as 16 int32 lanes.
+[[gnu::always_inline]] inline __m512i IntSumQ4_K(const UnpackedQ4_K& u, const quant::BlockQ8_K& a) {
+  __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; ++p) {
+    const __m512i dot =
+        _mm512_dpbusd_epi32(_mm512_setzero_si512(), u.q[p], _mm512_loadu_si512(a.qs + 64 * p));
+    if (p % 2 == 0) {
+      even = _mm512_dpwssd_epi32(even, dot, u.sc[p]);
+    } else {
+      odd = _mm512_dpwssd_epi32(odd, dot, u.sc[p]);
+    }
+  }
+  return _mm512_add_epi32(even, odd);
 }
 
-float DotQ4_K(const void* wp, const void* ap, int64_t n) {
-  const auto* w = static_cast<const quant::BlockQ4_K*>(wp);
-  const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
-  const int64_t blocks = n / kQKK;
-  float acc = 0.0f;
-  int64_t i = 0;
-  for (; i + 1 < blocks; i += 2) {
-    PrefetchAhead(w + i, 2 * sizeof(quant::BlockQ4_K));
-    int32_t is[2], ms[2];
-    SumsQ4_K(w[i], w[i + 1], a[i], a[i + 1], true, is, ms);
-    acc = AccumulateQ4_K(acc, w[i], a[i], is[0], ms[0]);
-    acc = AccumulateQ4_K(acc, w[i + 1], a[i + 1], is[1], ms[1]);
-  }
-  if (i < blocks) {
-    int32_t is[2], ms[2];
-    SumsQ4_K(w[i], w[i], a[i], a[i], false, is, ms);
-    acc = AccumulateQ4_K(acc, w[i], a[i], is[0], ms[0]);
-  }
-  return acc;
+// Two (block, activation) pairs at once, (u0, a0) and (u1, a1): [is0, is1, ms0, ms1] as
+// floats, is = Σ sc·Σ(u·a) and ms = Σ m·Σa, each summed exactly in int32 and converted once
+// (as static_cast<float> rounds). With `two` false the second pair reads as zeros.
+[[gnu::always_inline]] inline __m128 PairSumsQ4_K(const UnpackedQ4_K& u0, const UnpackedQ4_K& u1,
+                                                  const quant::BlockQ8_K& a0,
+                                                  const quant::BlockQ8_K& a1, bool two) {
+  const __m512i s0 = IntSumQ4_K(u0, a0);
+  const __m512i s1 = two ? IntSumQ4_K(u1, a1) : _mm512_setzero_si512();
+  const __m512i bsums = two ? Two32(a0.bsums, a1.bsums) : Low32(a0.bsums);
+  const __m512i ms =
+      _mm512_madd_epi16(bsums, _mm512_inserti64x4(_mm512_castsi256_si512(u0.mins), u1.mins, 1));
+  // [s0 folded to 8 lanes | s1 folded], then with ms: 4 lanes each of s0, s1, ms0, ms1.
+  const __m512i x = _mm512_add_epi32(_mm512_shuffle_i64x2(s0, s1, _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm512_shuffle_i64x2(s0, s1, _MM_SHUFFLE(3, 2, 3, 2)));
+  __m512i z = _mm512_add_epi32(_mm512_shuffle_i32x4(x, ms, _MM_SHUFFLE(2, 0, 2, 0)),
+                               _mm512_shuffle_i32x4(x, ms, _MM_SHUFFLE(3, 1, 3, 1)));
+  z = _mm512_add_epi32(z, _mm512_shuffle_epi32(z, _MM_PERM_BADC));
+  z = _mm512_add_epi32(z, _mm512_shuffle_epi32(z, _MM_PERM_CDAB));
+  const __m512i lanes = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
+  return _mm_cvtepi32_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(lanes, z)));
 }
 
-// Block i of (w0, a0) and of (w1, a1) per register: two rows against one activation row
-// (a0 = a1; no half idle when a row has an odd number of blocks), or one row against two
-// activation rows (w0 = w1). out[k] has the bits of the one-vector dot of (wk, ak).
-void PairQ4_K(const void* w0p, const void* w1p, const void* a0p, const void* a1p, int64_t n,
-              float out[2]) {
+// acc += a block's part of the dot from its sums: the AVX2 dots' float operations.
+[[gnu::always_inline]] inline float AccumulateQ4_K(float acc, const UnpackedQ4_K& u,
+                                                   const quant::BlockQ8_K& a, float is, float ms) {
+  acc = std::fma(u.d * a.d, is, acc);
+  return std::fma(-(u.dmin * a.d), ms, acc);
+}
+
+// Two rows against one activation row, block i of both per step: out[k] has the bits of the
+// one-vector dot of row k.
+void DotQ4_K2(const void* w0p, const void* w1p, const void* ap, int64_t n, float out[2]) {
   const auto* w0 = static_cast<const quant::BlockQ4_K*>(w0p);
   const auto* w1 = static_cast<const quant::BlockQ4_K*>(w1p);
-  const auto* a0 = static_cast<const quant::BlockQ8_K*>(a0p);
-  const auto* a1 = static_cast<const quant::BlockQ8_K*>(a1p);
+  const auto* a = static_cast<const quant::BlockQ8_K*>(ap);
   float acc0 = 0.0f, acc1 = 0.0f;
   for (int64_t i = 0; i < n / kQKK; ++i) {
     PrefetchAhead(w0 + i, sizeof(quant::BlockQ4_K));
-    if (w1 != w0) PrefetchAhead(w1 + i, sizeof(quant::BlockQ4_K));
-    int32_t is[2], ms[2];
-    SumsQ4_K(w0[i], w1[i], a0[i], a1[i], true, is, ms);
-    acc0 = AccumulateQ4_K(acc0, w0[i], a0[i], is[0], ms[0]);
-    acc1 = AccumulateQ4_K(acc1, w1[i], a1[i], is[1], ms[1]);
+    PrefetchAhead(w1 + i, sizeof(quant::BlockQ4_K));
+    UnpackedQ4_K u0, u1;
+    UnpackQ4_K(w0[i], &u0);
+    UnpackQ4_K(w1[i], &u1);
+    alignas(16) float f[4];
+    _mm_store_ps(f, PairSumsQ4_K(u0, u1, a[i], a[i], true));
+    acc0 = AccumulateQ4_K(acc0, u0, a[i], f[0], f[2]);
+    acc1 = AccumulateQ4_K(acc1, u1, a[i], f[1], f[3]);
   }
   out[0] = acc0;
   out[1] = acc1;
 }
 
-void DotQ4_K2(const void* w0, const void* w1, const void* a, int64_t n, float out[2]) {
-  PairQ4_K(w0, w1, a, a, n, out);
+// One row against V activation rows, two blocks per step, each unpacked once for all of
+// them; the sums are reduced two (block, vector) pairs at a time: vectors v and v + 1 of one
+// block, and for an odd V the last vector's two blocks. Each vector still accumulates block
+// i before block i + 1.
+template <int V>
+void DotsQ4_K(const void* wp, const quant::BlockQ8_K* const* a, int64_t n, float* out) {
+  const auto* w = static_cast<const quant::BlockQ4_K*>(wp);
+  const int64_t blocks = n / kQKK;
+  float acc[V] = {};
+  alignas(16) float f[4];
+  for (int64_t i = 0; i < blocks; i += 2) {
+    PrefetchAhead(w + i, 2 * sizeof(quant::BlockQ4_K));
+    UnpackedQ4_K u0, u1;
+    UnpackQ4_K(w[i], &u0);
+    if (i + 1 == blocks) {  // the last of an odd number of blocks
+#pragma GCC unroll 8
+      for (int v = 0; v < V; v += 2) {
+        const bool two = v + 1 < V;
+        _mm_store_ps(f, PairSumsQ4_K(u0, u0, a[v][i], a[two ? v + 1 : v][i], two));
+        acc[v] = AccumulateQ4_K(acc[v], u0, a[v][i], f[0], f[2]);
+        if (two) acc[v + 1] = AccumulateQ4_K(acc[v + 1], u0, a[v + 1][i], f[1], f[3]);
+      }
+      break;
+    }
+    UnpackQ4_K(w[i + 1], &u1);
+#pragma GCC unroll 8
+    for (int v = 0; v + 1 < V; v += 2) {
+      alignas(16) float g[4];
+      _mm_store_ps(f, PairSumsQ4_K(u0, u0, a[v][i], a[v + 1][i], true));
+      _mm_store_ps(g, PairSumsQ4_K(u1, u1, a[v][i + 1], a[v + 1][i + 1], true));
+      acc[v] = AccumulateQ4_K(acc[v], u0, a[v][i], f[0], f[2]);
+      acc[v] = AccumulateQ4_K(acc[v], u1, a[v][i + 1], g[0], g[2]);
+      acc[v + 1] = AccumulateQ4_K(acc[v + 1], u0, a[v + 1][i], f[1], f[3]);
+      acc[v + 1] = AccumulateQ4_K(acc[v + 1], u1, a[v + 1][i + 1], g[1], g[3]);
+    }
+    if constexpr (V % 2 == 1) {
+      _mm_store_ps(f, PairSumsQ4_K(u0, u1, a[V - 1][i], a[V - 1][i + 1], true));
+      acc[V - 1] = AccumulateQ4_K(acc[V - 1], u0, a[V - 1][i], f[0], f[2]);
+      acc[V - 1] = AccumulateQ4_K(acc[V - 1], u1, a[V - 1][i + 1], f[1], f[3]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) out[v] = acc[v];
+}
+
+float DotQ4_K(const void* w, const void* a, int64_t n) {
+  const quant::BlockQ8_K* const rows[1] = {static_cast<const quant::BlockQ8_K*>(a)};
+  float out;
+  DotsQ4_K<1>(w, rows, n, &out);
+  return out;
+}
+
+void DotsQ4_KMany(const void* w, const void* ap, size_t stride, int nb, int64_t n, float* out) {
+  const quant::BlockQ8_K* a[kMaxDotVectors];
+  for (int v = 0; v < nb; ++v) {
+    a[v] = reinterpret_cast<const quant::BlockQ8_K*>(static_cast<const char*>(ap) + v * stride);
+  }
+  switch (nb) {
+    case 1:
+      return DotsQ4_K<1>(w, a, n, out);
+    case 2:
+      return DotsQ4_K<2>(w, a, n, out);
+    case 3:
+      return DotsQ4_K<3>(w, a, n, out);
+    case 4:
+      return DotsQ4_K<4>(w, a, n, out);
+    case 5:
+      return DotsQ4_K<5>(w, a, n, out);
+    case 6:
+      return DotsQ4_K<6>(w, a, n, out);
+    case 7:
+      return DotsQ4_K<7>(w, a, n, out);
+    default:
+      return DotsQ4_K<8>(w, a, n, out);
+  }
 }
 
 void DotQ4_K_TwoVectors(const void* w, const void* a0, const void* a1, int64_t n, float out[2]) {
-  PairQ4_K(w, w, a0, a1, n, out);
+  const quant::BlockQ8_K* const a[2] = {static_cast<const quant::BlockQ8_K*>(a0),
+                                        static_cast<const quant::BlockQ8_K*>(a1)};
+  DotsQ4_K<2>(w, a, n, out);
 }
 
 // Q6_K: scales 8h..8h+7 of a block as int16 in both 128-bit lanes of a 256-bit half.
@@ -168,7 +256,7 @@ __m256i ScalesQ6(const quant::BlockQ6_K& b, int h) {
 }
 
 // Two Q6_K blocks against their activation blocks, (w0, a0) in the low half and (w1, a1) in
-// the high one, as SumsQ4_K: Σ sc·Σ(q·a), the stored q + 32 corrected by 32·Σ sc·Σa from
+// the high one: Σ sc·Σ(q·a), the stored q + 32 corrected by 32·Σ sc·Σa from
 // the activation's bsums.
 [[gnu::always_inline]] inline void SumsQ6_K(const quant::BlockQ6_K& w0, const quant::BlockQ6_K& w1,
                                             const quant::BlockQ8_K& a0, const quant::BlockQ8_K& a1,
@@ -272,6 +360,10 @@ OneDotFn IntegerDot(gguf::GgmlType type) {
     default:
       return nullptr;
   }
+}
+
+ManyDotFn IntegerDots(gguf::GgmlType type) {
+  return type == gguf::GgmlType::kQ4_K ? DotsQ4_KMany : nullptr;
 }
 
 TwoRowDotFn IntegerDot2(gguf::GgmlType type) {

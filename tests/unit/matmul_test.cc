@@ -2,6 +2,7 @@
 // at awkward sizes, both paths, every instruction-set level the host has, 1–3 threads.
 #include "kernels/cpu/matmul.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <random>
@@ -9,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/quant/blocks.h"
 #include "common/quant/dequantize.h"
 #include "common/quant/type_traits.h"
 #include "gmock/gmock.h"
@@ -238,20 +240,25 @@ TEST(MatmulTest, HotTypesTakeTheIntegerPathWithAvx2) {
   EXPECT_FALSE(HasIntegerKernel(GgmlType::kQ4_K, Isa::kScalar));
 }
 
-// Decode rows share a pass over each weight row (up to four vectors per weight-block decode;
-// from 16 vectors on the int8 GEMM where the type has one),
-// and each row's result must keep the bits it gets alone: batch-invariant serving depends
+// Decode rows share a pass over each weight row (up to four vectors per weight-block decode,
+// eight with q4_K's AVX-512 VNNI dots; from 16 vectors on the int8 GEMM where the type has
+// one), and each row's result must keep the bits it gets alone: batch-invariant serving depends
 // on it. Also for the activations quantized once and shared (MatmulQuantized).
 TEST(MatmulDotsTest, EachVectorGetsTheBitsItGetsAlone) {
   if (!IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "host has no AVX2";
   uint64_t seed = 91;
   for (const quant::QuantTraits& t : quant::SupportedQuantTypes()) {
     if (!HasIntegerKernel(t.type)) continue;
-    // Batches of two to five take the dots (two vectors at AVX-512 width for q4_K and q6_K,
-    // one weight-row pass for both), 19 the int8 GEMM; rows of an even and an odd number of
-    // 256-element blocks.
-    for (const auto& [cols, batch] :
-         {std::pair<int64_t, int64_t>{512, 19}, {512, 2}, {768, 3}, {768, 4}, {1280, 5}}) {
+    // Batches of two to eleven take the dots (q4_K's AVX-512 dots in passes of up to eight
+    // vectors, q6_K's two vectors at AVX-512 width), 19 the int8 GEMM; rows of an even and an
+    // odd number of 256-element blocks.
+    for (const auto& [cols, batch] : {std::pair<int64_t, int64_t>{512, 19},
+                                      {512, 2},
+                                      {768, 3},
+                                      {768, 4},
+                                      {1280, 5},
+                                      {768, 8},
+                                      {1280, 11}}) {
       SCOPED_TRACE(testing::Message() << t.name << " cols " << cols << " batch " << batch);
       const int64_t rows = 5;
       const Problem p = MakeProblem(t.type, rows, cols, batch, seed++);
@@ -447,35 +454,51 @@ TEST(MatmulPackedTest, PackedPanelsGiveTheBitsOfTheDots) {
   EXPECT_EQ(types, 5) << "q4_0, q8_0, q4_K, q5_K and q6_K have the int8 GEMM";
 }
 
-// The AVX-512 one-vector dots (q4_K, q6_K: two blocks per register) give the AVX2 dots'
-// bits, for even and odd block counts and activations at the top of their range.
-TEST(MatmulDotsTest, Avx512OneVectorDotsGiveTheAvx2Bits) {
+// The AVX-512 dots give the AVX2 dots' bits (q4_K: the VNNI dots, one to eight vectors per
+// pass; q6_K: two blocks per register, one or two vectors; q5_K has none and takes the AVX2
+// dots at both levels), for even and odd block counts, every vector count a pass takes, and
+// operands at the top of their range: activations that quantize to ±127 and -128 against
+// q4_K blocks whose quants are all 15 under the largest scales and mins (63), where the VNNI
+// form's 16-bit lanes come closest to their limit.
+TEST(MatmulDotsTest, Avx512DotsGiveTheAvx2Bits) {
   if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "host has no AVX-512";
   uint64_t seed = 211;
   for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
     for (int64_t cols : {256, 512, 768, 1280}) {
-      for (bool extreme : {false, true}) {
-        SCOPED_TRACE(testing::Message() << quant::FindQuantTraits(type)->name << " cols " << cols
-                                        << (extreme ? " extreme" : ""));
-        const int64_t rows = 9;
-        Problem p = MakeProblem(type, rows, cols, 1, seed++);
-        if (extreme) {
-          for (size_t i = 0; i < p.x.size(); ++i) p.x[i] = i % 3 == 0 ? -3.0f : 3.0f;
-        }
-        auto w = QuantMatrix::Make(p.type, rows, cols, p.w, "w");
-        ASSERT_TRUE(w.ok()) << w.status();
-        std::vector<float> wide(rows), narrow(rows);
-        ASSERT_TRUE(Matmul(*w, 0, rows, p.x.data(), 1, wide.data(), rows, nullptr,
-                           MatmulOptions{MatmulPath::kAuto, Isa::kAvx512})
-                        .ok());
-        ASSERT_TRUE(Matmul(*w, 0, rows, p.x.data(), 1, narrow.data(), rows, nullptr,
-                           MatmulOptions{MatmulPath::kAuto, Isa::kAvx2})
-                        .ok());
-        for (int64_t r = 0; r < rows; ++r) {
-          ASSERT_EQ(std::bit_cast<uint32_t>(wide[r]), std::bit_cast<uint32_t>(narrow[r]))
-              << "row " << r << ": " << wide[r] << " vs " << narrow[r];
-          if (!extreme) {
-            ASSERT_NEAR(wide[r], p.want[r], Tolerance(p, 0, r, true));
+      for (int64_t batch : {1, 2, 3, 5, 8}) {
+        for (bool extreme : {false, true}) {
+          SCOPED_TRACE(testing::Message() << quant::FindQuantTraits(type)->name << " cols " << cols
+                                          << " batch " << batch << (extreme ? " extreme" : ""));
+          const int64_t rows = 9;
+          Problem p = MakeProblem(type, rows, cols, batch, seed++);
+          if (extreme) {
+            for (size_t i = 0; i < p.x.size(); ++i) p.x[i] = i % 3 == 0 ? -3.0f : 3.0f;
+            if (type == GgmlType::kQ4_K) {
+              auto* blocks = reinterpret_cast<quant::BlockQ4_K*>(p.w.data());
+              for (int64_t i = 0; i < rows * cols / quant::kQKK; ++i) {
+                std::fill(std::begin(blocks[i].scales), std::end(blocks[i].scales), 0xFF);
+                std::fill(std::begin(blocks[i].qs), std::end(blocks[i].qs), 0xFF);
+              }
+            }
+          }
+          auto w = QuantMatrix::Make(p.type, rows, cols, p.w, "w");
+          ASSERT_TRUE(w.ok()) << w.status();
+          std::vector<float> wide(rows * batch), narrow(rows * batch);
+          ASSERT_TRUE(Matmul(*w, 0, rows, p.x.data(), batch, wide.data(), rows, nullptr,
+                             MatmulOptions{MatmulPath::kDots, Isa::kAvx512})
+                          .ok());
+          ASSERT_TRUE(Matmul(*w, 0, rows, p.x.data(), batch, narrow.data(), rows, nullptr,
+                             MatmulOptions{MatmulPath::kDots, Isa::kAvx2})
+                          .ok());
+          for (int64_t b = 0; b < batch; ++b) {
+            for (int64_t r = 0; r < rows; ++r) {
+              const int64_t i = b * rows + r;
+              ASSERT_EQ(std::bit_cast<uint32_t>(wide[i]), std::bit_cast<uint32_t>(narrow[i]))
+                  << "vector " << b << " row " << r << ": " << wide[i] << " vs " << narrow[i];
+              if (!extreme) {
+                ASSERT_NEAR(wide[i], p.want[i], Tolerance(p, b, r, true));
+              }
+            }
           }
         }
       }
