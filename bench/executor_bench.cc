@@ -9,6 +9,7 @@
 // with /usr/bin/time (this process holds several executors at once).
 //
 //   build/default/bench/executor_bench [--benchmark_filter=...]
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
@@ -163,6 +164,62 @@ void Verify(benchmark::State& state, Model m) {
   }
 }
 
+// The upper bound of speculation on the same steps: drafts that are always right. The
+// trunk's own greedy continuation of a prompt (plain decode steps, in the setup) is fed back
+// as the drafts, K per step, verified as tesserad --speculative verifies them (rows as
+// decodes, the logits of every row, the longest prefix whose argmax matches plus the
+// trunk's next token), so every step keeps K + 1 tokens; K = 0 is plain greedy decode.
+// tokens_per_s over K = 0's is the most a drafter can gain here; acceptance_length counts
+// tokens per step and mismatches the verified tokens that differ from the continuation
+// (0 when verification gives every row the bits of its plain decode step).
+void VerifyAccepted(benchmark::State& state, Model m) {
+  const int k = static_cast<int>(state.range(1));
+  constexpr int kPrompt = 16, kGenerate = 64;
+  auto ex = Make(m, static_cast<int>(state.range(0)));
+  const int vocab = static_cast<int>(ex->hparams().n_vocab);
+  auto argmax = [vocab](const std::vector<float>& logits, size_t row) {
+    const float* r = logits.data() + row * vocab;
+    return static_cast<int32_t>(std::max_element(r, r + vocab) - r);
+  };
+  SequenceInput s;
+  s.block_table.resize(ex->n_blocks());
+  std::iota(s.block_table.begin(), s.block_table.end(), 0);
+  s.tokens = Prompt(kPrompt, vocab);
+  auto prefill = ex->Step({&s, 1});
+  if (!prefill.ok()) return state.SkipWithError(std::string(prefill.status().message()).c_str());
+  std::vector<int32_t> next = {argmax((*prefill)[0], 0)};  // next[i]: the token at kPrompt + i
+  while (next.size() < kGenerate + 5) {
+    s.start_pos = kPrompt + static_cast<int64_t>(next.size()) - 1;
+    s.tokens = {next.back()};
+    auto l = ex->Step({&s, 1});
+    if (!l.ok()) return state.SkipWithError(std::string(l.status().message()).c_str());
+    next.push_back(argmax((*l)[0], 0));
+  }
+  int64_t generated = 0, steps = 0, mismatches = 0;
+  for (auto _ : state) {
+    for (int i = 0; i < kGenerate;) {
+      s.start_pos = kPrompt + i;
+      s.tokens.assign(next.begin() + i, next.begin() + i + k + 1);
+      s.all_logits = k > 0;
+      s.rows_as_decodes = k > 0;
+      auto l = ex->Step({&s, 1});
+      if (!l.ok()) return state.SkipWithError(std::string(l.status().message()).c_str());
+      int kept = 0;
+      while (kept < k && argmax((*l)[0], kept) == next[i + kept + 1]) ++kept;
+      // A rejected draft, or the trunk's own token after all K differing from plain decode's.
+      if (kept < k || argmax((*l)[0], k) != next[i + k + 1]) ++mismatches;
+      i += kept + 1;
+      generated += kept + 1;
+      ++steps;
+    }
+  }
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(static_cast<double>(generated), benchmark::Counter::kIsRate);
+  state.counters["acceptance_length"] =
+      static_cast<double>(generated) / static_cast<double>(std::max<int64_t>(steps, 1));
+  state.counters["mismatches"] = static_cast<double>(mismatches);
+}
+
 // The memory bandwidth a plain copy reaches on this machine, for scale: decode reads every
 // weight once per token.
 void BM_Memcpy(benchmark::State& state) {
@@ -229,6 +286,11 @@ BENCHMARK(BM_ReadBandwidth)
       ->UseRealTime()
 TESSERA_BENCH_MODEL(llama124m_q4_k_m, kLlamaQ4, 512, 128);
 BENCHMARK_CAPTURE(Verify, llama124m_q4_k_m, kLlamaQ4)
+    ->ArgsProduct({{2}, {0, 1, 2, 4}})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(VerifyAccepted, llama124m_q4_k_m, kLlamaQ4)
     ->ArgsProduct({{2}, {0, 1, 2, 4}})
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2)

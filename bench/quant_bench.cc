@@ -308,7 +308,7 @@ void RegisterAll() {
                                  t.type)
         ->ArgsProduct({{static_cast<int>(cpu::Isa::kScalar), static_cast<int>(cpu::Isa::kAvx2),
                         static_cast<int>(cpu::Isa::kAvx512)},
-                       {1, 2, 3, 4, 16}})
+                       {1, 2, 3, 4, 5, 8, 16}})
         ->Unit(benchmark::kMicrosecond);
   }
   for (const quant::QuantTraits& t : quant::SupportedQuantTypes()) {
