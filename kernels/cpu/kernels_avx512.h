@@ -40,28 +40,23 @@ bool Int8Gemm(const Int8GemmLayout& layout, const Int8Panel* panels, int rows,
 
 // The integer dots of a weight row of `type` with Q8_K activation rows, `n` elements, with
 // the bits of avx2::IntegerDot for every (row, vector): each block's integer sums are formed
-// exactly in int32 and accumulated with the same float operations in the same order.
-// q4_K's use VNNI (vpdpbusd on the unpacked quants, vpdpwssd for the sub-block scales), its
-// block unpacked once for every vector; q6_K's put two blocks in one register, one per
-// 256-bit half.
+// exactly in int32 and accumulated with the same float operations in the same order. Two
+// forms: VNNI dots (q4_K and q6_K; vpdpbusd on the unpacked quants, vpdpwssd for the
+// sub-block scales), each block unpacked once for every vector; and q6_K's one-vector dot
+// with two blocks per register, one per 256-bit half.
 //
-// One weight row, one activation row; nullptr for types without one (q4_K and q6_K have it).
+// One weight row, one activation row; nullptr for types without one (q4_K: VNNI, q6_K: two
+// blocks per register, as fast as its VNNI form for one vector on Zen 4).
 using OneDotFn = float (*)(const void* w, const void* a, int64_t n);
 OneDotFn IntegerDot(gguf::GgmlType type);
 // Two weight rows against one activation row: out[0], out[1]. q4_K only (the two rows'
-// block sums share one reduction).
+// block sums share one reduction; rows of an odd number of blocks).
 using TwoRowDotFn = void (*)(const void* w0, const void* w1, const void* a, int64_t n,
                              float out[2]);
 TwoRowDotFn IntegerDot2(gguf::GgmlType type);
-// One weight row against two activation rows: out[0], out[1]. q4_K and q6_K: a decode step
-// of two rows (two concurrent decodes, or one with a speculative draft to verify). q6_K's
-// arithmetic per (block, vector) is that of its one-vector dot, so two vectors cost about
-// twice one in compute; q4_K's unpacks each block once for both.
-using TwoVectorDotFn = void (*)(const void* w, const void* a0, const void* a1, int64_t n,
-                                float out[2]);
-TwoVectorDotFn IntegerDotTwoVectors(gguf::GgmlType type);
 // One weight row against `nb` activation rows (1 ≤ nb ≤ kMaxDotVectors, row b at
-// a + b·stride bytes): out[b]. q4_K only.
+// a + b·stride bytes): out[b]. q4_K and q6_K (VNNI): decode steps of several rows (concurrent
+// decodes, or one with speculative drafts to verify).
 inline constexpr int kMaxDotVectors = 8;
 using ManyDotFn = void (*)(const void* w, const void* a, size_t stride, int nb, int64_t n,
                            float* out);

@@ -45,7 +45,7 @@ int64_t RowsPerTask(int64_t rows, int threads, int64_t max_rows) {
 }
 
 // The most vectors one weight-row pass of `type`'s integer dots takes at `isa`: 8 with the
-// AVX-512 VNNI q4_K dots, else 4.
+// AVX-512 VNNI dots (q4_K, q6_K), else 4.
 int MaxDotVectors(gguf::GgmlType type, Isa isa) {
   return AtLeast(isa, Isa::kAvx512) && avx512::IntegerDots(type) != nullptr ? avx512::kMaxDotVectors
                                                                             : avx2::kMaxDotVectors;
@@ -74,12 +74,10 @@ void IntegerDotRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
   const avx512::TwoRowDotFn two = AtLeast(isa, Isa::kAvx512) && (w.cols / quant::kQKK) % 2 == 1
                                       ? avx512::IntegerDot2(w.type)
                                       : nullptr;
-  // Two vectors: both per weight-row pass at AVX-512 width (q6_K: the same bits; 7-8% faster
-  // than the AVX2 dots of two vectors on Zen 5, no faster for three or four: quant_bench
+  // One to eight vectors with one VNNI kernel (q4_K, q6_K), each block unpacked once for all
+  // (the same bits; on Zen 4 from two vectors on faster than the AVX2 dots, and than the
+  // earlier AVX-512 two-vector dots, which were slower than AVX2 there: quant_bench
   // DecodeInCache).
-  const avx512::TwoVectorDotFn pair =
-      AtLeast(isa, Isa::kAvx512) ? avx512::IntegerDotTwoVectors(w.type) : nullptr;
-  // One to eight vectors with one VNNI kernel (q4_K), each block unpacked once for all.
   static_assert(avx512::kMaxDotVectors >= avx2::kMaxDotVectors);
   const avx512::ManyDotFn many = AtLeast(isa, Isa::kAvx512) ? avx512::IntegerDots(w.type) : nullptr;
   max_vectors =
@@ -109,12 +107,6 @@ void IntegerDotRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
         if (many != nullptr) {
           many(w.data + r * w.row_bytes, xq.row(b0), xq.row_bytes, nb, w.cols, out);
           for (int b = 0; b < nb; ++b) y[(b0 + b) * ldy + (r - row_begin)] = out[b];
-          continue;
-        }
-        if (nb == 2 && pair != nullptr) {
-          pair(w.data + r * w.row_bytes, xq.row(b0), xq.row(b0 + 1), w.cols, out);
-          y[b0 * ldy + (r - row_begin)] = out[0];
-          y[(b0 + 1) * ldy + (r - row_begin)] = out[1];
           continue;
         }
         dots(w.data + r * w.row_bytes, xq.row(b0), xq.row_bytes, nb, w.cols, out);

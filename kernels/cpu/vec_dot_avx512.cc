@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/quant/blocks.h"
 #include "kernels/cpu/kernels_avx512.h"
@@ -65,42 +66,73 @@ __m256i MinsK4(uint64_t m) {
   return _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m)), dup));
 }
 
-// Q4_K with VNNI. A block is unpacked once for every activation row it meets: its quants
-// as four registers of 64 bytes, register p holding the low nibbles of qs[32p, 32p + 32)
-// then the high ones (elements 64p..64p+63 in order, as the activation's qs), so one
-// vpdpbusd per register and activation row gives 16 int32 lanes of four products each,
-// lanes 0-7 from sub-block 2p and 8-15 from 2p + 1; each lane is at most 4·15·128 = 7680 in
-// magnitude, so its low 16 bits are the value and vpdpwssd against the sub-block scales
-// (int32 lanes whose high 16 bits are zero) adds sc·lane exactly. The block's Σ sc·Σ(u·a) is
-// formed exactly in int32 as the other dots form it, so the float accumulation below gives
-// their bits.
-struct UnpackedQ4_K {
+// The VNNI dots of q4_K and q6_K. A block is unpacked once for every activation row it
+// meets: its quants as four registers of 64 unsigned bytes in element order (register p
+// holds elements 64p..64p+63, as the activation's qs), and its scales as four registers of
+// int32 lanes, lane l of register p holding the scale of elements 64p + 4l..64p + 4l + 3 in
+// its low 16 bits and zero in its high 16. Per activation row and register, one vpdpbusd
+// gives 16 lanes of four products each, at most 4·63·128 = 32,256 in magnitude (4·15·128
+// for q4_K), so a lane's low 16 bits are its value, and one vpdpwssd against the scales adds
+// scale·lane exactly. A block's integer sums are thus formed exactly in int32, as the AVX2
+// dots and the int8 GEMM form them, and the float accumulation below is theirs: every
+// (row, vector) gets their bits.
+struct UnpackedK {
   __m512i q[4];
-  __m512i sc[4];  // sc[2p] in lanes 0-7, sc[2p + 1] in lanes 8-15
-  __m256i mins;   // each min twice, against the 16 bsums
-  float d, dmin;
+  __m512i sc[4];
+  __m256i side;  // int16 against the activation's 16 bsums: q4_K's mins (each twice), q6_K's scales
+  float d, dmin;  // dmin: q4_K only
 };
 
-[[gnu::always_inline]] inline void UnpackQ4_K(const quant::BlockQ4_K& w, UnpackedQ4_K* u) {
+[[gnu::always_inline]] inline void Unpack(const quant::BlockQ4_K& w, UnpackedK* u) {
   uint64_t sc, m;
   quant::UnpackScalesMinsK4(w.scales, &sc, &m);
   const __m512i sc32 = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(sc)));
+  // Register p: sub-blocks 2p (lanes 0-7) and 2p + 1 (lanes 8-15).
   const __m512i upper = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   const __m512i mask = _mm512_set1_epi8(0x0F);
 #pragma GCC unroll 4
   for (int p = 0; p < 4; ++p) {
+    // The low nibbles of qs[32p, 32p + 32) are elements 64p..64p+31, the high ones the next
+    // 32: the high 256 bits take the high nibbles.
     const __m512i raw = _mm512_broadcast_i64x4(Load32(w.qs + 32 * p));
-    // The high 256 bits take the high nibbles.
     u->q[p] = _mm512_and_si512(_mm512_mask_srli_epi16(raw, 0xFFFF0000u, raw, 4), mask);
     u->sc[p] = _mm512_permutexvar_epi32(_mm512_add_epi32(upper, _mm512_set1_epi32(2 * p)), sc32);
   }
-  u->mins = MinsK4(m);
+  u->side = MinsK4(m);
   u->d = HalfToFloat(w.d);
   u->dmin = HalfToFloat(w.dmin);
 }
 
-// Σ sc·Σ(u·a) of an unpacked block against an activation block, as 16 int32 lanes.
-[[gnu::always_inline]] inline __m512i IntSumQ4_K(const UnpackedQ4_K& u, const quant::BlockQ8_K& a) {
+[[gnu::always_inline]] inline void Unpack(const quant::BlockQ6_K& w, UnpackedK* u) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    // Elements 128h + l and 128h + 32 + l take the low nibbles of ql[64h + l] and
+    // ql[64h + 32 + l] with bits 0-1 and 2-3 of qh[32h + l]; elements 128h + 64 + l and
+    // 128h + 96 + l the high nibbles with bits 4-5 and 6-7.
+    const __m512i lo = _mm512_loadu_si512(w.ql + 64 * h);
+    const __m512i c = _mm512_broadcast_i64x4(Load32(w.qh + 32 * h));
+    const __m512i c2 = _mm512_mask_srli_epi16(c, 0xFFFF0000u, c, 2);  // high half: qh >> 2
+    u->q[2 * h] =
+        _mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_and_si512(_mm512_slli_epi16(c2, 4), top));
+    u->q[2 * h + 1] =
+        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo, 4), m4), _mm512_and_si512(c2, top));
+  }
+  const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales));
+  const __m512i sc32 = _mm512_and_si512(_mm512_cvtepi8_epi32(sc8), _mm512_set1_epi32(0xFFFF));
+  // Register p: the scales of its four 16-element sub-blocks, four lanes each.
+  const __m512i quad = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; ++p) {
+    u->sc[p] = _mm512_permutexvar_epi32(_mm512_add_epi32(quad, _mm512_set1_epi32(4 * p)), sc32);
+  }
+  u->side = _mm256_cvtepi8_epi16(sc8);
+  u->d = HalfToFloat(w.d);
+  u->dmin = 0.0f;
+}
+
+// Σ scale·Σ(q·a) of an unpacked block against an activation block, as 16 int32 lanes.
+[[gnu::always_inline]] inline __m512i IntSum(const UnpackedK& u, const quant::BlockQ8_K& a) {
   __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int p = 0; p < 4; ++p) {
@@ -115,37 +147,55 @@ struct UnpackedQ4_K {
   return _mm512_add_epi32(even, odd);
 }
 
-// Two (block, activation) pairs at once, (u0, a0) and (u1, a1): [is0, is1, ms0, ms1] as
-// floats, is = Σ sc·Σ(u·a) and ms = Σ m·Σa, each summed exactly in int32 and converted once
-// (as static_cast<float> rounds). With `two` false the second pair reads as zeros.
-[[gnu::always_inline]] inline __m128 PairSumsQ4_K(const UnpackedQ4_K& u0, const UnpackedQ4_K& u1,
-                                                  const quant::BlockQ8_K& a0,
-                                                  const quant::BlockQ8_K& a1, bool two) {
-  const __m512i s0 = IntSumQ4_K(u0, a0);
-  const __m512i s1 = two ? IntSumQ4_K(u1, a1) : _mm512_setzero_si512();
+// Two (block, activation) pairs at once, (u0, a0) and (u1, a1): [x0, x1, y0, y1] with
+// x = Σ scale·Σ(q·a) and y = Σ side·bsums, each summed exactly in int32. With `two` false the
+// second pair reads as zeros.
+[[gnu::always_inline]] inline __m128i PairSums(const UnpackedK& u0, const UnpackedK& u1,
+                                               const quant::BlockQ8_K& a0,
+                                               const quant::BlockQ8_K& a1, bool two) {
+  const __m512i s0 = IntSum(u0, a0);
+  const __m512i s1 = two ? IntSum(u1, a1) : _mm512_setzero_si512();
   const __m512i bsums = two ? Two32(a0.bsums, a1.bsums) : Low32(a0.bsums);
-  const __m512i ms =
-      _mm512_madd_epi16(bsums, _mm512_inserti64x4(_mm512_castsi256_si512(u0.mins), u1.mins, 1));
-  // [s0 folded to 8 lanes | s1 folded], then with ms: 4 lanes each of s0, s1, ms0, ms1.
+  const __m512i y =
+      _mm512_madd_epi16(bsums, _mm512_inserti64x4(_mm512_castsi256_si512(u0.side), u1.side, 1));
+  // [s0 folded to 8 lanes | s1 folded], then with y: 4 lanes each of s0, s1, y0, y1.
   const __m512i x = _mm512_add_epi32(_mm512_shuffle_i64x2(s0, s1, _MM_SHUFFLE(1, 0, 1, 0)),
                                      _mm512_shuffle_i64x2(s0, s1, _MM_SHUFFLE(3, 2, 3, 2)));
-  __m512i z = _mm512_add_epi32(_mm512_shuffle_i32x4(x, ms, _MM_SHUFFLE(2, 0, 2, 0)),
-                               _mm512_shuffle_i32x4(x, ms, _MM_SHUFFLE(3, 1, 3, 1)));
+  __m512i z = _mm512_add_epi32(_mm512_shuffle_i32x4(x, y, _MM_SHUFFLE(2, 0, 2, 0)),
+                               _mm512_shuffle_i32x4(x, y, _MM_SHUFFLE(3, 1, 3, 1)));
   z = _mm512_add_epi32(z, _mm512_shuffle_epi32(z, _MM_PERM_BADC));
   z = _mm512_add_epi32(z, _mm512_shuffle_epi32(z, _MM_PERM_CDAB));
   const __m512i lanes = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
-  return _mm_cvtepi32_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(lanes, z)));
+  return _mm512_castsi512_si128(_mm512_permutexvar_epi32(lanes, z));
 }
 
-// acc += a block's part of the dot from its sums: the AVX2 dots' float operations.
-[[gnu::always_inline]] inline float AccumulateQ4_K(float acc, const UnpackedQ4_K& u,
-                                                   const quant::BlockQ8_K& a, float is, float ms) {
-  acc = std::fma(u.d * a.d, is, acc);
-  return std::fma(-(u.dmin * a.d), ms, acc);
+// *acc0 += block (u0, a0)'s part of the dot, then (with acc1) *acc1 += (u1, a1)'s, from
+// PairSums: the AVX2 dots' float operations. q4_K: d·d_a·x − dmin·d_a·y; q6_K: its quants
+// are stored + 32, so x − 32·y (exact in int32) times d·d_a. acc0 and acc1 may be the same.
+template <class Block>
+[[gnu::always_inline]] inline void AccumulatePair(__m128i sums, const UnpackedK& u0,
+                                                  const quant::BlockQ8_K& a0, float* acc0,
+                                                  const UnpackedK& u1, const quant::BlockQ8_K& a1,
+                                                  float* acc1) {
+  alignas(16) float f[4];
+  if constexpr (std::is_same_v<Block, quant::BlockQ4_K>) {
+    _mm_store_ps(f, _mm_cvtepi32_ps(sums));
+    *acc0 = std::fma(u0.d * a0.d, f[0], *acc0);
+    *acc0 = std::fma(-(u0.dmin * a0.d), f[2], *acc0);
+    if (acc1 != nullptr) {
+      *acc1 = std::fma(u1.d * a1.d, f[1], *acc1);
+      *acc1 = std::fma(-(u1.dmin * a1.d), f[3], *acc1);
+    }
+  } else {
+    const __m128i is = _mm_sub_epi32(sums, _mm_slli_epi32(_mm_unpackhi_epi64(sums, sums), 5));
+    _mm_store_ps(f, _mm_cvtepi32_ps(is));
+    *acc0 = std::fma(u0.d * a0.d, f[0], *acc0);
+    if (acc1 != nullptr) *acc1 = std::fma(u1.d * a1.d, f[1], *acc1);
+  }
 }
 
-// Two rows against one activation row, block i of both per step: out[k] has the bits of the
-// one-vector dot of row k.
+// Two q4_K rows against one activation row, block i of both per step: out[k] has the bits
+// of the one-vector dot of row k.
 void DotQ4_K2(const void* w0p, const void* w1p, const void* ap, int64_t n, float out[2]) {
   const auto* w0 = static_cast<const quant::BlockQ4_K*>(w0p);
   const auto* w1 = static_cast<const quant::BlockQ4_K*>(w1p);
@@ -154,13 +204,11 @@ void DotQ4_K2(const void* w0p, const void* w1p, const void* ap, int64_t n, float
   for (int64_t i = 0; i < n / kQKK; ++i) {
     PrefetchAhead(w0 + i, sizeof(quant::BlockQ4_K));
     PrefetchAhead(w1 + i, sizeof(quant::BlockQ4_K));
-    UnpackedQ4_K u0, u1;
-    UnpackQ4_K(w0[i], &u0);
-    UnpackQ4_K(w1[i], &u1);
-    alignas(16) float f[4];
-    _mm_store_ps(f, PairSumsQ4_K(u0, u1, a[i], a[i], true));
-    acc0 = AccumulateQ4_K(acc0, u0, a[i], f[0], f[2]);
-    acc1 = AccumulateQ4_K(acc1, u1, a[i], f[1], f[3]);
+    UnpackedK u0, u1;
+    Unpack(w0[i], &u0);
+    Unpack(w1[i], &u1);
+    AccumulatePair<quant::BlockQ4_K>(PairSums(u0, u1, a[i], a[i], true), u0, a[i], &acc0, u1, a[i],
+                                     &acc1);
   }
   out[0] = acc0;
   out[1] = acc1;
@@ -170,83 +218,74 @@ void DotQ4_K2(const void* w0p, const void* w1p, const void* ap, int64_t n, float
 // them; the sums are reduced two (block, vector) pairs at a time: vectors v and v + 1 of one
 // block, and for an odd V the last vector's two blocks. Each vector still accumulates block
 // i before block i + 1.
-template <int V>
-void DotsQ4_K(const void* wp, const quant::BlockQ8_K* const* a, int64_t n, float* out) {
-  const auto* w = static_cast<const quant::BlockQ4_K*>(wp);
+template <class Block, int V>
+void DotsK(const void* wp, const quant::BlockQ8_K* const* a, int64_t n, float* out) {
+  const auto* w = static_cast<const Block*>(wp);
   const int64_t blocks = n / kQKK;
   float acc[V] = {};
-  alignas(16) float f[4];
   for (int64_t i = 0; i < blocks; i += 2) {
-    PrefetchAhead(w + i, 2 * sizeof(quant::BlockQ4_K));
-    UnpackedQ4_K u0, u1;
-    UnpackQ4_K(w[i], &u0);
+    PrefetchAhead(w + i, 2 * sizeof(Block));
+    UnpackedK u0, u1;
+    Unpack(w[i], &u0);
     if (i + 1 == blocks) {  // the last of an odd number of blocks
 #pragma GCC unroll 8
       for (int v = 0; v < V; v += 2) {
         const bool two = v + 1 < V;
-        _mm_store_ps(f, PairSumsQ4_K(u0, u0, a[v][i], a[two ? v + 1 : v][i], two));
-        acc[v] = AccumulateQ4_K(acc[v], u0, a[v][i], f[0], f[2]);
-        if (two) acc[v + 1] = AccumulateQ4_K(acc[v + 1], u0, a[v + 1][i], f[1], f[3]);
+        const quant::BlockQ8_K& a1 = a[two ? v + 1 : v][i];
+        AccumulatePair<Block>(PairSums(u0, u0, a[v][i], a1, two), u0, a[v][i], &acc[v], u0, a1,
+                              two ? &acc[v + 1] : nullptr);
       }
       break;
     }
-    UnpackQ4_K(w[i + 1], &u1);
+    Unpack(w[i + 1], &u1);
 #pragma GCC unroll 8
     for (int v = 0; v + 1 < V; v += 2) {
-      alignas(16) float g[4];
-      _mm_store_ps(f, PairSumsQ4_K(u0, u0, a[v][i], a[v + 1][i], true));
-      _mm_store_ps(g, PairSumsQ4_K(u1, u1, a[v][i + 1], a[v + 1][i + 1], true));
-      acc[v] = AccumulateQ4_K(acc[v], u0, a[v][i], f[0], f[2]);
-      acc[v] = AccumulateQ4_K(acc[v], u1, a[v][i + 1], g[0], g[2]);
-      acc[v + 1] = AccumulateQ4_K(acc[v + 1], u0, a[v + 1][i], f[1], f[3]);
-      acc[v + 1] = AccumulateQ4_K(acc[v + 1], u1, a[v + 1][i + 1], g[1], g[3]);
+      const __m128i s = PairSums(u0, u0, a[v][i], a[v + 1][i], true);
+      const __m128i t = PairSums(u1, u1, a[v][i + 1], a[v + 1][i + 1], true);
+      AccumulatePair<Block>(s, u0, a[v][i], &acc[v], u0, a[v + 1][i], &acc[v + 1]);
+      AccumulatePair<Block>(t, u1, a[v][i + 1], &acc[v], u1, a[v + 1][i + 1], &acc[v + 1]);
     }
     if constexpr (V % 2 == 1) {
-      _mm_store_ps(f, PairSumsQ4_K(u0, u1, a[V - 1][i], a[V - 1][i + 1], true));
-      acc[V - 1] = AccumulateQ4_K(acc[V - 1], u0, a[V - 1][i], f[0], f[2]);
-      acc[V - 1] = AccumulateQ4_K(acc[V - 1], u1, a[V - 1][i + 1], f[1], f[3]);
+      AccumulatePair<Block>(PairSums(u0, u1, a[V - 1][i], a[V - 1][i + 1], true), u0, a[V - 1][i],
+                            &acc[V - 1], u1, a[V - 1][i + 1], &acc[V - 1]);
     }
   }
 #pragma GCC unroll 8
   for (int v = 0; v < V; ++v) out[v] = acc[v];
 }
 
-float DotQ4_K(const void* w, const void* a, int64_t n) {
+template <class Block>
+float DotK(const void* w, const void* a, int64_t n) {
   const quant::BlockQ8_K* const rows[1] = {static_cast<const quant::BlockQ8_K*>(a)};
   float out;
-  DotsQ4_K<1>(w, rows, n, &out);
+  DotsK<Block, 1>(w, rows, n, &out);
   return out;
 }
 
-void DotsQ4_KMany(const void* w, const void* ap, size_t stride, int nb, int64_t n, float* out) {
+template <class Block>
+void DotsKMany(const void* w, const void* ap, size_t stride, int nb, int64_t n, float* out) {
   const quant::BlockQ8_K* a[kMaxDotVectors];
   for (int v = 0; v < nb; ++v) {
     a[v] = reinterpret_cast<const quant::BlockQ8_K*>(static_cast<const char*>(ap) + v * stride);
   }
   switch (nb) {
     case 1:
-      return DotsQ4_K<1>(w, a, n, out);
+      return DotsK<Block, 1>(w, a, n, out);
     case 2:
-      return DotsQ4_K<2>(w, a, n, out);
+      return DotsK<Block, 2>(w, a, n, out);
     case 3:
-      return DotsQ4_K<3>(w, a, n, out);
+      return DotsK<Block, 3>(w, a, n, out);
     case 4:
-      return DotsQ4_K<4>(w, a, n, out);
+      return DotsK<Block, 4>(w, a, n, out);
     case 5:
-      return DotsQ4_K<5>(w, a, n, out);
+      return DotsK<Block, 5>(w, a, n, out);
     case 6:
-      return DotsQ4_K<6>(w, a, n, out);
+      return DotsK<Block, 6>(w, a, n, out);
     case 7:
-      return DotsQ4_K<7>(w, a, n, out);
+      return DotsK<Block, 7>(w, a, n, out);
     default:
-      return DotsQ4_K<8>(w, a, n, out);
+      return DotsK<Block, 8>(w, a, n, out);
   }
-}
-
-void DotQ4_K_TwoVectors(const void* w, const void* a0, const void* a1, int64_t n, float out[2]) {
-  const quant::BlockQ8_K* const a[2] = {static_cast<const quant::BlockQ8_K*>(a0),
-                                        static_cast<const quant::BlockQ8_K*>(a1)};
-  DotsQ4_K<2>(w, a, n, out);
 }
 
 // Q6_K: scales 8h..8h+7 of a block as int16 in both 128-bit lanes of a 256-bit half.
@@ -321,49 +360,28 @@ float DotQ6_K(const void* wp, const void* ap, int64_t n) {
   return acc;
 }
 
-void DotQ6_K_TwoVectors(const void* wp, const void* a0p, const void* a1p, int64_t n, float out[2]) {
-  const auto* w = static_cast<const quant::BlockQ6_K*>(wp);
-  const auto* a0 = static_cast<const quant::BlockQ8_K*>(a0p);
-  const auto* a1 = static_cast<const quant::BlockQ8_K*>(a1p);
-  float acc0 = 0.0f, acc1 = 0.0f;
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    PrefetchAhead(w + i, sizeof(quant::BlockQ6_K));
-    int32_t is[2];
-    SumsQ6_K(w[i], w[i], a0[i], a1[i], true, is);
-    const float dw = HalfToFloat(w[i].d);
-    acc0 = std::fma(dw * a0[i].d, static_cast<float>(is[0]), acc0);
-    acc1 = std::fma(dw * a1[i].d, static_cast<float>(is[1]), acc1);
-  }
-  out[0] = acc0;
-  out[1] = acc1;
-}
-
 }  // namespace
-
-TwoVectorDotFn IntegerDotTwoVectors(gguf::GgmlType type) {
-  switch (type) {
-    case gguf::GgmlType::kQ4_K:
-      return DotQ4_K_TwoVectors;
-    case gguf::GgmlType::kQ6_K:
-      return DotQ6_K_TwoVectors;
-    default:
-      return nullptr;
-  }
-}
 
 OneDotFn IntegerDot(gguf::GgmlType type) {
   switch (type) {
     case gguf::GgmlType::kQ4_K:
-      return DotQ4_K;
+      return DotK<quant::BlockQ4_K>;
     case gguf::GgmlType::kQ6_K:
-      return DotQ6_K;
+      return DotQ6_K;  // as fast as DotK<quant::BlockQ6_K> for one vector on Zen 4
     default:
       return nullptr;
   }
 }
 
 ManyDotFn IntegerDots(gguf::GgmlType type) {
-  return type == gguf::GgmlType::kQ4_K ? DotsQ4_KMany : nullptr;
+  switch (type) {
+    case gguf::GgmlType::kQ4_K:
+      return DotsKMany<quant::BlockQ4_K>;
+    case gguf::GgmlType::kQ6_K:
+      return DotsKMany<quant::BlockQ6_K>;
+    default:
+      return nullptr;
+  }
 }
 
 TwoRowDotFn IntegerDot2(gguf::GgmlType type) {
