@@ -14,9 +14,11 @@
 
 #include <immintrin.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "common/quant/blocks.h"
 #include "kernels/cpu/kernels_avx512.h"
@@ -262,30 +264,20 @@ float DotK(const void* w, const void* a, int64_t n) {
   return out;
 }
 
+// DotsK<Block, 1..kMaxDotVectors>, indexed by the vector count less one.
+template <class Block, size_t... I>
+constexpr auto DotsForEachCount(std::index_sequence<I...>) {
+  return std::array{&DotsK<Block, static_cast<int>(I) + 1>...};
+}
+
 template <class Block>
 void DotsKMany(const void* w, const void* ap, size_t stride, int nb, int64_t n, float* out) {
   const quant::BlockQ8_K* a[kMaxDotVectors];
   for (int v = 0; v < nb; ++v) {
     a[v] = reinterpret_cast<const quant::BlockQ8_K*>(static_cast<const char*>(ap) + v * stride);
   }
-  switch (nb) {
-    case 1:
-      return DotsK<Block, 1>(w, a, n, out);
-    case 2:
-      return DotsK<Block, 2>(w, a, n, out);
-    case 3:
-      return DotsK<Block, 3>(w, a, n, out);
-    case 4:
-      return DotsK<Block, 4>(w, a, n, out);
-    case 5:
-      return DotsK<Block, 5>(w, a, n, out);
-    case 6:
-      return DotsK<Block, 6>(w, a, n, out);
-    case 7:
-      return DotsK<Block, 7>(w, a, n, out);
-    default:
-      return DotsK<Block, 8>(w, a, n, out);
-  }
+  static constexpr auto kDots = DotsForEachCount<Block>(std::make_index_sequence<kMaxDotVectors>());
+  kDots[nb - 1](w, a, n, out);
 }
 
 // Q6_K: scales 8h..8h+7 of a block as int16 in both 128-bit lanes of a 256-bit half.
