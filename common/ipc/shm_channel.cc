@@ -171,6 +171,11 @@ ShmChannel::Taken ShmChannel::Take(Mailbox box, absl::FunctionRef<void(const cha
   return what;
 }
 
+bool ShmChannel::Untaken(Mailbox box) const {
+  const Box& b = BoxOf(box);
+  return b.seq.load(std::memory_order_acquire) != b.taken.load(std::memory_order_acquire);
+}
+
 bool ShmChannel::Wait(Mailbox box, std::chrono::microseconds timeout,
                       std::chrono::microseconds poll) {
   Box& b = BoxOf(box);

@@ -76,6 +76,8 @@ class ShmChannel {
   // microseconds to wake for.
   bool Wait(Mailbox box, std::chrono::microseconds timeout,
             std::chrono::microseconds poll = std::chrono::microseconds(0));
+  // Whether `box` holds a message (or marker) its reader has not taken yet.
+  bool Untaken(Mailbox box) const;
   // Wakes whoever waits on `box` without a message (a waiter then rechecks why it waits).
   void Wake(Mailbox box);
 

@@ -117,6 +117,7 @@ grpc::Status WorkerGroup::Impl::Admit(const v1::Hello& hello, ServerStream* stre
   slot.state.hostname = hello.hostname();
   slot.last_seen = Clock::now();
   *setup = SetupLocked(rank, generation);
+  slot.polls_for_steps = setup->poll_for_steps();
   *slot_out = slots[rank];
   cv.notify_all();
   return grpc::Status::OK;

@@ -10,9 +10,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/util/monotonic.h"
+#include "common/util/spin.h"
 #include "common/util/thread_name.h"
 #include "controller/workers/worker_group_impl.h"
 
@@ -25,6 +27,8 @@ namespace {
 // How long a wait for results sleeps before it looks at the group's state again (a
 // failure also wakes it at once).
 constexpr auto kResultPoll = std::chrono::milliseconds(20);
+// How long StartStep waits for polling ranks to take the step.
+constexpr auto kTakePoll = std::chrono::microseconds(200);
 
 // Whether the step in flight can no longer finish. g.mu held.
 bool StepStopped(const WorkerGroup::Impl& g, const InFlightStep& f) {
@@ -306,6 +310,24 @@ absl::Status WorkerGroup::StartStep(const v1::StepRequest& step) {
               : absl::StrCat("worker rank ", s->state.rank, " step channel: ", sent.message()));
       break;
     }
+  }
+  // The caller's next work (delivering the previous step's tokens to its clients) runs
+  // while the ranks compute; where every CPU holds a rank it takes a CPU a rank needs, and a
+  // rank that yields to it takes the step late while the others wait for it in the first
+  // all-reduce. Where the ranks poll for their steps, yield until all have taken this one
+  // (microseconds), at most kTakePoll.
+  std::vector<ipc::ShmChannel*> polling;
+  for (const auto& s : f.slots) {
+    if (s->channel_attached && s->polls_for_steps) polling.push_back(s->channel.get());
+  }
+  if (!polling.empty()) {
+    YieldingPoll(
+        [&] {
+          return std::none_of(polling.begin(), polling.end(), [](ipc::ShmChannel* c) {
+            return c->Untaken(ipc::Mailbox::kToWorker);
+          });
+        },
+        kTakePoll);
   }
   // A failure is the step's result: FinishStep reports it.
   g.in_flight = std::move(f);

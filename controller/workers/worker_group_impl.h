@@ -51,6 +51,8 @@ struct Slot {
   // A spawned worker's shared-memory step channel, used once it reports having mapped it.
   std::unique_ptr<ipc::ShmChannel> channel;
   bool channel_attached = false;
+  // Its setup told it to poll for the next step after each result (WorkerSetup).
+  bool polls_for_steps = false;
 };
 
 // Writes `message` to the slot's stream unless the stream is gone; false when it is gone

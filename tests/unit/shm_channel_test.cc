@@ -1,7 +1,7 @@
-// ShmChannel: one message per mailbox and the errors of misuse, a message too large for
-// the mailbox, the "went elsewhere" marker, waits that time out or are woken, and 20,000
-// messages of random sizes echoed through a forked process that mapped the channel from its
-// inherited descriptor, each compared byte for byte with what was sent.
+// ShmChannel: one message per mailbox (and whether it was taken) and the errors of misuse, a
+// message too large for the mailbox, the "went elsewhere" marker, waits that time out or are woken,
+// and 20,000 messages of random sizes echoed through a forked process that mapped the channel from
+// its inherited descriptor, each compared byte for byte with what was sent.
 #include "common/ipc/shm_channel.h"
 
 #include <fcntl.h>
@@ -47,7 +47,11 @@ TEST(ShmChannel, OneMessagePerMailboxEachWay) {
   ShmChannel& c = **ch;
   EXPECT_EQ(c.capacity(), 4096u);
   EXPECT_EQ(TakeString(c, Mailbox::kToWorker), "<nothing>");
+  EXPECT_FALSE(c.Untaken(Mailbox::kToWorker));
   ASSERT_TRUE(PostString(c, Mailbox::kToWorker, "step 1").ok());
+  // Untaken says whether the reader has the message yet (the sender waits on it).
+  EXPECT_TRUE(c.Untaken(Mailbox::kToWorker));
+  EXPECT_FALSE(c.Untaken(Mailbox::kToController));
   // The other mailbox is independent.
   ASSERT_TRUE(PostString(c, Mailbox::kToController, "result 0").ok());
   // A second message before the first is taken would overwrite it.
@@ -55,8 +59,14 @@ TEST(ShmChannel, OneMessagePerMailboxEachWay) {
   EXPECT_TRUE(absl::IsFailedPrecondition(busy)) << busy;
   EXPECT_TRUE(absl::IsFailedPrecondition(c.PostElsewhere(Mailbox::kToWorker)));
   EXPECT_EQ(TakeString(c, Mailbox::kToWorker), "step 1");
+  EXPECT_FALSE(c.Untaken(Mailbox::kToWorker));
+  EXPECT_TRUE(c.Untaken(Mailbox::kToController));
   EXPECT_EQ(TakeString(c, Mailbox::kToWorker), "<nothing>");
   EXPECT_EQ(TakeString(c, Mailbox::kToController), "result 0");
+  EXPECT_FALSE(c.Untaken(Mailbox::kToController));
+  ASSERT_TRUE(c.PostElsewhere(Mailbox::kToController).ok());  // a marker is untaken too
+  EXPECT_TRUE(c.Untaken(Mailbox::kToController));
+  EXPECT_EQ(TakeString(c, Mailbox::kToController), "<elsewhere>");
   ASSERT_TRUE(PostString(c, Mailbox::kToWorker, "").ok());  // an empty step is a message
   EXPECT_EQ(TakeString(c, Mailbox::kToWorker), "");
 }
