@@ -41,7 +41,7 @@ bool Int8Gemm(const Int8GemmLayout& layout, const Int8Panel* panels, int rows,
 // The integer dots of a weight row of `type` with Q8_K activation rows, `n` elements, with
 // the bits of avx2::IntegerDot for every (row, vector): each block's integer sums are formed
 // exactly in int32 and accumulated with the same float operations in the same order. Two
-// forms: VNNI dots (q4_K and q6_K; vpdpbusd on the unpacked quants, vpdpwssd for the
+// forms: VNNI dots (q4_K, q5_K and q6_K; vpdpbusd on the unpacked quants, vpdpwssd for the
 // sub-block scales), each block unpacked once for every vector; and q6_K's one-vector dot
 // with two blocks per register, one per 256-bit half.
 //
@@ -55,8 +55,8 @@ using TwoRowDotFn = void (*)(const void* w0, const void* w1, const void* a, int6
                              float out[2]);
 TwoRowDotFn IntegerDot2(gguf::GgmlType type);
 // One weight row against `nb` activation rows (1 ≤ nb ≤ kMaxDotVectors, row b at
-// a + b·stride bytes): out[b]. q4_K and q6_K (VNNI): decode steps of several rows (concurrent
-// decodes, or one with speculative drafts to verify).
+// a + b·stride bytes): out[b]. q4_K, q5_K and q6_K (VNNI): decode steps of several rows
+// (concurrent decodes, or one with speculative drafts to verify), and q5_K's single rows.
 inline constexpr int kMaxDotVectors = 8;
 using ManyDotFn = void (*)(const void* w, const void* a, size_t stride, int nb, int64_t n,
                            float* out);

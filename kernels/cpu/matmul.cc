@@ -45,7 +45,7 @@ int64_t RowsPerTask(int64_t rows, int threads, int64_t max_rows) {
 }
 
 // The most vectors one weight-row pass of `type`'s integer dots takes at `isa`: 8 with the
-// AVX-512 VNNI dots (q4_K, q6_K), else 4.
+// AVX-512 VNNI dots (q4_K, q5_K, q6_K), else 4.
 int MaxDotVectors(gguf::GgmlType type, Isa isa) {
   return AtLeast(isa, Isa::kAvx512) && avx512::IntegerDots(type) != nullptr ? avx512::kMaxDotVectors
                                                                             : avx2::kMaxDotVectors;
@@ -74,7 +74,7 @@ void IntegerDotRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
   const avx512::TwoRowDotFn two = AtLeast(isa, Isa::kAvx512) && (w.cols / quant::kQKK) % 2 == 1
                                       ? avx512::IntegerDot2(w.type)
                                       : nullptr;
-  // One to eight vectors with one VNNI kernel (q4_K, q6_K), each block unpacked once for all
+  // One to eight vectors with one VNNI kernel (q4_K, q5_K, q6_K), each block unpacked once for all
   // (the same bits; on Zen 4 from two vectors on faster than the AVX2 dots, and than the
   // earlier AVX-512 two-vector dots, which were slower than AVX2 there: quant_bench
   // DecodeInCache).

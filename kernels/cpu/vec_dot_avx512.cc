@@ -68,16 +68,16 @@ __m256i MinsK4(uint64_t m) {
   return _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m)), dup));
 }
 
-// The VNNI dots of q4_K and q6_K. A block is unpacked once for every activation row it
+// The VNNI dots of q4_K, q5_K and q6_K. A block is unpacked once for every activation row it
 // meets: its quants as four registers of 64 unsigned bytes in element order (register p
 // holds elements 64p..64p+63, as the activation's qs), and its scales as four registers of
 // int32 lanes, lane l of register p holding the scale of elements 64p + 4l..64p + 4l + 3 in
 // its low 16 bits and zero in its high 16. Per activation row and register, one vpdpbusd
-// gives 16 lanes of four products each, at most 4·63·128 = 32,256 in magnitude (4·15·128
-// for q4_K), so a lane's low 16 bits are its value, and one vpdpwssd against the scales adds
-// scale·lane exactly. A block's integer sums are thus formed exactly in int32, as the AVX2
-// dots and the int8 GEMM form them, and the float accumulation below is theirs: every
-// (row, vector) gets their bits.
+// gives 16 lanes of four products each, at most 4·63·128 = 32,256 in magnitude (q6_K;
+// 4·31·128 for q5_K, 4·15·128 for q4_K), so a lane's low 16 bits are its value, and one vpdpwssd
+// against the scales adds scale·lane exactly. A block's integer sums are thus formed exactly in
+// int32, as the AVX2 dots and the int8 GEMM form them, and the float accumulation below is theirs:
+// every (row, vector) gets their bits.
 struct UnpackedK {
   __m512i q[4];
   __m512i sc[4];
@@ -85,24 +85,46 @@ struct UnpackedK {
   float d, dmin;  // dmin: q4_K only
 };
 
-[[gnu::always_inline]] inline void Unpack(const quant::BlockQ4_K& w, UnpackedK* u) {
+template <class Block>  // quant::BlockQ4_K or quant::BlockQ5_K
+[[gnu::always_inline]] inline void UnpackK4(const Block& w, UnpackedK* u) {
+  constexpr bool kFifthBit = std::is_same_v<Block, quant::BlockQ5_K>;
   uint64_t sc, m;
   quant::UnpackScalesMinsK4(w.scales, &sc, &m);
   const __m512i sc32 = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(sc)));
   // Register p: sub-blocks 2p (lanes 0-7) and 2p + 1 (lanes 8-15).
   const __m512i upper = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   const __m512i mask = _mm512_set1_epi8(0x0F);
+  // q5_K: element 64p + l takes bit 2p of qh[l] as its fifth bit, element 64p + 32 + l bit
+  // 2p + 1; `fifth` holds qh in the low 256 bits and qh >> 1 in the high ones.
+  __m512i fifth = _mm512_setzero_si512();
+  if constexpr (kFifthBit) {
+    const __m512i qh = _mm512_broadcast_i64x4(Load32(w.qh));
+    fifth = _mm512_mask_srli_epi16(qh, 0xFFFF0000u, qh, 1);
+  }
 #pragma GCC unroll 4
   for (int p = 0; p < 4; ++p) {
     // The low nibbles of qs[32p, 32p + 32) are elements 64p..64p+31, the high ones the next
     // 32: the high 256 bits take the high nibbles.
     const __m512i raw = _mm512_broadcast_i64x4(Load32(w.qs + 32 * p));
     u->q[p] = _mm512_and_si512(_mm512_mask_srli_epi16(raw, 0xFFFF0000u, raw, 4), mask);
+    if constexpr (kFifthBit) {
+      // Bit 2p of each byte of `fifth` to bit 4.
+      const __m512i bit =
+          2 * p <= 4 ? _mm512_slli_epi16(fifth, 4 - 2 * p) : _mm512_srli_epi16(fifth, 2 * p - 4);
+      u->q[p] = _mm512_or_si512(u->q[p], _mm512_and_si512(bit, _mm512_set1_epi8(0x10)));
+    }
     u->sc[p] = _mm512_permutexvar_epi32(_mm512_add_epi32(upper, _mm512_set1_epi32(2 * p)), sc32);
   }
   u->side = MinsK4(m);
   u->d = HalfToFloat(w.d);
   u->dmin = HalfToFloat(w.dmin);
+}
+
+[[gnu::always_inline]] inline void Unpack(const quant::BlockQ4_K& w, UnpackedK* u) {
+  UnpackK4(w, u);
+}
+[[gnu::always_inline]] inline void Unpack(const quant::BlockQ5_K& w, UnpackedK* u) {
+  UnpackK4(w, u);
 }
 
 [[gnu::always_inline]] inline void Unpack(const quant::BlockQ6_K& w, UnpackedK* u) {
@@ -172,7 +194,7 @@ struct UnpackedK {
 }
 
 // *acc0 += block (u0, a0)'s part of the dot, then (with acc1) *acc1 += (u1, a1)'s, from
-// PairSums: the AVX2 dots' float operations. q4_K: d·d_a·x − dmin·d_a·y; q6_K: its quants
+// PairSums: the AVX2 dots' float operations. q4_K, q5_K: d·d_a·x − dmin·d_a·y; q6_K: its quants
 // are stored + 32, so x − 32·y (exact in int32) times d·d_a. acc0 and acc1 may be the same.
 template <class Block>
 [[gnu::always_inline]] inline void AccumulatePair(__m128i sums, const UnpackedK& u0,
@@ -180,7 +202,7 @@ template <class Block>
                                                   const UnpackedK& u1, const quant::BlockQ8_K& a1,
                                                   float* acc1) {
   alignas(16) float f[4];
-  if constexpr (std::is_same_v<Block, quant::BlockQ4_K>) {
+  if constexpr (!std::is_same_v<Block, quant::BlockQ6_K>) {  // q4_K, q5_K
     _mm_store_ps(f, _mm_cvtepi32_ps(sums));
     *acc0 = std::fma(u0.d * a0.d, f[0], *acc0);
     *acc0 = std::fma(-(u0.dmin * a0.d), f[2], *acc0);
@@ -369,6 +391,8 @@ ManyDotFn IntegerDots(gguf::GgmlType type) {
   switch (type) {
     case gguf::GgmlType::kQ4_K:
       return DotsKMany<quant::BlockQ4_K>;
+    case gguf::GgmlType::kQ5_K:
+      return DotsKMany<quant::BlockQ5_K>;
     case gguf::GgmlType::kQ6_K:
       return DotsKMany<quant::BlockQ6_K>;
     default:

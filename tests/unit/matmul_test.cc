@@ -241,16 +241,16 @@ TEST(MatmulTest, HotTypesTakeTheIntegerPathWithAvx2) {
 }
 
 // Decode rows share a pass over each weight row (up to four vectors per weight-block decode,
-// eight with q4_K's and q6_K's AVX-512 VNNI dots; from 16 vectors on the int8 GEMM where the type
-// has one), and each row's result must keep the bits it gets alone: batch-invariant serving depends
-// on it. Also for the activations quantized once and shared (MatmulQuantized).
+// eight with the AVX-512 VNNI dots of q4_K, q5_K and q6_K; from 16 vectors on the int8 GEMM where
+// the type has one), and each row's result must keep the bits it gets alone: batch-invariant
+// serving depends on it. Also for the activations quantized once and shared (MatmulQuantized).
 TEST(MatmulDotsTest, EachVectorGetsTheBitsItGetsAlone) {
   if (!IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "host has no AVX2";
   uint64_t seed = 91;
   for (const quant::QuantTraits& t : quant::SupportedQuantTypes()) {
     if (!HasIntegerKernel(t.type)) continue;
-    // Batches of two to eleven take the dots (q4_K's and q6_K's AVX-512 VNNI dots in passes
-    // of up to eight vectors), 19 the int8 GEMM; rows of an even and an
+    // Batches of two to eleven take the dots (q4_K's, q5_K's and q6_K's AVX-512 VNNI dots in
+    // passes of up to eight vectors), 19 the int8 GEMM; rows of an even and an
     // odd number of 256-element blocks.
     for (const auto& [cols, batch] : {std::pair<int64_t, int64_t>{512, 19},
                                       {512, 2},
@@ -454,13 +454,12 @@ TEST(MatmulPackedTest, PackedPanelsGiveTheBitsOfTheDots) {
   EXPECT_EQ(types, 5) << "q4_0, q8_0, q4_K, q5_K and q6_K have the int8 GEMM";
 }
 
-// The AVX-512 dots give the AVX2 dots' bits (the VNNI dots of q4_K and q6_K, one to eight
-// vectors per pass; q6_K's one-vector dot with two blocks per register; q5_K has none and
-// takes the AVX2 dots at both levels), for even and odd block counts, every vector count a
-// pass takes, and operands at the top of their range: activations that quantize to ±127
-// and -128 against blocks whose quants are all at their maximum (q4_K 15 under scales and
-// mins of 63, q6_K 63 under scales of 127 and -128), where the VNNI form's 16-bit lanes come
-// closest to their limit.
+// The AVX-512 dots give the AVX2 dots' bits (the VNNI dots of q4_K, q5_K and q6_K, one to
+// eight vectors per pass; q6_K's one-vector dot with two blocks per register), for even and
+// odd block counts, every vector count a pass takes, and operands at the top of their
+// range: activations that quantize to ±127 and -128 against blocks whose quants are all at
+// their maximum (q4_K 15 and q5_K 31 under scales and mins of 63, q6_K 63 under scales of
+// 127 and -128), where the VNNI form's 16-bit lanes come closest to their limit.
 TEST(MatmulDotsTest, Avx512DotsGiveTheAvx2Bits) {
   if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "host has no AVX-512";
   uint64_t seed = 211;
@@ -478,6 +477,14 @@ TEST(MatmulDotsTest, Avx512DotsGiveTheAvx2Bits) {
               auto* blocks = reinterpret_cast<quant::BlockQ4_K*>(p.w.data());
               for (int64_t i = 0; i < rows * cols / quant::kQKK; ++i) {
                 std::fill(std::begin(blocks[i].scales), std::end(blocks[i].scales), 0xFF);
+                std::fill(std::begin(blocks[i].qs), std::end(blocks[i].qs), 0xFF);
+              }
+            }
+            if (type == GgmlType::kQ5_K) {
+              auto* blocks = reinterpret_cast<quant::BlockQ5_K*>(p.w.data());
+              for (int64_t i = 0; i < rows * cols / quant::kQKK; ++i) {
+                std::fill(std::begin(blocks[i].scales), std::end(blocks[i].scales), 0xFF);
+                std::fill(std::begin(blocks[i].qh), std::end(blocks[i].qh), 0xFF);
                 std::fill(std::begin(blocks[i].qs), std::end(blocks[i].qs), 0xFF);
               }
             }
