@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -454,6 +455,19 @@ TEST(MatmulPackedTest, PackedPanelsGiveTheBitsOfTheDots) {
   EXPECT_EQ(types, 5) << "q4_0, q8_0, q4_K, q5_K and q6_K have the int8 GEMM";
 }
 
+// Every q4_K / q5_K quant of `w` at its maximum (15 / 31), under the largest scales and mins.
+template <class Block>
+void MaximizeK4(std::vector<uint8_t>& w) {
+  auto* blocks = reinterpret_cast<Block*>(w.data());
+  for (size_t i = 0; i < w.size() / sizeof(Block); ++i) {
+    std::fill(std::begin(blocks[i].scales), std::end(blocks[i].scales), 0xFF);
+    std::fill(std::begin(blocks[i].qs), std::end(blocks[i].qs), 0xFF);
+    if constexpr (std::is_same_v<Block, quant::BlockQ5_K>) {
+      std::fill(std::begin(blocks[i].qh), std::end(blocks[i].qh), 0xFF);
+    }
+  }
+}
+
 // The AVX-512 dots give the AVX2 dots' bits (the VNNI dots of q4_K, q5_K and q6_K, one to
 // eight vectors per pass; q6_K's one-vector dot with two blocks per register), for even and
 // odd block counts, every vector count a pass takes, and operands at the top of their
@@ -473,21 +487,8 @@ TEST(MatmulDotsTest, Avx512DotsGiveTheAvx2Bits) {
           Problem p = MakeProblem(type, rows, cols, batch, seed++);
           if (extreme) {
             for (size_t i = 0; i < p.x.size(); ++i) p.x[i] = i % 3 == 0 ? -3.0f : 3.0f;
-            if (type == GgmlType::kQ4_K) {
-              auto* blocks = reinterpret_cast<quant::BlockQ4_K*>(p.w.data());
-              for (int64_t i = 0; i < rows * cols / quant::kQKK; ++i) {
-                std::fill(std::begin(blocks[i].scales), std::end(blocks[i].scales), 0xFF);
-                std::fill(std::begin(blocks[i].qs), std::end(blocks[i].qs), 0xFF);
-              }
-            }
-            if (type == GgmlType::kQ5_K) {
-              auto* blocks = reinterpret_cast<quant::BlockQ5_K*>(p.w.data());
-              for (int64_t i = 0; i < rows * cols / quant::kQKK; ++i) {
-                std::fill(std::begin(blocks[i].scales), std::end(blocks[i].scales), 0xFF);
-                std::fill(std::begin(blocks[i].qh), std::end(blocks[i].qh), 0xFF);
-                std::fill(std::begin(blocks[i].qs), std::end(blocks[i].qs), 0xFF);
-              }
-            }
+            if (type == GgmlType::kQ4_K) MaximizeK4<quant::BlockQ4_K>(p.w);
+            if (type == GgmlType::kQ5_K) MaximizeK4<quant::BlockQ5_K>(p.w);
             if (type == GgmlType::kQ6_K) {
               auto* blocks = reinterpret_cast<quant::BlockQ6_K*>(p.w.data());
               for (int64_t i = 0; i < rows * cols / quant::kQKK; ++i) {
