@@ -179,9 +179,7 @@ bool ShmChannel::Untaken(Mailbox box) const {
 bool ShmChannel::Wait(Mailbox box, std::chrono::microseconds timeout,
                       std::chrono::microseconds poll) {
   Box& b = BoxOf(box);
-  auto ready = [&b] {
-    return b.seq.load(std::memory_order_acquire) != b.taken.load(std::memory_order_relaxed);
-  };
+  auto ready = [this, box] { return Untaken(box); };
   if (ready()) return true;
   if (poll.count() > 0) {
     poll = std::min(poll, timeout);

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/util/monotonic.h"
@@ -316,15 +316,14 @@ absl::Status WorkerGroup::StartStep(const v1::StepRequest& step) {
   // rank that yields to it takes the step late while the others wait for it in the first
   // all-reduce. Where the ranks poll for their steps, yield until all have taken this one
   // (microseconds), at most kTakePoll.
-  std::vector<ipc::ShmChannel*> polling;
-  for (const auto& s : f.slots) {
-    if (s->channel_attached && s->polls_for_steps) polling.push_back(s->channel.get());
-  }
-  if (!polling.empty()) {
+  auto polls = [](const std::shared_ptr<Slot>& s) {
+    return s->channel_attached && s->polls_for_steps;
+  };
+  if (std::any_of(f.slots.begin(), f.slots.end(), polls)) {
     YieldingPoll(
         [&] {
-          return std::none_of(polling.begin(), polling.end(), [](ipc::ShmChannel* c) {
-            return c->Untaken(ipc::Mailbox::kToWorker);
+          return std::none_of(f.slots.begin(), f.slots.end(), [&](const std::shared_ptr<Slot>& s) {
+            return polls(s) && s->channel->Untaken(ipc::Mailbox::kToWorker);
           });
         },
         kTakePoll);
@@ -362,8 +361,7 @@ absl::StatusOr<v1::StepResult> WorkerGroup::FinishStep() {
     const Clock::duration round_trip = results_in - f.handed_off;
     if (f.expected.has_value()) {
       const Clock::duration error = round_trip - *f.expected;
-      g.prediction_error +=
-          ((error < Clock::duration::zero() ? -error : error) - g.prediction_error) / 8;
+      g.prediction_error += (std::chrono::abs(error) - g.prediction_error) / 8;
     }
     g.last_shape = f.shape;
     g.last_round_trip = round_trip;

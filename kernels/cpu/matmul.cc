@@ -80,8 +80,7 @@ void IntegerDotRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
   // DecodeInCache).
   static_assert(avx512::kMaxDotVectors >= avx2::kMaxDotVectors);
   const avx512::ManyDotFn many = AtLeast(isa, Isa::kAvx512) ? avx512::IntegerDots(w.type) : nullptr;
-  max_vectors =
-      std::min(max_vectors, many != nullptr ? avx512::kMaxDotVectors : avx2::kMaxDotVectors);
+  max_vectors = std::min(max_vectors, MaxDotVectors(w.type, isa));
   const int64_t batch = xq.batch;
   const int threads = pool ? pool->size() : 1;
   const int64_t n_rows = row_end - row_begin;

@@ -81,12 +81,12 @@ __m256i MinsK4(uint64_t m) {
 struct UnpackedK {
   __m512i q[4];
   __m512i sc[4];
-  __m256i side;  // int16 against the activation's 16 bsums: q4_K's mins (each twice), q6_K's scales
-  float d, dmin;  // dmin: q4_K only
+  __m256i side;   // int16 against the activation's 16 bsums: the mins (each twice), q6_K's scales
+  float d, dmin;  // dmin: q4_K and q5_K only
 };
 
-template <class Block>  // quant::BlockQ4_K or quant::BlockQ5_K
-[[gnu::always_inline]] inline void UnpackK4(const Block& w, UnpackedK* u) {
+template <class Block>  // quant::BlockQ4_K or quant::BlockQ5_K (q6_K: the overload below)
+[[gnu::always_inline]] inline void Unpack(const Block& w, UnpackedK* u) {
   constexpr bool kFifthBit = std::is_same_v<Block, quant::BlockQ5_K>;
   uint64_t sc, m;
   quant::UnpackScalesMinsK4(w.scales, &sc, &m);
@@ -118,13 +118,6 @@ template <class Block>  // quant::BlockQ4_K or quant::BlockQ5_K
   u->side = MinsK4(m);
   u->d = HalfToFloat(w.d);
   u->dmin = HalfToFloat(w.dmin);
-}
-
-[[gnu::always_inline]] inline void Unpack(const quant::BlockQ4_K& w, UnpackedK* u) {
-  UnpackK4(w, u);
-}
-[[gnu::always_inline]] inline void Unpack(const quant::BlockQ5_K& w, UnpackedK* u) {
-  UnpackK4(w, u);
 }
 
 [[gnu::always_inline]] inline void Unpack(const quant::BlockQ6_K& w, UnpackedK* u) {
