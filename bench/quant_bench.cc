@@ -19,6 +19,7 @@
 
 #include "common/quant/type_traits.h"
 #include "common/util/half.h"
+#include "kernels/cpu/decode_panels.h"
 #include "kernels/cpu/dequantize_fast.h"
 #include "kernels/cpu/matmul.h"
 
@@ -173,20 +174,27 @@ void BM_Dequantize(benchmark::State& state, GgmlType type) {
 // Each iteration also times a streaming read of the same weight bytes with the same
 // threads, so `vs_read` (matvec bandwidth / read bandwidth) compares the two under the same
 // machine conditions even when other processes compete for the cores.
-void BM_Decode(benchmark::State& state, GgmlType type) {
+void BM_Decode(benchmark::State& state, GgmlType type, bool panels) {
   const int threads = static_cast<int>(state.range(0));
   const quant::QuantTraits* t = quant::FindQuantTraits(type);
   const size_t row_bytes = kCols / t->block_elems * t->block_bytes;
-  const int64_t rows = WeightBytesTarget() / static_cast<int64_t>(row_bytes);
+  int64_t rows = WeightBytesTarget() / static_cast<int64_t>(row_bytes);
+  if (panels) rows -= rows % cpu::kDecodePanelRows;
   const size_t bytes = static_cast<size_t>(rows) * row_bytes;
   auto data = FillBlocks(type, rows * (kCols / t->block_elems));
   auto w = cpu::QuantMatrix::Make(type, rows, kCols, {data.get(), bytes}, "w");
   std::vector<float> x(kCols, 0.5f), y(rows);
   cpu::ThreadPool pool(threads);
+  std::unique_ptr<cpu::DecodePanelMatrix> packed;
+  if (panels) {
+    packed = cpu::DecodePanelMatrix::Pack(type, data.get(), row_bytes, rows, kCols, &pool);
+    w->decode_panels = packed.get();
+    data.reset();  // only the panels are read (rows is a multiple of 16)
+  }
   double read_seconds = 0, matvec_seconds = 0;
   for (auto _ : state) {
     const double t0 = WallSeconds();
-    benchmark::DoNotOptimize(ReadPass(data.get(), bytes, pool));
+    benchmark::DoNotOptimize(ReadPass(panels ? packed->panel(0) : data.get(), bytes, pool));
     const double t1 = WallSeconds();
     auto s = cpu::Matmul(*w, 0, rows, x.data(), 1, y.data(), rows, &pool);
     const double t2 = WallSeconds();
@@ -200,7 +208,7 @@ void BM_Decode(benchmark::State& state, GgmlType type) {
   state.counters["read_GB/s"] =
       static_cast<double>(state.iterations()) * bytes / read_seconds / 1e9;
   state.counters["vs_read"] = read_seconds / matvec_seconds;
-  state.SetLabel(cpu::HasIntegerKernel(type) ? "integer" : "float");
+  state.SetLabel(panels ? "decode panels" : cpu::HasIntegerKernel(type) ? "integer" : "float");
 }
 
 // The same matvec on a 256-row matrix that stays in L2: the kernel's compute throughput per
@@ -209,7 +217,7 @@ void BM_Decode(benchmark::State& state, GgmlType type) {
 // argument is the vectors per product (decode rows of a step: concurrent decodes, or one
 // with drafts to verify); bytes are weight bytes, so a kernel whose cost does not grow with
 // the vectors keeps its rate.
-void BM_DecodeInCache(benchmark::State& state, GgmlType type) {
+void BM_DecodeInCache(benchmark::State& state, GgmlType type, bool panels) {
   const auto isa = static_cast<cpu::Isa>(state.range(0));
   const int64_t vectors = state.range(1);
   if (!cpu::IsaSupported(isa)) {
@@ -221,6 +229,11 @@ void BM_DecodeInCache(benchmark::State& state, GgmlType type) {
   const size_t bytes = rows * (kCols / t->block_elems * t->block_bytes);
   auto data = FillBlocks(type, rows * (kCols / t->block_elems));
   auto w = cpu::QuantMatrix::Make(type, rows, kCols, {data.get(), bytes}, "w");
+  std::unique_ptr<cpu::DecodePanelMatrix> packed;
+  if (panels) {
+    packed = cpu::DecodePanelMatrix::Pack(type, data.get(), w->row_bytes, rows, kCols, nullptr);
+    w->decode_panels = packed.get();
+  }
   std::vector<float> x(kCols * vectors), y(rows * vectors);
   for (size_t i = 0; i < x.size(); ++i) x[i] = 0.5f - 0.25f * static_cast<float>(i % 5);
   cpu::MatmulOptions options{cpu::MatmulPath::kDots, isa};
@@ -230,7 +243,7 @@ void BM_DecodeInCache(benchmark::State& state, GgmlType type) {
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
-  state.SetLabel(cpu::IsaName(isa));
+  state.SetLabel(panels ? "decode panels" : cpu::IsaName(isa));
 }
 
 // Per-call cost of small products (attention-sized, f32): what a forward pass with many
@@ -296,20 +309,35 @@ void RegisterAll() {
   }
   for (const quant::QuantTraits& t : quant::SupportedQuantTypes()) {
     if (t.type == GgmlType::kQ8_K) continue;  // activation-only format
-    benchmark::RegisterBenchmark((std::string("Decode/") + t.name).c_str(), BM_Decode, t.type)
+    benchmark::RegisterBenchmark((std::string("Decode/") + t.name).c_str(), BM_Decode, t.type,
+                                 false)
         ->Arg(1)
         ->Arg(2)
         ->Unit(benchmark::kMillisecond)
         ->UseManualTime();
+    if (cpu::DecodePanelMatrix::Covers(t.type)) {
+      benchmark::RegisterBenchmark((std::string("DecodePanels/") + t.name).c_str(), BM_Decode,
+                                   t.type, true)
+          ->Arg(1)
+          ->Arg(2)
+          ->Unit(benchmark::kMillisecond)
+          ->UseManualTime();
+    }
   }
   for (const quant::QuantTraits& t : quant::SupportedQuantTypes()) {
     if (t.type == GgmlType::kQ8_K) continue;
     benchmark::RegisterBenchmark((std::string("DecodeInCache/") + t.name).c_str(), BM_DecodeInCache,
-                                 t.type)
+                                 t.type, false)
         ->ArgsProduct({{static_cast<int>(cpu::Isa::kScalar), static_cast<int>(cpu::Isa::kAvx2),
                         static_cast<int>(cpu::Isa::kAvx512)},
                        {1, 2, 3, 4, 5, 8, 16}})
         ->Unit(benchmark::kMicrosecond);
+    if (cpu::DecodePanelMatrix::Covers(t.type)) {
+      benchmark::RegisterBenchmark((std::string("DecodePanelsInCache/") + t.name).c_str(),
+                                   BM_DecodeInCache, t.type, true)
+          ->ArgsProduct({{static_cast<int>(cpu::Isa::kAvx512)}, {1, 2, 3, 4, 5, 8}})
+          ->Unit(benchmark::kMicrosecond);
+    }
   }
   for (const quant::QuantTraits& t : quant::SupportedQuantTypes()) {
     if (t.type == GgmlType::kQ8_K) continue;

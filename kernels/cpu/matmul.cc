@@ -12,6 +12,7 @@
 #include "common/quant/blocks.h"
 #include "common/quant/type_traits.h"
 #include "kernels/cpu/activation_quant.h"
+#include "kernels/cpu/decode_panels.h"
 #include "kernels/cpu/dequantize_fast.h"
 #include "kernels/cpu/int8_gemm.h"
 #include "kernels/cpu/kernels_avx2.h"
@@ -83,11 +84,8 @@ void IntegerDotRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
   max_vectors = std::min(max_vectors, MaxDotVectors(w.type, isa));
   const int64_t batch = xq.batch;
   const int threads = pool ? pool->size() : 1;
-  const int64_t n_rows = row_end - row_begin;
-  const int64_t chunk = RowsPerTask(n_rows, threads, 64);
-  auto task = [&](int64_t t, int) {
-    const int64_t r0 = row_begin + t * chunk;
-    const int64_t r1 = std::min(row_end, r0 + chunk);
+  // Rows one at a time, [r0, r1).
+  auto dot_rows = [&](int64_t r0, int64_t r1) {
     float out[avx512::kMaxDotVectors];
     for (int64_t b0 = 0; b0 < batch; b0 += max_vectors) {
       const int nb = static_cast<int>(std::min<int64_t>(max_vectors, batch - b0));
@@ -112,6 +110,53 @@ void IntegerDotRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
         for (int b = 0; b < nb; ++b) y[(b0 + b) * ldy + (r - row_begin)] = out[b];
       }
     }
+  };
+  // The whole decode panels of the range, [panel_begin, panel_end) of w.decode_panels, and
+  // the rows before and after them, which go row by row.
+  int64_t panel_begin = 0, panel_end = 0;
+  if (const DecodePanelMatrix* panels = w.decode_panels;
+      panels != nullptr && AtLeast(isa, Isa::kAvx512) && panels->type() == w.type &&
+      panels->cols() == w.cols) {
+    const int64_t first = w.decode_panels_row0 + row_begin;
+    panel_begin = (first + kDecodePanelRows - 1) / kDecodePanelRows;
+    panel_end = std::min(panels->panels(), (w.decode_panels_row0 + row_end) / kDecodePanelRows);
+    if (panel_end < panel_begin) panel_end = panel_begin;
+  }
+  const int64_t n_panels = panel_end - panel_begin;
+  if (n_panels > 0) {
+    const DecodePanelMatrix& panels = *w.decode_panels;
+    const int64_t panel_row_begin = panel_begin * kDecodePanelRows - w.decode_panels_row0;
+    const int64_t panel_row_end = panel_end * kDecodePanelRows - w.decode_panels_row0;
+    const int64_t per_task = std::max<int64_t>(
+        1, RowsPerTask(n_panels * kDecodePanelRows, threads, 64) / kDecodePanelRows);
+    const int64_t panel_tasks = (n_panels + per_task - 1) / per_task;
+    // Task t < panel_tasks: panels; then one task for the rows before the panels and one for
+    // those after.
+    auto task = [&](int64_t t, int) {
+      if (t == panel_tasks) return dot_rows(row_begin, panel_row_begin);
+      if (t == panel_tasks + 1) return dot_rows(panel_row_end, row_end);
+      const int64_t p1 = std::min(panel_end, panel_begin + (t + 1) * per_task);
+      for (int64_t p = panel_begin + t * per_task; p < p1; ++p) {
+        const int64_t r = p * kDecodePanelRows - w.decode_panels_row0 - row_begin;
+        for (int64_t b0 = 0; b0 < batch; b0 += avx512::kMaxDotVectors) {
+          const int nb = static_cast<int>(std::min<int64_t>(avx512::kMaxDotVectors, batch - b0));
+          avx512::DecodePanelDotsQ4_K(panels.panel(p), w.cols, xq.row(b0), xq.row_bytes, nb,
+                                      y + b0 * ldy + r, ldy);
+        }
+      }
+    };
+    if (pool) {
+      pool->ParallelFor(panel_tasks + 2, task);
+    } else {
+      for (int64_t t = 0; t < panel_tasks + 2; ++t) task(t, 0);
+    }
+    return;
+  }
+  const int64_t n_rows = row_end - row_begin;
+  const int64_t chunk = RowsPerTask(n_rows, threads, 64);
+  auto task = [&](int64_t t, int) {
+    const int64_t r0 = row_begin + t * chunk;
+    dot_rows(r0, std::min(row_end, r0 + chunk));
   };
   const int64_t n_tasks = (n_rows + chunk - 1) / chunk;
   if (pool) {

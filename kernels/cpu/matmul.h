@@ -45,7 +45,8 @@
 
 namespace tessera::cpu {
 
-class PackedInt8Matrix;  // int8_gemm.h
+class PackedInt8Matrix;   // int8_gemm.h
+class DecodePanelMatrix;  // decode_panels.h
 
 // A view of a quantized weight matrix (not owning).
 struct QuantMatrix {
@@ -59,6 +60,11 @@ struct QuantMatrix {
   // boundary instead of unpacking the rows; every result keeps its bits.
   const PackedInt8Matrix* packed = nullptr;
   int64_t packed_row0 = 0;
+  // The same rows as decode panels kept from load (not owned; null: none): row r is row
+  // decode_panels_row0 + r of `decode_panels`. The integer dots of AVX-512 hosts read the
+  // whole panels a product's row range covers (same bits) and the rows alone elsewhere.
+  const DecodePanelMatrix* decode_panels = nullptr;
+  int64_t decode_panels_row0 = 0;
 
   // Checks the type is supported, cols is a whole number of blocks and `bytes` holds exactly
   // rows × cols elements. `name` is used in errors ("tensor blk.0.attn_q.weight: ...").

@@ -365,11 +365,12 @@ std::vector<QuantMatrix*> HostWeights::WeightMatrices() {
   return out;
 }
 
-std::vector<bool> Executor::Impl::PackingPlan(const std::vector<QuantMatrix*>& ms,
-                                              std::string* why) const {
-  std::vector<bool> plan(ms.size(), false);
+Executor::Impl::PackPlan Executor::Impl::PackingPlan(const std::vector<QuantMatrix*>& ms) const {
+  PackPlan plan;
+  plan.decode.assign(ms.size(), false);
+  plan.int8.assign(ms.size(), false);
   if (options.exact || options.weight_packing == WeightPacking::kOff) {
-    *why = options.exact ? "exact path" : "--repack-weights off";
+    plan.why = options.exact ? "exact path" : "--repack-weights off";
     return plan;
   }
   uint64_t budget = std::numeric_limits<uint64_t>::max();
@@ -377,7 +378,20 @@ std::vector<bool> Executor::Impl::PackingPlan(const std::vector<QuantMatrix*>& m
     budget =
         options.weight_packing_budget > 0 ? options.weight_packing_budget : MemAvailableBytes() / 4;
   }
+  // Decode panels first (every decode step reads them; about the bytes of the rows
+  // themselves), then int8 panels (batched steps) with what is left.
+  const bool decode_panels = cpu::IsaSupported(cpu::Isa::kAvx512) &&
+                             static_cast<int>(matmul.isa) >= static_cast<int>(cpu::Isa::kAvx512);
   uint64_t wanted = 0, planned = 0;
+  for (size_t i = 0; decode_panels && i < ms.size(); ++i) {
+    const QuantMatrix& m = *ms[i];
+    const uint64_t bytes = cpu::DecodePanelMatrix::Bytes(m.type, m.rows, m.cols);
+    if (bytes == 0) continue;
+    wanted += bytes;
+    if (planned + bytes > budget) continue;
+    planned += bytes;
+    plan.decode[i] = true;
+  }
   for (size_t i = 0; i < ms.size(); ++i) {
     const QuantMatrix& m = *ms[i];
     if (!cpu::GemmPacksType(m.type, matmul)) continue;
@@ -386,30 +400,38 @@ std::vector<bool> Executor::Impl::PackingPlan(const std::vector<QuantMatrix*>& m
     wanted += bytes;
     if (planned + bytes > budget) continue;
     planned += bytes;
-    plan[i] = true;
+    plan.int8[i] = true;
   }
   constexpr double kMiB = 1 << 20;
-  *why = wanted == 0 ? "no matrix the int8 GEMM takes"
-         : planned == wanted
-             ? absl::StrFormat("%.1f MiB", planned / kMiB)
-             : absl::StrFormat(
-                   "%.1f of %.1f MiB: the budget is %.1f MiB, %s "
-                   "(--repack-weights on packs all)",
-                   planned / kMiB, wanted / kMiB, budget / kMiB,
-                   options.weight_packing_budget > 0 ? "as set"
-                                                     : "a quarter of the memory available at load");
+  plan.why = wanted == 0         ? "no matrix has panels"
+             : planned == wanted ? absl::StrFormat("%.1f MiB", planned / kMiB)
+                                 : absl::StrFormat(
+                                       "%.1f of %.1f MiB: the budget is %.1f MiB, %s "
+                                       "(--repack-weights on packs all)",
+                                       planned / kMiB, wanted / kMiB, budget / kMiB,
+                                       options.weight_packing_budget > 0
+                                           ? "as set"
+                                           : "a quarter of the memory available at load");
   return plan;
 }
 
 void Executor::Impl::PackWeights() {
   const std::vector<QuantMatrix*> ms = weights.WeightMatrices();
-  std::string why;
-  const std::vector<bool> plan = PackingPlan(ms, &why);
-  int n = 0, candidates = 0;
+  const PackPlan plan = PackingPlan(ms);
+  int n = 0, candidates = 0, n_decode = 0, decode_candidates = 0;
   for (size_t i = 0; i < ms.size(); ++i) {
     QuantMatrix& m = *ms[i];
+    if (cpu::DecodePanelMatrix::Bytes(m.type, m.rows, m.cols) > 0) ++decode_candidates;
+    if (plan.decode[i]) {
+      weights.decode_panels.push_back(
+          cpu::DecodePanelMatrix::Pack(m.type, m.data, m.row_bytes, m.rows, m.cols, pool.get()));
+      m.decode_panels = weights.decode_panels.back().get();
+      m.decode_panels_row0 = 0;
+      weights.packed_bytes += m.decode_panels->bytes();
+      ++n_decode;
+    }
     if (cpu::GemmPacksType(m.type, matmul)) ++candidates;
-    if (!plan[i]) continue;
+    if (!plan.int8[i]) continue;
     weights.packed.push_back(cpu::PackedInt8Matrix::Pack(*cpu::FindInt8GemmLayout(m.type), m.data,
                                                          m.row_bytes, m.rows, m.cols,
                                                          cpu::Isa::kAvx512, pool.get()));
@@ -418,8 +440,9 @@ void Executor::Impl::PackWeights() {
     weights.packed_bytes += m.packed->bytes();
     ++n;
   }
-  absl::StrAppend(&kernel_summary, "; weights: int8 panels kept for ", n, " of ", candidates,
-                  " GEMM matrices (", why, ")");
+  absl::StrAppend(&kernel_summary, "; weights: decode panels kept for ", n_decode, " of ",
+                  decode_candidates, " q4_K matrices, int8 panels for ", n, " of ", candidates,
+                  " GEMM matrices (", plan.why, ")");
   // Per packed type, from which batch the GEMM on the panels beats the dots, measured over
   // the model's own matrices in step order.
   std::map<gguf::GgmlType, std::vector<const QuantMatrix*>> packed_of_type;

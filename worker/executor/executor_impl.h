@@ -17,6 +17,7 @@
 #include "common/model/hparams.h"
 #include "common/model/shard_plan.h"
 #include "common/model/tensor_map.h"
+#include "kernels/cpu/decode_panels.h"
 #include "kernels/cpu/int8_gemm.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/nn_ops.h"
@@ -51,6 +52,7 @@ inline QuantMatrix RowsOf(const QuantMatrix& w, int64_t r0, int64_t r1) {
   q.rows = r1 - r0;
   q.data = w.data + r0 * w.row_bytes;
   q.packed_row0 = w.packed_row0 + r0;
+  q.decode_panels_row0 = w.decode_panels_row0 + r0;
   return q;
 }
 
@@ -80,7 +82,7 @@ struct Batch {
 
 // The weights this rank loaded, by role, for the executor's lifetime: host views in the
 // file's mapping, shards gathered from strided ranges and float32 fixups (owned here), and
-// the int8 panels kept for the GEMM.
+// the panels kept for the int8 GEMM and the decode dots.
 struct HostWeights {
   std::vector<LayerWeights> layers;
   std::vector<float> output_norm, output_bias, rope_freqs;
@@ -92,7 +94,8 @@ struct HostWeights {
   std::deque<std::vector<float>> owned;  // float32 weights made by fixups (stable addresses)
   std::deque<std::vector<uint8_t>> owned_bytes;  // shards gathered from strided file ranges
   std::deque<std::unique_ptr<cpu::PackedInt8Matrix>> packed;
-  uint64_t packed_bytes = 0;
+  std::deque<std::unique_ptr<cpu::DecodePanelMatrix>> decode_panels;
+  uint64_t packed_bytes = 0;  // of both kinds of panels
   uint64_t planned_read_bytes = 0;
 
   // A float32 matrix held by `owned`.
@@ -161,12 +164,18 @@ struct Executor::Impl {
   // records the choices in `matmul` and `kernel_summary`.
   void CalibrateKernels();
   std::string kernel_summary;
-  // Keeps int8 panels of the matrices the GEMM takes (options.weight_packing; after
-  // CalibrateKernels), then measures from which batch the GEMM on them beats the dots.
+  // Keeps decode panels of the q4_K matrices (AVX-512 VNNI hosts) and int8 panels of the
+  // matrices the GEMM takes (options.weight_packing; after CalibrateKernels), then measures
+  // from which batch the GEMM on the int8 panels beats the dots.
   void PackWeights();
-  // Which of `ms` (WeightMatrices()) get panels under options.weight_packing (the first
-  // ones that fit the budget), and the budget's line.
-  std::vector<bool> PackingPlan(const std::vector<QuantMatrix*>& ms, std::string* why) const;
+  // Which of `ms` (WeightMatrices()) get decode panels and int8 panels under
+  // options.weight_packing (decode panels first, then int8 panels, each while it fits the
+  // budget), and the budget's line.
+  struct PackPlan {
+    std::vector<bool> decode, int8;
+    std::string why;
+  };
+  PackPlan PackingPlan(const std::vector<QuantMatrix*>& ms) const;
   std::map<std::string, double> profile;  // seconds per phase (Executor::Profile)
 
   explicit Impl(gguf::GgufModel f);
