@@ -5,56 +5,21 @@
 #include <new>
 
 #include "common/quant/blocks.h"
+#include "common/util/half.h"
 
 namespace tessera::cpu {
 namespace {
 
+constexpr int kRows = kDecodePanelRows;
+
 // Byte offsets of a q4_K panel block's parts (decode_panels.h).
 constexpr size_t kDminAt = 32, kScAt = 64, kMinAt = 192, kQsAt = 320;
 static_assert(kQsAt + 2048 == kQ4KPanelBlockBytes && kQ4KPanelBlockBytes % 64 == 0);
+// And of a q6_K panel block's.
+constexpr size_t kQ6ScAt = 64, kQ6QAt = 320;
+static_assert(kQ6QAt + 3072 == kQ6KPanelBlockBytes && kQ6KPanelBlockBytes % 64 == 0);
 
-}  // namespace
-
-bool DecodePanelMatrix::Covers(gguf::GgmlType type) { return type == gguf::GgmlType::kQ4_K; }
-
-DecodePanelMatrix::DecodePanelMatrix(gguf::GgmlType type, int64_t panels, int64_t cols)
-    : type_(type),
-      panels_(panels),
-      cols_(cols),
-      panel_bytes_(static_cast<size_t>(cols / quant::kQKK) * kQ4KPanelBlockBytes) {}
-
-DecodePanelMatrix::~DecodePanelMatrix() { std::free(data_); }
-
-size_t DecodePanelMatrix::Bytes(gguf::GgmlType type, int64_t rows, int64_t cols) {
-  if (!Covers(type)) return 0;
-  return DecodePanelMatrix(type, rows / kDecodePanelRows, cols).bytes();
-}
-
-std::unique_ptr<DecodePanelMatrix> DecodePanelMatrix::Pack(gguf::GgmlType type, const uint8_t* data,
-                                                           size_t row_bytes, int64_t rows,
-                                                           int64_t cols, ThreadPool* pool) {
-  std::unique_ptr<DecodePanelMatrix> m(
-      new DecodePanelMatrix(type, rows / kDecodePanelRows, cols));
-  if (m->bytes() == 0) return m;
-  m->data_ = static_cast<uint8_t*>(std::aligned_alloc(64, m->bytes()));
-  if (m->data_ == nullptr) throw std::bad_alloc();
-  auto task = [&](int64_t p, int) {
-    const uint8_t* rows16[kDecodePanelRows];
-    for (int r = 0; r < kDecodePanelRows; ++r) {
-      rows16[r] = data + static_cast<size_t>(p * kDecodePanelRows + r) * row_bytes;
-    }
-    InterleaveQ4KPanel(rows16, cols, m->data_ + static_cast<size_t>(p) * m->panel_bytes_);
-  };
-  if (pool != nullptr) {
-    pool->ParallelFor(m->panels_, task);
-  } else {
-    for (int64_t p = 0; p < m->panels_; ++p) task(p, 0);
-  }
-  return m;
-}
-
-void InterleaveQ4KPanel(const uint8_t* const rows[kDecodePanelRows], int64_t cols, uint8_t* out) {
-  constexpr int kRows = kDecodePanelRows;
+void InterleaveQ4K(const uint8_t* const rows[kRows], int64_t cols, uint8_t* out) {
   for (int64_t i = 0; i < cols / quant::kQKK; ++i) {
     uint8_t* o = out + static_cast<size_t>(i) * kQ4KPanelBlockBytes;
     for (int r = 0; r < kRows; ++r) {
@@ -74,6 +39,84 @@ void InterleaveQ4KPanel(const uint8_t* const rows[kDecodePanelRows], int64_t col
       }
     }
   }
+}
+
+void InterleaveQ6K(const uint8_t* const rows[kRows], int64_t cols, uint8_t* out) {
+  for (int64_t i = 0; i < cols / quant::kQKK; ++i) {
+    uint8_t* o = out + static_cast<size_t>(i) * kQ6KPanelBlockBytes;
+    for (int r = 0; r < kRows; ++r) {
+      const auto& b = reinterpret_cast<const quant::BlockQ6_K*>(rows[r])[i];
+      const float d = Fp16ToFloat(b.d);
+      std::memcpy(o + 4 * r, &d, 4);
+      for (int j = 0; j < 16; ++j) {
+        o[kQ6ScAt + (j / 2) * 2 * kRows + 2 * r + j % 2] = static_cast<uint8_t>(b.scales[j]);
+      }
+      for (int h = 0; h < 2; ++h) {
+        for (int g = 0; g < 8; ++g) {
+          uint8_t* q = o + kQ6QAt + static_cast<size_t>(h * 8 + g) * 3 * 64 + 4 * r;
+          std::memcpy(q, b.ql + 64 * h + 4 * g, 4);
+          std::memcpy(q + 64, b.ql + 64 * h + 32 + 4 * g, 4);
+          std::memcpy(q + 128, b.qh + 32 * h + 4 * g, 4);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+size_t PanelBlockBytes(gguf::GgmlType type) {
+  switch (type) {
+    case gguf::GgmlType::kQ4_K:
+      return kQ4KPanelBlockBytes;
+    case gguf::GgmlType::kQ6_K:
+      return kQ6KPanelBlockBytes;
+    default:
+      return 0;
+  }
+}
+
+void InterleavePanel(gguf::GgmlType type, const uint8_t* const rows[kRows], int64_t cols,
+                     uint8_t* out) {
+  if (type == gguf::GgmlType::kQ4_K) InterleaveQ4K(rows, cols, out);
+  if (type == gguf::GgmlType::kQ6_K) InterleaveQ6K(rows, cols, out);
+}
+
+bool DecodePanelMatrix::Covers(gguf::GgmlType type) { return PanelBlockBytes(type) != 0; }
+
+DecodePanelMatrix::DecodePanelMatrix(gguf::GgmlType type, int64_t panels, int64_t cols)
+    : type_(type),
+      panels_(panels),
+      cols_(cols),
+      panel_bytes_(static_cast<size_t>(cols / quant::kQKK) * PanelBlockBytes(type)) {}
+
+DecodePanelMatrix::~DecodePanelMatrix() { std::free(data_); }
+
+size_t DecodePanelMatrix::Bytes(gguf::GgmlType type, int64_t rows, int64_t cols) {
+  if (!Covers(type)) return 0;
+  return DecodePanelMatrix(type, rows / kDecodePanelRows, cols).bytes();
+}
+
+std::unique_ptr<DecodePanelMatrix> DecodePanelMatrix::Pack(gguf::GgmlType type, const uint8_t* data,
+                                                           size_t row_bytes, int64_t rows,
+                                                           int64_t cols, ThreadPool* pool) {
+  std::unique_ptr<DecodePanelMatrix> m(new DecodePanelMatrix(type, rows / kDecodePanelRows, cols));
+  if (m->bytes() == 0) return m;
+  m->data_ = static_cast<uint8_t*>(std::aligned_alloc(64, m->bytes()));
+  if (m->data_ == nullptr) throw std::bad_alloc();
+  auto task = [&](int64_t p, int) {
+    const uint8_t* rows16[kDecodePanelRows];
+    for (int r = 0; r < kDecodePanelRows; ++r) {
+      rows16[r] = data + static_cast<size_t>(p * kDecodePanelRows + r) * row_bytes;
+    }
+    InterleavePanel(type, rows16, cols, m->data_ + static_cast<size_t>(p) * m->panel_bytes_);
+  };
+  if (pool != nullptr) {
+    pool->ParallelFor(m->panels_, task);
+  } else {
+    for (int64_t p = 0; p < m->panels_; ++p) task(p, 0);
+  }
+  return m;
 }
 
 }  // namespace tessera::cpu

@@ -1,5 +1,6 @@
-// Decode panels: q4_K weight rows kept from load interleaved 16 to a panel with their 4-bit
-// quants, for the products of one to a few vectors (decode steps) on AVX-512 VNNI hosts.
+// Decode panels: q4_K and q6_K weight rows kept from load interleaved 16 to a panel with
+// their 4- and 6-bit quants, for the products of one to a few vectors (decode steps) on
+// AVX-512 VNNI hosts.
 //
 // The integer dots multiply one row at a time and spend most of their instructions on what
 // is per row: the horizontal sums of each block, the scale unpacking, the float tail (on
@@ -7,17 +8,24 @@
 // reads from memory). In a panel, lane r of every 512-bit register belongs to row r: one
 // vpdpbusd multiplies 4 quants of 16 rows by 4 broadcast activations, the sub-block sums of
 // 16 rows stay in 16 lanes, and the float tail is one vector operation for 16 rows. A panel
-// keeps the quants as 4-bit nibbles (the int8 GEMM's panels, PackedInt8Matrix, take twice
-// the bytes), so a one-vector product reads about as many bytes as the rows themselves.
+// keeps the quants at their width (the int8 GEMM's panels, PackedInt8Matrix, take a byte
+// each), so a one-vector product reads about as many bytes as the rows themselves (q4_K
+// 1.03x, q6_K 1.01x).
 //
 // Layout of panel p (rows [16p, 16p + 16)), one part per 256-element block, in block order
-// (kQ4KPanelBlockBytes each, 64-byte aligned):
+// (PanelBlockBytes each, 64-byte aligned). q4_K (kQ4KPanelBlockBytes):
 //   d[16], dmin[16]       fp16 block scales of the 16 rows
 //   sc[8][16]             sub-block scale j of row r at sc[j][r] (6-bit values as bytes)
 //   m[4][16][2]           sub-block minimums 2i and 2i + 1 of row r at m[i][r][0..1]
 //   qs[8][4][16][4]       bytes 32s + 4g .. 32s + 4g + 3 of row r's qs at qs[g][s][r]: low
 //                         nibbles are elements 64s + 4g + 0..3, high nibbles 64s + 32 + 4g
 //                         + 0..3 (the q4_K nibble order, regrouped by 4 bytes)
+// q6_K (kQ6KPanelBlockBytes):
+//   d[16]                 float32 block scales (the fp16 values, converted exactly)
+//   sc[8][16][2]          signed sub-block scales 2i and 2i + 1 of row r at sc[i][r][0..1]
+//   q[2][8][3][16][4]     per half h and group g, three registers of 16 rows × 4 bytes:
+//                         ql[64h + 4g ..], ql[64h + 32 + 4g ..] and qh[32h + 4g ..] (the
+//                         q6_K bit order, regrouped by 4 bytes, in the order they are read)
 // Every (row, vector) result has the bits of the integer dots (kernels_avx2.h IntegerDot):
 // the block sums are exact integers and the float operations per block are the dots'.
 #pragma once
@@ -33,12 +41,13 @@ namespace tessera::cpu {
 
 inline constexpr int kDecodePanelRows = 16;
 inline constexpr size_t kQ4KPanelBlockBytes = 64 + 128 + 128 + 2048;
+inline constexpr size_t kQ6KPanelBlockBytes = 64 + 256 + 3072;
 
 // The weight matrix as decode panels. Only whole panels are kept: rows past the last
 // multiple of 16 stay with the caller's row-major data (the dots multiply them).
 class DecodePanelMatrix {
  public:
-  // Whether `type` has decode panels (q4_K).
+  // Whether `type` has decode panels (q4_K, q6_K).
   static bool Covers(gguf::GgmlType type);
   // The bytes Pack keeps for `rows` × `cols` of `type` (0 when fewer than 16 rows).
   static size_t Bytes(gguf::GgmlType type, int64_t rows, int64_t cols);
@@ -70,8 +79,11 @@ class DecodePanelMatrix {
   uint8_t* data_ = nullptr;  // 64-byte aligned
 };
 
-// Writes panel `p`'s image of 16 q4_K rows (rows[r] → lane r, `cols` elements each) to
-// `out` (cols / 256 × kQ4KPanelBlockBytes bytes).
-void InterleaveQ4KPanel(const uint8_t* const rows[kDecodePanelRows], int64_t cols, uint8_t* out);
+// Writes the panel image of 16 rows of `type` (rows[r] → lane r, `cols` elements each) to
+// `out` (cols / 256 × PanelBlockBytes(type) bytes).
+void InterleavePanel(gguf::GgmlType type, const uint8_t* const rows[kDecodePanelRows], int64_t cols,
+                     uint8_t* out);
+// Bytes of one 256-element block of a panel of `type` (0: not covered).
+size_t PanelBlockBytes(gguf::GgmlType type);
 
 }  // namespace tessera::cpu

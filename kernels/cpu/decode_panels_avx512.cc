@@ -18,7 +18,8 @@
 namespace tessera::cpu::avx512 {
 namespace {
 
-constexpr size_t kDminAt = 32, kScAt = 64, kMinAt = 192, kQsAt = 320;
+constexpr size_t kDminAt = 32, kScAt = 64, kMinAt = 192, kQsAt = 320;  // q4_K
+constexpr size_t kQ6ScAt = 64, kQ6QAt = 320;                           // q6_K
 // No software prefetch: a panel is one sequential stream, which the hardware prefetcher
 // follows at the read bandwidth (on Zen 4, prefetching blocks 2 to 16 ahead into L1 cut
 // one thread's rate from 24 to 12-15 GB/s).
@@ -37,10 +38,11 @@ __m512i Broadcast4(const int8_t* p) {
 // through in groups of kGroup pairs so that the sums in flight fit the registers (each
 // pair's chain of 8 vpdpbusd per vector is independent of the others).
 template <int V>
-void PanelDots(const uint8_t* panel, int64_t n, const void* ap, size_t stride, float* out,
-               int64_t ldo) {
+void PanelDotsQ4(const uint8_t* panel, int64_t n, const void* ap, size_t stride, float* out,
+                 int64_t ldo) {
   constexpr int kGroup = V <= 2 ? 4 : V <= 4 ? 2 : 1;  // sub-block pairs per pass
-  const __m512i lo_mask = _mm512_set1_epi8(0x0F), hi_mask = _mm512_set1_epi8(static_cast<char>(0xF0));
+  const __m512i lo_mask = _mm512_set1_epi8(0x0F),
+                hi_mask = _mm512_set1_epi8(static_cast<char>(0xF0));
   const __m128i ones16 = _mm_set1_epi16(1);
   const quant::BlockQ8_K* a[V];
   for (int v = 0; v < V; ++v) {
@@ -75,8 +77,8 @@ void PanelDots(const uint8_t* panel, int64_t n, const void* ap, size_t stride, f
 #pragma GCC unroll 4
       for (int s = 0; s < kGroup; ++s) {
         const int sb = 2 * (s0 + s);
-        const __m512i sc_lo = _mm512_cvtepu8_epi32(_mm_load_si128(
-            reinterpret_cast<const __m128i*>(blk + kScAt + sb * kDecodePanelRows)));
+        const __m512i sc_lo = _mm512_cvtepu8_epi32(
+            _mm_load_si128(reinterpret_cast<const __m128i*>(blk + kScAt + sb * kDecodePanelRows)));
         const __m512i sc_hi = _mm512_cvtepu8_epi32(_mm_load_si128(
             reinterpret_cast<const __m128i*>(blk + kScAt + (sb + 1) * kDecodePanelRows)));
         for (int v = 0; v < V; ++v) {
@@ -101,12 +103,9 @@ void PanelDots(const uint8_t* panel, int64_t n, const void* ap, size_t stride, f
                                            _mm_madd_epi16(_mm_loadu_si128(bs + 1), ones16));
       __m512i msum = _mm512_setzero_si512();
       msum = _mm512_dpwssd_epi32(msum, mins[0], _mm512_broadcastd_epi32(sums));
-      msum = _mm512_dpwssd_epi32(msum, mins[1],
-                                 _mm512_broadcastd_epi32(_mm_srli_si128(sums, 4)));
-      msum = _mm512_dpwssd_epi32(msum, mins[2],
-                                 _mm512_broadcastd_epi32(_mm_srli_si128(sums, 8)));
-      msum = _mm512_dpwssd_epi32(msum, mins[3],
-                                 _mm512_broadcastd_epi32(_mm_srli_si128(sums, 12)));
+      msum = _mm512_dpwssd_epi32(msum, mins[1], _mm512_broadcastd_epi32(_mm_srli_si128(sums, 4)));
+      msum = _mm512_dpwssd_epi32(msum, mins[2], _mm512_broadcastd_epi32(_mm_srli_si128(sums, 8)));
+      msum = _mm512_dpwssd_epi32(msum, mins[3], _mm512_broadcastd_epi32(_mm_srli_si128(sums, 12)));
       const __m512i isum = _mm512_add_epi32(isum_lo[v], _mm512_srai_epi32(isum_hi[v], 4));
       const __m512 da = _mm512_set1_ps(a[v][i].d);
       acc[v] = _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(isum), acc[v]);
@@ -116,19 +115,150 @@ void PanelDots(const uint8_t* panel, int64_t n, const void* ap, size_t stride, f
   for (int v = 0; v < V; ++v) _mm512_storeu_ps(out + v * ldo, acc[v]);
 }
 
+// q6_K: per block and vector, sub-block j's sums Σ u·a of the 16 rows (u = q + 32, the
+// stored 6-bit value), S_j, by vpdpbusd; isum = Σ_j sc_j·S_j − 32·Σ_j sc_j·(bsums[j]) exact
+// in int32 (the offsets by vpdpwssd on the scale pairs); then, as the dots,
+// acc = fma(d·d_a, isum, acc). A pass takes the groups g of one half h whose elements fall
+// in the same four sub-blocks (g / 4 fixed), both quant registers (kParts = 2: four
+// sub-blocks in flight per vector) or one (two sub-blocks), so that the sums in flight fit
+// the registers.
+template <int V>
+void PanelDotsQ6(const uint8_t* panel, int64_t n, const void* ap, size_t stride, float* out,
+                 int64_t ldo) {
+  constexpr int kParts = V <= 4 ? 2 : 1;
+  const __m512i mask4 = _mm512_set1_epi8(0x0F), keep = _mm512_set1_epi8(static_cast<char>(0xCF));
+  const quant::BlockQ8_K* a[V];
+  for (int v = 0; v < V; ++v) {
+    a[v] = reinterpret_cast<const quant::BlockQ8_K*>(static_cast<const uint8_t*>(ap) + v * stride);
+  }
+  // The 6-bit quants of one register's 4 bytes per lane: the low bits `low` (bits 6-7 zero)
+  // and the 2 high bits in bits 4-5 of `high` (other bits ignored): (low & 0xCF) | (high & 0x30).
+  const auto join = [&](__m512i low, __m512i high) {
+    return _mm512_ternarylogic_epi32(low, high, keep, 0xE4);  // keep ? low : high
+  };
+  __m512 acc[V];
+  for (int v = 0; v < V; ++v) acc[v] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n / quant::kQKK; ++i) {
+    const uint8_t* blk = panel + static_cast<size_t>(i) * kQ6KPanelBlockBytes;
+    const uint8_t* sc = blk + kQ6ScAt;
+    __m512i isum[V];
+    for (int v = 0; v < V; ++v) isum[v] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 2
+      for (int gq = 0; gq < 2; ++gq) {
+#pragma GCC unroll 2
+        for (int part0 = 0; part0 < 2; part0 += kParts) {
+          // s[v][k]: sub-block 8h + gq + 2·(2k' + part) for the parts in this pass, k =
+          // 2·(part − part0) + {0: low nibbles, 1: high nibbles}.
+          __m512i s[V][2 * kParts];
+          for (int v = 0; v < V; ++v) {
+            for (int k = 0; k < 2 * kParts; ++k) s[v][k] = _mm512_setzero_si512();
+          }
+#pragma GCC unroll 4
+          for (int g = 4 * gq; g < 4 * gq + 4; ++g) {
+            const uint8_t* q = blk + kQ6QAt + static_cast<size_t>(h * 8 + g) * 3 * 64;
+            const __m512i hb = _mm512_load_si512(q + 128);
+#pragma GCC unroll 2
+            for (int part = part0; part < part0 + kParts; ++part) {
+              const __m512i lb = _mm512_load_si512(q + 64 * part);
+              // part 0 (ql[l]): elements l (qh bits 0-1) and l + 64 (bits 4-5);
+              // part 1 (ql[l + 32]): l + 32 (bits 2-3) and l + 96 (bits 6-7).
+              const __m512i u_lo =
+                  join(_mm512_and_si512(lb, mask4), _mm512_slli_epi16(hb, part == 0 ? 4 : 2));
+              const __m512i u_hi = join(_mm512_and_si512(_mm512_srli_epi16(lb, 4), mask4),
+                                        part == 0 ? hb : _mm512_srli_epi16(hb, 2));
+              const int k = 2 * (part - part0);
+#pragma GCC unroll 8
+              for (int v = 0; v < V; ++v) {
+                const int8_t* x = a[v][i].qs + 128 * h + 32 * part + 4 * g;
+                s[v][k] = _mm512_dpbusd_epi32(s[v][k], u_lo, Broadcast4(x));
+                s[v][k + 1] = _mm512_dpbusd_epi32(s[v][k + 1], u_hi, Broadcast4(x + 64));
+              }
+            }
+          }
+          // Scale sc_j of the 16 rows as int32 lanes: j's pair, then its half.
+#pragma GCC unroll 4
+          for (int k = 0; k < 2 * kParts; ++k) {
+            const int j = 8 * h + gq + 2 * (part0 + k / 2) + 4 * (k % 2);
+            const __m512i pair = _mm512_cvtepi8_epi16(_mm256_load_si256(
+                reinterpret_cast<const __m256i*>(sc + (j / 2) * 2 * kDecodePanelRows)));
+            const __m512i scale = j % 2 == 0 ? _mm512_srai_epi32(_mm512_slli_epi32(pair, 16), 16)
+                                             : _mm512_srai_epi32(pair, 16);
+            for (int v = 0; v < V; ++v) {
+              isum[v] = _mm512_add_epi32(isum[v], _mm512_mullo_epi32(s[v][k], scale));
+            }
+          }
+        }
+      }
+    }
+    const __m512 d = _mm512_load_ps(reinterpret_cast<const float*>(blk));
+    __m512i offsets[V];
+    for (int v = 0; v < V; ++v) offsets[v] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) {
+      const __m512i pair = _mm512_cvtepi8_epi16(
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(sc + p * 2 * kDecodePanelRows)));
+      for (int v = 0; v < V; ++v) {
+        int32_t bsum_pair;
+        std::memcpy(&bsum_pair, a[v][i].bsums + 2 * p, 4);
+        offsets[v] = _mm512_dpwssd_epi32(offsets[v], pair, _mm512_set1_epi32(bsum_pair));
+      }
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) {
+      isum[v] = _mm512_sub_epi32(isum[v], _mm512_slli_epi32(offsets[v], 5));
+      acc[v] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(a[v][i].d)),
+                               _mm512_cvtepi32_ps(isum[v]), acc[v]);
+    }
+  }
+  for (int v = 0; v < V; ++v) _mm512_storeu_ps(out + v * ldo, acc[v]);
+}
+
+template <int V>
+struct Q4 {
+  static void Run(const uint8_t* p, int64_t n, const void* a, size_t s, float* o, int64_t l) {
+    PanelDotsQ4<V>(p, n, a, s, o, l);
+  }
+};
+template <int V>
+struct Q6 {
+  static void Run(const uint8_t* p, int64_t n, const void* a, size_t s, float* o, int64_t l) {
+    PanelDotsQ6<V>(p, n, a, s, o, l);
+  }
+};
+template <template <int> class K>
+void Dots(const uint8_t* panel, int64_t n, const void* a, size_t stride, int nb, float* out,
+          int64_t ldo) {
+  switch (nb) {
+    case 1:
+      return K<1>::Run(panel, n, a, stride, out, ldo);
+    case 2:
+      return K<2>::Run(panel, n, a, stride, out, ldo);
+    case 3:
+      return K<3>::Run(panel, n, a, stride, out, ldo);
+    case 4:
+      return K<4>::Run(panel, n, a, stride, out, ldo);
+    case 5:
+      return K<5>::Run(panel, n, a, stride, out, ldo);
+    case 6:
+      return K<6>::Run(panel, n, a, stride, out, ldo);
+    case 7:
+      return K<7>::Run(panel, n, a, stride, out, ldo);
+    default:
+      return K<8>::Run(panel, n, a, stride, out, ldo);
+  }
+}
 }  // namespace
 
-void DecodePanelDotsQ4_K(const uint8_t* panel, int64_t n, const void* a, size_t stride, int nb,
-                         float* out, int64_t ldo) {
-  switch (nb) {
-    case 1: return PanelDots<1>(panel, n, a, stride, out, ldo);
-    case 2: return PanelDots<2>(panel, n, a, stride, out, ldo);
-    case 3: return PanelDots<3>(panel, n, a, stride, out, ldo);
-    case 4: return PanelDots<4>(panel, n, a, stride, out, ldo);
-    case 5: return PanelDots<5>(panel, n, a, stride, out, ldo);
-    case 6: return PanelDots<6>(panel, n, a, stride, out, ldo);
-    case 7: return PanelDots<7>(panel, n, a, stride, out, ldo);
-    default: return PanelDots<8>(panel, n, a, stride, out, ldo);
+PanelDotsFn DecodePanelDots(gguf::GgmlType type) {
+  switch (type) {
+    case gguf::GgmlType::kQ4_K:
+      return Dots<Q4>;
+    case gguf::GgmlType::kQ6_K:
+      return Dots<Q6>;
+    default:
+      return nullptr;
   }
 }
 

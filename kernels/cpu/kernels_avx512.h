@@ -62,11 +62,13 @@ using ManyDotFn = void (*)(const void* w, const void* a, size_t stride, int nb, 
                            float* out);
 ManyDotFn IntegerDots(gguf::GgmlType type);
 
-// The 16 rows of a q4_K decode panel (decode_panels.h), `n` elements each, against `nb` Q8_K
+// The 16 rows of a decode panel (decode_panels.h), `n` elements each, against `nb` Q8_K
 // activation rows (1 ≤ nb ≤ kMaxDotVectors, row b at a + b·stride bytes): out[b·ldo + r]
-// for r < 16, each with the bits IntegerDot gives the row and the vector alone.
-void DecodePanelDotsQ4_K(const uint8_t* panel, int64_t n, const void* a, size_t stride, int nb,
-                         float* out, int64_t ldo);
+// for r < 16, each with the bits avx2::IntegerDot gives the row and the vector alone.
+// nullptr for types without panels.
+using PanelDotsFn = void (*)(const uint8_t* panel, int64_t n, const void* a, size_t stride, int nb,
+                             float* out, int64_t ldo);
+PanelDotsFn DecodePanelDots(gguf::GgmlType type);
 
 // Writes the unsigned quants of one weight row (`cols` elements of a row of `type` blocks)
 // as plain bytes to dst[0, cols). nullptr for types without one.

@@ -116,7 +116,7 @@ void IntegerDotRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
   int64_t panel_begin = 0, panel_end = 0;
   if (const DecodePanelMatrix* panels = w.decode_panels;
       panels != nullptr && AtLeast(isa, Isa::kAvx512) && panels->type() == w.type &&
-      panels->cols() == w.cols) {
+      panels->cols() == w.cols && avx512::DecodePanelDots(w.type) != nullptr) {
     const int64_t first = w.decode_panels_row0 + row_begin;
     panel_begin = (first + kDecodePanelRows - 1) / kDecodePanelRows;
     panel_end = std::min(panels->panels(), (w.decode_panels_row0 + row_end) / kDecodePanelRows);
@@ -125,6 +125,7 @@ void IntegerDotRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
   const int64_t n_panels = panel_end - panel_begin;
   if (n_panels > 0) {
     const DecodePanelMatrix& panels = *w.decode_panels;
+    const avx512::PanelDotsFn panel_dots = avx512::DecodePanelDots(w.type);
     const int64_t panel_row_begin = panel_begin * kDecodePanelRows - w.decode_panels_row0;
     const int64_t panel_row_end = panel_end * kDecodePanelRows - w.decode_panels_row0;
     const int64_t per_task = std::max<int64_t>(
@@ -140,8 +141,7 @@ void IntegerDotRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
         const int64_t r = p * kDecodePanelRows - w.decode_panels_row0 - row_begin;
         for (int64_t b0 = 0; b0 < batch; b0 += avx512::kMaxDotVectors) {
           const int nb = static_cast<int>(std::min<int64_t>(avx512::kMaxDotVectors, batch - b0));
-          avx512::DecodePanelDotsQ4_K(panels.panel(p), w.cols, xq.row(b0), xq.row_bytes, nb,
-                                      y + b0 * ldy + r, ldy);
+          panel_dots(panels.panel(p), w.cols, xq.row(b0), xq.row_bytes, nb, y + b0 * ldy + r, ldy);
         }
       }
     };

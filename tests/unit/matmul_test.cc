@@ -470,6 +470,16 @@ void MaximizeK4(std::vector<uint8_t>& w) {
   }
 }
 
+// Every q6_K quant of `w` at its maximum (63) under scales of 127 and -128.
+void MaximizeQ6K(std::vector<uint8_t>& w) {
+  auto* blocks = reinterpret_cast<quant::BlockQ6_K*>(w.data());
+  for (size_t i = 0; i < w.size() / sizeof(quant::BlockQ6_K); ++i) {
+    std::fill(std::begin(blocks[i].ql), std::end(blocks[i].ql), 0xFF);
+    std::fill(std::begin(blocks[i].qh), std::end(blocks[i].qh), 0xFF);
+    for (int j = 0; j < 16; ++j) blocks[i].scales[j] = j % 2 == 0 ? 127 : -128;
+  }
+}
+
 // The AVX-512 dots give the AVX2 dots' bits (the VNNI dots of q4_K, q5_K and q6_K, one to
 // eight vectors per pass; q6_K's one-vector dot with two blocks per register), for even and
 // odd block counts, every vector count a pass takes, and operands at the top of their
@@ -491,14 +501,7 @@ TEST(MatmulDotsTest, Avx512DotsGiveTheAvx2Bits) {
             for (size_t i = 0; i < p.x.size(); ++i) p.x[i] = i % 3 == 0 ? -3.0f : 3.0f;
             if (type == GgmlType::kQ4_K) MaximizeK4<quant::BlockQ4_K>(p.w);
             if (type == GgmlType::kQ5_K) MaximizeK4<quant::BlockQ5_K>(p.w);
-            if (type == GgmlType::kQ6_K) {
-              auto* blocks = reinterpret_cast<quant::BlockQ6_K*>(p.w.data());
-              for (int64_t i = 0; i < rows * cols / quant::kQKK; ++i) {
-                std::fill(std::begin(blocks[i].ql), std::end(blocks[i].ql), 0xFF);
-                std::fill(std::begin(blocks[i].qh), std::end(blocks[i].qh), 0xFF);
-                for (int j = 0; j < 16; ++j) blocks[i].scales[j] = j % 2 == 0 ? 127 : -128;
-              }
-            }
+            if (type == GgmlType::kQ6_K) MaximizeQ6K(p.w);
           }
           auto w = QuantMatrix::Make(p.type, rows, cols, p.w, "w");
           ASSERT_TRUE(w.ok()) << w.status();
@@ -525,77 +528,82 @@ TEST(MatmulDotsTest, Avx512DotsGiveTheAvx2Bits) {
   }
 }
 
-// Decode panels kept from load (DecodePanelMatrix: 16 q4_K rows interleaved, 4-bit quants)
-// give every (row, vector) the bits of the AVX2 dot, at every vector count a pass takes and
-// past it (passes of eight), for row ranges that start and end inside a panel (the rows
-// outside whole panels go row by row), for a view of rows inside a larger matrix (an expert
-// of a stacked tensor, a tensor-parallel shard), on one thread or several, with random
+// Decode panels kept from load (DecodePanelMatrix: 16 q4_K or q6_K rows interleaved with
+// their 4- and 6-bit quants) give every (row, vector) the bits of the AVX2 dot, at every vector
+// count a pass takes and past it (passes of eight), for row ranges that start and end inside a
+// panel (the rows outside whole panels go row by row), for a view of rows inside a larger matrix
+// (an expert of a stacked tensor, a tensor-parallel shard), on one thread or several, with random
 // blocks and with operands at the top of their range.
 TEST(MatmulDecodePanelsTest, PanelsGiveTheBitsOfTheDots) {
   if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "host has no AVX-512 VNNI";
-  ASSERT_TRUE(DecodePanelMatrix::Covers(GgmlType::kQ4_K));
   uint64_t seed = 331;
-  for (int64_t cols : {256, 768, 1280}) {
-    for (bool extreme : {false, true}) {
-      SCOPED_TRACE(testing::Message() << "cols " << cols << (extreme ? " extreme" : ""));
-      const int64_t rows = 71, max_batch = 19;
-      Problem p = MakeProblem(GgmlType::kQ4_K, rows, cols, max_batch, seed++);
-      if (extreme) {
-        for (size_t i = 0; i < p.x.size(); ++i) p.x[i] = i % 3 == 0 ? -3.0f : 3.0f;
-        MaximizeK4<quant::BlockQ4_K>(p.w);
-      }
-      auto w = QuantMatrix::Make(p.type, rows, cols, p.w, "w");
-      ASSERT_TRUE(w.ok()) << w.status();
-      ThreadPool pool(3);
-      auto panels =
-          DecodePanelMatrix::Pack(GgmlType::kQ4_K, w->data, w->row_bytes, rows, cols, &pool);
-      ASSERT_EQ(panels->panels(), 4) << "whole panels only";
-      EXPECT_EQ(panels->bytes(), DecodePanelMatrix::Bytes(GgmlType::kQ4_K, rows, cols));
-      EXPECT_EQ(panels->bytes(), 4 * (cols / 256) * kQ4KPanelBlockBytes);
-      QuantMatrix pw = *w;
-      pw.decode_panels = panels.get();
-      QuantMatrix tail = pw;  // rows [21, 71) as a matrix of their own
-      tail.rows = rows - 21;
-      tail.data = w->data + 21 * w->row_bytes;
-      tail.decode_panels_row0 = 21;
-      for (int64_t batch : {1, 2, 3, 4, 5, 8, 9, 19}) {
-        for (auto [m, r0, r1] : {std::tuple<const QuantMatrix*, int64_t, int64_t>{&pw, 0, 71},
-                                 {&pw, 16, 48},
-                                 {&pw, 7, 70},
-                                 {&pw, 3, 12},
-                                 {&tail, 0, 50},
-                                 {&tail, 5, 43}}) {
-          for (ThreadPool* threads : {static_cast<ThreadPool*>(nullptr), &pool}) {
-            SCOPED_TRACE(testing::Message()
-                         << "batch " << batch << " rows [" << r0 << ", " << r1 << ") of a view at "
-                         << m->decode_panels_row0 << (threads ? " 3 threads" : " 1 thread"));
-            const int64_t n = r1 - r0;
-            MatmulOptions opt;
-            opt.path = MatmulPath::kDots;
-            opt.min_parallel_macs = 0;
-            std::vector<float> got(batch * n), alone(n);
-            ASSERT_TRUE(Matmul(*m, r0, r1, p.x.data(), batch, got.data(), n, threads, opt).ok());
-            for (int64_t b = 0; b < batch; ++b) {
-              ASSERT_TRUE(Matmul(*w, m->decode_panels_row0 + r0, m->decode_panels_row0 + r1,
-                                 p.x.data() + b * cols, 1, alone.data(), n, nullptr,
-                                 MatmulOptions{MatmulPath::kDots, Isa::kAvx2})
-                              .ok());
-              for (int64_t r = 0; r < n; ++r) {
-                ASSERT_EQ(std::bit_cast<uint32_t>(got[b * n + r]),
-                          std::bit_cast<uint32_t>(alone[r]))
-                    << "vector " << b << " row " << r << ": " << got[b * n + r] << " vs "
-                    << alone[r];
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    ASSERT_TRUE(DecodePanelMatrix::Covers(type));
+    for (int64_t cols : {256, 768, 1280}) {
+      for (bool extreme : {false, true}) {
+        SCOPED_TRACE(testing::Message() << quant::FindQuantTraits(type)->name << " cols " << cols
+                                        << (extreme ? " extreme" : ""));
+        const int64_t rows = 71, max_batch = 19;
+        Problem p = MakeProblem(type, rows, cols, max_batch, seed++);
+        if (extreme) {
+          for (size_t i = 0; i < p.x.size(); ++i) p.x[i] = i % 3 == 0 ? -3.0f : 3.0f;
+          if (type == GgmlType::kQ4_K) MaximizeK4<quant::BlockQ4_K>(p.w);
+          if (type == GgmlType::kQ6_K) MaximizeQ6K(p.w);
+        }
+        auto w = QuantMatrix::Make(p.type, rows, cols, p.w, "w");
+        ASSERT_TRUE(w.ok()) << w.status();
+        ThreadPool pool(3);
+        auto panels = DecodePanelMatrix::Pack(type, w->data, w->row_bytes, rows, cols, &pool);
+        ASSERT_EQ(panels->panels(), 4) << "whole panels only";
+        EXPECT_EQ(panels->bytes(), DecodePanelMatrix::Bytes(type, rows, cols));
+        EXPECT_EQ(panels->bytes(),
+                  4 * (cols / 256) *
+                      (type == GgmlType::kQ4_K ? kQ4KPanelBlockBytes : kQ6KPanelBlockBytes));
+        QuantMatrix pw = *w;
+        pw.decode_panels = panels.get();
+        QuantMatrix tail = pw;  // rows [21, 71) as a matrix of their own
+        tail.rows = rows - 21;
+        tail.data = w->data + 21 * w->row_bytes;
+        tail.decode_panels_row0 = 21;
+        for (int64_t batch : {1, 2, 3, 4, 5, 8, 9, 19}) {
+          for (auto [m, r0, r1] : {std::tuple<const QuantMatrix*, int64_t, int64_t>{&pw, 0, 71},
+                                   {&pw, 16, 48},
+                                   {&pw, 7, 70},
+                                   {&pw, 3, 12},
+                                   {&tail, 0, 50},
+                                   {&tail, 5, 43}}) {
+            for (ThreadPool* threads : {static_cast<ThreadPool*>(nullptr), &pool}) {
+              SCOPED_TRACE(testing::Message() << "batch " << batch << " rows [" << r0 << ", " << r1
+                                              << ") of a view at " << m->decode_panels_row0
+                                              << (threads ? " 3 threads" : " 1 thread"));
+              const int64_t n = r1 - r0;
+              MatmulOptions opt;
+              opt.path = MatmulPath::kDots;
+              opt.min_parallel_macs = 0;
+              std::vector<float> got(batch * n), alone(n);
+              ASSERT_TRUE(Matmul(*m, r0, r1, p.x.data(), batch, got.data(), n, threads, opt).ok());
+              for (int64_t b = 0; b < batch; ++b) {
+                ASSERT_TRUE(Matmul(*w, m->decode_panels_row0 + r0, m->decode_panels_row0 + r1,
+                                   p.x.data() + b * cols, 1, alone.data(), n, nullptr,
+                                   MatmulOptions{MatmulPath::kDots, Isa::kAvx2})
+                                .ok());
+                for (int64_t r = 0; r < n; ++r) {
+                  ASSERT_EQ(std::bit_cast<uint32_t>(got[b * n + r]),
+                            std::bit_cast<uint32_t>(alone[r]))
+                      << "vector " << b << " row " << r << ": " << got[b * n + r] << " vs "
+                      << alone[r];
+                }
               }
             }
           }
         }
-      }
-      if (!extreme) {  // and the float64 reference, within the integer path's bound
-        std::vector<float> y(3 * rows);
-        ASSERT_TRUE(Matmul(pw, 0, rows, p.x.data(), 3, y.data(), rows, &pool, {}).ok());
-        for (int64_t b = 0; b < 3; ++b) {
-          for (int64_t r = 0; r < rows; ++r) {
-            ASSERT_NEAR(y[b * rows + r], p.want[b * rows + r], Tolerance(p, b, r, true));
+        if (!extreme) {  // and the float64 reference, within the integer path's bound
+          std::vector<float> y(3 * rows);
+          ASSERT_TRUE(Matmul(pw, 0, rows, p.x.data(), 3, y.data(), rows, &pool, {}).ok());
+          for (int64_t b = 0; b < 3; ++b) {
+            for (int64_t r = 0; r < rows; ++r) {
+              ASSERT_NEAR(y[b * rows + r], p.want[b * rows + r], Tolerance(p, b, r, true));
+            }
           }
         }
       }
