@@ -189,12 +189,13 @@ const OptionSpec kOptions[] = {
      "auto",
      "",
      "MODE",
-     "CPU workers: keep the weights of the int8 GEMM (q4_0, q8_0, q4_K, q5_K, q6_K on AVX-512 "
-     "VNNI) as the GEMM's int8 panels from load on, so that batched steps (prefill, several "
-     "decodes) read them instead of unpacking them every step; results are the same bits "
-     "either way. Costs about 2.2x the memory of q4_K weights (1.2x of q8_0) beside the "
-     "mapped file. auto: while they fit in a quarter of the memory available when the worker "
-     "loads; on: all; off: none (llama.cpp's --no-repack).",
+     "CPU workers on AVX-512 VNNI: keep q4_K and q6_K weights as decode panels (16 rows "
+     "interleaved at their bit width, about their own size: faster decode) and the weights of "
+     "the int8 GEMM (q4_0, q8_0, q4_K, q5_K, q6_K) as its int8 panels (about 2.2x the memory "
+     "of q4_K weights, 1.2x of q8_0: batched steps read them instead of unpacking them every "
+     "step), beside the mapped file; results are the same bits either way. auto: decode "
+     "panels first, then int8 panels, while they fit in a quarter of the memory available "
+     "when the worker loads; on: all; off: none (llama.cpp's --no-repack).",
      &C::repack_weights,
      {},
      "auto|on|off"},
