@@ -63,14 +63,32 @@ void InterleaveQ6K(const uint8_t* const rows[kRows], int64_t cols, uint8_t* out)
   }
 }
 
+void InterleaveQ8_0(const uint8_t* const rows[kRows], int64_t cols, uint8_t* out) {
+  const int64_t n_blocks = cols / quant::kQK;
+  std::memset(out, 0, PanelBytes(gguf::GgmlType::kQ8_0, cols));
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    uint8_t* o = out + static_cast<size_t>(i / 2) * kQ8_0PanelPairBytes;
+    const int64_t half = i % 2;
+    for (int r = 0; r < kRows; ++r) {
+      const auto& b = reinterpret_cast<const quant::BlockQ8_0*>(rows[r])[i];
+      std::memcpy(o + (half * kRows + r) * 2, &b.d, 2);
+      for (int k = 0; k < quant::kQK; ++k) {
+        o[64 + ((half * 8 + k / 4) * kRows + r) * 4 + k % 4] = static_cast<uint8_t>(b.qs[k]) ^ 0x80;
+      }
+    }
+  }
+}
+
 }  // namespace
 
-size_t PanelBlockBytes(gguf::GgmlType type) {
+size_t PanelBytes(gguf::GgmlType type, int64_t cols) {
   switch (type) {
     case gguf::GgmlType::kQ4_K:
-      return kQ4KPanelBlockBytes;
+      return static_cast<size_t>(cols / quant::kQKK) * kQ4KPanelBlockBytes;
     case gguf::GgmlType::kQ6_K:
-      return kQ6KPanelBlockBytes;
+      return static_cast<size_t>(cols / quant::kQKK) * kQ6KPanelBlockBytes;
+    case gguf::GgmlType::kQ8_0:
+      return static_cast<size_t>((cols / quant::kQK + 1) / 2) * kQ8_0PanelPairBytes;
     default:
       return 0;
   }
@@ -80,15 +98,13 @@ void InterleavePanel(gguf::GgmlType type, const uint8_t* const rows[kRows], int6
                      uint8_t* out) {
   if (type == gguf::GgmlType::kQ4_K) InterleaveQ4K(rows, cols, out);
   if (type == gguf::GgmlType::kQ6_K) InterleaveQ6K(rows, cols, out);
+  if (type == gguf::GgmlType::kQ8_0) InterleaveQ8_0(rows, cols, out);
 }
 
-bool DecodePanelMatrix::Covers(gguf::GgmlType type) { return PanelBlockBytes(type) != 0; }
+bool DecodePanelMatrix::Covers(gguf::GgmlType type) { return PanelBytes(type, 256) != 0; }
 
 DecodePanelMatrix::DecodePanelMatrix(gguf::GgmlType type, int64_t panels, int64_t cols)
-    : type_(type),
-      panels_(panels),
-      cols_(cols),
-      panel_bytes_(static_cast<size_t>(cols / quant::kQKK) * PanelBlockBytes(type)) {}
+    : type_(type), panels_(panels), cols_(cols), panel_bytes_(PanelBytes(type, cols)) {}
 
 DecodePanelMatrix::~DecodePanelMatrix() { std::free(data_); }
 

@@ -1,5 +1,5 @@
-// Decode panels: q4_K and q6_K weight rows kept from load interleaved 16 to a panel with
-// their 4- and 6-bit quants, for the products of one to a few vectors (decode steps) on
+// Decode panels: q4_K, q6_K and q8_0 weight rows kept from load interleaved 16 to a panel
+// with their 4-, 6- and 8-bit quants, for the products of one to a few vectors (decode steps) on
 // AVX-512 VNNI hosts.
 //
 // The integer dots multiply one row at a time and spend most of their instructions on what
@@ -10,7 +10,7 @@
 // 16 rows stay in 16 lanes, and the float tail is one vector operation for 16 rows. A panel
 // keeps the quants at their width (the int8 GEMM's panels, PackedInt8Matrix, take a byte
 // each), so a one-vector product reads about as many bytes as the rows themselves (q4_K
-// 1.03x, q6_K 1.01x).
+// 1.03x, q6_K 1.01x, q8_0 1.0x).
 //
 // Layout of panel p (rows [16p, 16p + 16)), one part per 256-element block, in block order
 // (PanelBlockBytes each, 64-byte aligned). q4_K (kQ4KPanelBlockBytes):
@@ -26,6 +26,11 @@
 //   q[2][8][3][16][4]     per half h and group g, three registers of 16 rows × 4 bytes:
 //                         ql[64h + 4g ..], ql[64h + 32 + 4g ..] and qh[32h + 4g ..] (the
 //                         q6_K bit order, regrouped by 4 bytes, in the order they are read)
+// q8_0, per pair of 32-element blocks (kQ8_0PanelPairBytes; the second block of the last
+// pair is zero where the row has an odd number of blocks):
+//   d[2][16]              fp16 block scales
+//   qs[2][8][16][4]       quants + 128 as unsigned bytes (q ^ 0x80), bytes 4g .. 4g + 3 of
+//                         block b of row r at qs[b][g][r]
 // Every (row, vector) result has the bits of the integer dots (kernels_avx2.h IntegerDot):
 // the block sums are exact integers and the float operations per block are the dots'.
 #pragma once
@@ -42,12 +47,13 @@ namespace tessera::cpu {
 inline constexpr int kDecodePanelRows = 16;
 inline constexpr size_t kQ4KPanelBlockBytes = 64 + 128 + 128 + 2048;
 inline constexpr size_t kQ6KPanelBlockBytes = 64 + 256 + 3072;
+inline constexpr size_t kQ8_0PanelPairBytes = 64 + 1024;
 
 // The weight matrix as decode panels. Only whole panels are kept: rows past the last
 // multiple of 16 stay with the caller's row-major data (the dots multiply them).
 class DecodePanelMatrix {
  public:
-  // Whether `type` has decode panels (q4_K, q6_K).
+  // Whether `type` has decode panels (q4_K, q6_K, q8_0).
   static bool Covers(gguf::GgmlType type);
   // The bytes Pack keeps for `rows` × `cols` of `type` (0 when fewer than 16 rows).
   static size_t Bytes(gguf::GgmlType type, int64_t rows, int64_t cols);
@@ -80,10 +86,10 @@ class DecodePanelMatrix {
 };
 
 // Writes the panel image of 16 rows of `type` (rows[r] → lane r, `cols` elements each) to
-// `out` (cols / 256 × PanelBlockBytes(type) bytes).
+// `out` (PanelBytes(type, cols) bytes).
 void InterleavePanel(gguf::GgmlType type, const uint8_t* const rows[kDecodePanelRows], int64_t cols,
                      uint8_t* out);
-// Bytes of one 256-element block of a panel of `type` (0: not covered).
-size_t PanelBlockBytes(gguf::GgmlType type);
+// Bytes of one panel of `type` with rows of `cols` elements (0: not covered).
+size_t PanelBytes(gguf::GgmlType type, int64_t cols);
 
 }  // namespace tessera::cpu

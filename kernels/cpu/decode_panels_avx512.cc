@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "common/quant/blocks.h"
+#include "common/util/half.h"
 #include "kernels/cpu/decode_panels.h"
 #include "kernels/cpu/kernels_avx512.h"
 
@@ -215,6 +216,54 @@ void PanelDotsQ6(const uint8_t* panel, int64_t n, const void* ap, size_t stride,
   for (int v = 0; v < V; ++v) _mm512_storeu_ps(out + v * ldo, acc[v]);
 }
 
+// q8_0 against Q8_0 activations: per 32-element block and vector, S = Σ u·a over the 16 rows
+// (u = q + 128) by vpdpbusd, Σ q·a = S − 128·Σa exact (Σa of the activation block, the same
+// for every row), then, as the dots, acc = fma(d·d_a, Σ q·a, acc), block after block.
+template <int V>
+void PanelDotsQ8_0(const uint8_t* panel, int64_t n, const void* ap, size_t stride, float* out,
+                   int64_t ldo) {
+  const quant::BlockQ8_0* a[V];
+  for (int v = 0; v < V; ++v) {
+    a[v] = reinterpret_cast<const quant::BlockQ8_0*>(static_cast<const uint8_t*>(ap) + v * stride);
+  }
+  const __m256i ones = _mm256_set1_epi8(1);
+  __m512 acc[V];
+  for (int v = 0; v < V; ++v) acc[v] = _mm512_setzero_ps();
+  const int64_t n_blocks = n / quant::kQK;
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    const uint8_t* pair = panel + static_cast<size_t>(i / 2) * kQ8_0PanelPairBytes;
+    const int64_t half = i % 2;
+    const uint8_t* qs = pair + 64 + half * 8 * 64;
+    // Two chains per vector (even and odd groups of 4 elements), joined at the end.
+    __m512i s[V][2];
+    for (int v = 0; v < V; ++v) s[v][0] = s[v][1] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) {
+      const __m512i u = _mm512_load_si512(qs + g * 64);
+#pragma GCC unroll 8
+      for (int v = 0; v < V; ++v) {
+        s[v][g % 2] = _mm512_dpbusd_epi32(s[v][g % 2], u, Broadcast4(a[v][i].qs + 4 * g));
+      }
+    }
+    const __m512 d = _mm512_cvtph_ps(
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(pair + half * 2 * kDecodePanelRows)));
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) {
+      // Σa of the block: vpdpbusd of ones with the activations, then the 8 lanes.
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[v][i].qs));
+      const __m256i lanes = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, x);
+      __m128i t = _mm_add_epi32(_mm256_castsi256_si128(lanes), _mm256_extracti128_si256(lanes, 1));
+      t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
+      t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
+      const __m512i offset = _mm512_slli_epi32(_mm512_broadcastd_epi32(t), 7);
+      const __m512i total = _mm512_sub_epi32(_mm512_add_epi32(s[v][0], s[v][1]), offset);
+      const __m512 da = _mm512_set1_ps(Fp16ToFloat(a[v][i].d));
+      acc[v] = _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(total), acc[v]);
+    }
+  }
+  for (int v = 0; v < V; ++v) _mm512_storeu_ps(out + v * ldo, acc[v]);
+}
+
 template <int V>
 struct Q4 {
   static void Run(const uint8_t* p, int64_t n, const void* a, size_t s, float* o, int64_t l) {
@@ -225,6 +274,12 @@ template <int V>
 struct Q6 {
   static void Run(const uint8_t* p, int64_t n, const void* a, size_t s, float* o, int64_t l) {
     PanelDotsQ6<V>(p, n, a, s, o, l);
+  }
+};
+template <int V>
+struct Q8 {
+  static void Run(const uint8_t* p, int64_t n, const void* a, size_t s, float* o, int64_t l) {
+    PanelDotsQ8_0<V>(p, n, a, s, o, l);
   }
 };
 template <template <int> class K>
@@ -257,6 +312,8 @@ PanelDotsFn DecodePanelDots(gguf::GgmlType type) {
       return Dots<Q4>;
     case gguf::GgmlType::kQ6_K:
       return Dots<Q6>;
+    case gguf::GgmlType::kQ8_0:
+      return Dots<Q8>;
     default:
       return nullptr;
   }

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/decode_panels.h"
 #include "kernels/cpu/int8_gemm.h"
+#include "kernels/cpu/kernels_avx512.h"
 #include "kernels/reference/matmul_ref.h"
 #include "tests/unit/quant_test_util.h"
 
@@ -528,18 +529,23 @@ TEST(MatmulDotsTest, Avx512DotsGiveTheAvx2Bits) {
   }
 }
 
-// Decode panels kept from load (DecodePanelMatrix: 16 q4_K or q6_K rows interleaved with
-// their 4- and 6-bit quants) give every (row, vector) the bits of the AVX2 dot, at every vector
-// count a pass takes and past it (passes of eight), for row ranges that start and end inside a
-// panel (the rows outside whole panels go row by row), for a view of rows inside a larger matrix
+// Decode panels kept from load (DecodePanelMatrix: 16 q4_K, q6_K or q8_0 rows interleaved
+// with their 4-, 6- and 8-bit quants) give every (row, vector) the bits of the AVX2 dot, at every
+// vector count a pass takes and past it (passes of eight), for row ranges that start and end inside
+// a panel (the rows outside whole panels go row by row), for a view of rows inside a larger matrix
 // (an expert of a stacked tensor, a tensor-parallel shard), on one thread or several, with random
 // blocks and with operands at the top of their range.
 TEST(MatmulDecodePanelsTest, PanelsGiveTheBitsOfTheDots) {
   if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "host has no AVX-512 VNNI";
   uint64_t seed = 331;
-  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0}) {
     ASSERT_TRUE(DecodePanelMatrix::Covers(type));
-    for (int64_t cols : {256, 768, 1280}) {
+    ASSERT_NE(avx512::DecodePanelDots(type), nullptr) << "panels without a kernel";
+    // q8_0: odd block counts too (the last pair of blocks half filled).
+    const std::vector<int64_t> widths = type == GgmlType::kQ8_0
+                                            ? std::vector<int64_t>{96, 256, 1312}
+                                            : std::vector<int64_t>{256, 768, 1280};
+    for (int64_t cols : widths) {
       for (bool extreme : {false, true}) {
         SCOPED_TRACE(testing::Message() << quant::FindQuantTraits(type)->name << " cols " << cols
                                         << (extreme ? " extreme" : ""));
@@ -549,6 +555,12 @@ TEST(MatmulDecodePanelsTest, PanelsGiveTheBitsOfTheDots) {
           for (size_t i = 0; i < p.x.size(); ++i) p.x[i] = i % 3 == 0 ? -3.0f : 3.0f;
           if (type == GgmlType::kQ4_K) MaximizeK4<quant::BlockQ4_K>(p.w);
           if (type == GgmlType::kQ6_K) MaximizeQ6K(p.w);
+          if (type == GgmlType::kQ8_0) {  // quants at both ends of their range
+            auto* blocks = reinterpret_cast<quant::BlockQ8_0*>(p.w.data());
+            for (size_t i = 0; i < p.w.size() / sizeof(quant::BlockQ8_0); ++i) {
+              for (int k = 0; k < quant::kQK; ++k) blocks[i].qs[k] = k % 2 == 0 ? 127 : -128;
+            }
+          }
         }
         auto w = QuantMatrix::Make(p.type, rows, cols, p.w, "w");
         ASSERT_TRUE(w.ok()) << w.status();
@@ -556,9 +568,11 @@ TEST(MatmulDecodePanelsTest, PanelsGiveTheBitsOfTheDots) {
         auto panels = DecodePanelMatrix::Pack(type, w->data, w->row_bytes, rows, cols, &pool);
         ASSERT_EQ(panels->panels(), 4) << "whole panels only";
         EXPECT_EQ(panels->bytes(), DecodePanelMatrix::Bytes(type, rows, cols));
-        EXPECT_EQ(panels->bytes(),
-                  4 * (cols / 256) *
-                      (type == GgmlType::kQ4_K ? kQ4KPanelBlockBytes : kQ6KPanelBlockBytes));
+        const size_t panel_bytes = type == GgmlType::kQ4_K ? cols / 256 * kQ4KPanelBlockBytes
+                                   : type == GgmlType::kQ6_K
+                                       ? cols / 256 * kQ6KPanelBlockBytes
+                                       : (cols / 32 + 1) / 2 * kQ8_0PanelPairBytes;
+        EXPECT_EQ(panels->bytes(), 4 * panel_bytes);
         QuantMatrix pw = *w;
         pw.decode_panels = panels.get();
         QuantMatrix tail = pw;  // rows [21, 71) as a matrix of their own
@@ -609,7 +623,7 @@ TEST(MatmulDecodePanelsTest, PanelsGiveTheBitsOfTheDots) {
       }
     }
   }
-  EXPECT_FALSE(DecodePanelMatrix::Covers(GgmlType::kQ8_0));
+  EXPECT_FALSE(DecodePanelMatrix::Covers(GgmlType::kQ5_K));
   EXPECT_EQ(DecodePanelMatrix::Bytes(GgmlType::kQ4_K, 15, 256), 0u) << "no whole panel";
 }
 
