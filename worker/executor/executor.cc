@@ -441,8 +441,8 @@ void Executor::Impl::PackWeights() {
     ++n;
   }
   absl::StrAppend(&kernel_summary, "; weights: decode panels kept for ", n_decode, " of ",
-                  decode_candidates, " q4_K matrices, int8 panels for ", n, " of ", candidates,
-                  " GEMM matrices (", plan.why, ")");
+                  decode_candidates, " q4_K/q6_K/q8_0 matrices, int8 panels for ", n, " of ",
+                  candidates, " GEMM matrices (", plan.why, ")");
   // Per packed type, from which batch the GEMM on the panels beats the dots, measured over
   // the model's own matrices in step order.
   std::map<gguf::GgmlType, std::vector<const QuantMatrix*>> packed_of_type;
