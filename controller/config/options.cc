@@ -189,7 +189,8 @@ const OptionSpec kOptions[] = {
      "auto",
      "",
      "MODE",
-     "CPU workers on AVX-512 VNNI: keep q4_K, q6_K and q8_0 weights as decode panels (16 rows "
+     "CPU workers on AVX-512 VNNI: keep q4_K, q5_K, q6_K and q8_0 weights as decode panels (16 "
+     "rows "
      "interleaved at their bit width, about their own size: faster decode) and the weights of "
      "the int8 GEMM (q4_0, q8_0, q4_K, q5_K, q6_K) as its int8 panels (about 2.2x the memory "
      "of q4_K weights, 1.2x of q8_0: batched steps read them instead of unpacking them every "

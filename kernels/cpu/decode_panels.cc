@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <type_traits>
 
 #include "common/quant/blocks.h"
 #include "common/util/half.h"
@@ -15,15 +16,20 @@ constexpr int kRows = kDecodePanelRows;
 // Byte offsets of a q4_K panel block's parts (decode_panels.h).
 constexpr size_t kDminAt = 32, kScAt = 64, kMinAt = 192, kQsAt = 320;
 static_assert(kQsAt + 2048 == kQ4KPanelBlockBytes && kQ4KPanelBlockBytes % 64 == 0);
+static_assert(kQsAt + 2560 == kQ5KPanelBlockBytes && kQ5KPanelBlockBytes % 64 == 0);
 // And of a q6_K panel block's.
 constexpr size_t kQ6ScAt = 64, kQ6QAt = 320;
 static_assert(kQ6QAt + 3072 == kQ6KPanelBlockBytes && kQ6KPanelBlockBytes % 64 == 0);
 
-void InterleaveQ4K(const uint8_t* const rows[kRows], int64_t cols, uint8_t* out) {
+// q4_K and q5_K (Block), whose scales, mins and nibbles share one layout.
+template <typename Block>
+void InterleaveK4(const uint8_t* const rows[kRows], int64_t cols, uint8_t* out) {
+  constexpr bool kFifthBit = std::is_same_v<Block, quant::BlockQ5_K>;
+  constexpr size_t kBlockBytes = kFifthBit ? kQ5KPanelBlockBytes : kQ4KPanelBlockBytes;
   for (int64_t i = 0; i < cols / quant::kQKK; ++i) {
-    uint8_t* o = out + static_cast<size_t>(i) * kQ4KPanelBlockBytes;
+    uint8_t* o = out + static_cast<size_t>(i) * kBlockBytes;
     for (int r = 0; r < kRows; ++r) {
-      const auto& b = reinterpret_cast<const quant::BlockQ4_K*>(rows[r])[i];
+      const auto& b = reinterpret_cast<const Block*>(rows[r])[i];
       std::memcpy(o + 2 * r, &b.d, 2);
       std::memcpy(o + kDminAt + 2 * r, &b.dmin, 2);
       uint64_t sc, m;
@@ -34,7 +40,14 @@ void InterleaveQ4K(const uint8_t* const rows[kRows], int64_t cols, uint8_t* out)
       }
       for (int s = 0; s < 4; ++s) {
         for (int g = 0; g < 8; ++g) {
-          std::memcpy(o + kQsAt + ((g * 4 + s) * kRows + r) * 4, b.qs + 32 * s + 4 * g, 4);
+          const size_t at = kFifthBit ? kQsAt + ((g * 5 + 1 + s) * kRows + r) * 4
+                                      : kQsAt + ((g * 4 + s) * kRows + r) * 4;
+          std::memcpy(o + at, b.qs + 32 * s + 4 * g, 4);
+        }
+      }
+      if constexpr (kFifthBit) {
+        for (int g = 0; g < 8; ++g) {
+          std::memcpy(o + kQsAt + (g * 5 * kRows + r) * 4, b.qh + 4 * g, 4);
         }
       }
     }
@@ -85,6 +98,8 @@ size_t PanelBytes(gguf::GgmlType type, int64_t cols) {
   switch (type) {
     case gguf::GgmlType::kQ4_K:
       return static_cast<size_t>(cols / quant::kQKK) * kQ4KPanelBlockBytes;
+    case gguf::GgmlType::kQ5_K:
+      return static_cast<size_t>(cols / quant::kQKK) * kQ5KPanelBlockBytes;
     case gguf::GgmlType::kQ6_K:
       return static_cast<size_t>(cols / quant::kQKK) * kQ6KPanelBlockBytes;
     case gguf::GgmlType::kQ8_0:
@@ -96,7 +111,8 @@ size_t PanelBytes(gguf::GgmlType type, int64_t cols) {
 
 void InterleavePanel(gguf::GgmlType type, const uint8_t* const rows[kRows], int64_t cols,
                      uint8_t* out) {
-  if (type == gguf::GgmlType::kQ4_K) InterleaveQ4K(rows, cols, out);
+  if (type == gguf::GgmlType::kQ4_K) InterleaveK4<quant::BlockQ4_K>(rows, cols, out);
+  if (type == gguf::GgmlType::kQ5_K) InterleaveK4<quant::BlockQ5_K>(rows, cols, out);
   if (type == gguf::GgmlType::kQ6_K) InterleaveQ6K(rows, cols, out);
   if (type == gguf::GgmlType::kQ8_0) InterleaveQ8_0(rows, cols, out);
 }

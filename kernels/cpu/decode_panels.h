@@ -1,6 +1,6 @@
-// Decode panels: q4_K, q6_K and q8_0 weight rows kept from load interleaved 16 to a panel
-// with their 4-, 6- and 8-bit quants, for the products of one to a few vectors (decode steps) on
-// AVX-512 VNNI hosts.
+// Decode panels: q4_K, q5_K, q6_K and q8_0 weight rows kept from load interleaved 16 to a
+// panel with their 4-, 5-, 6- and 8-bit quants, for the products of one to a few vectors (decode
+// steps) on AVX-512 VNNI hosts.
 //
 // The integer dots multiply one row at a time and spend most of their instructions on what
 // is per row: the horizontal sums of each block, the scale unpacking, the float tail (on
@@ -10,7 +10,7 @@
 // 16 rows stay in 16 lanes, and the float tail is one vector operation for 16 rows. A panel
 // keeps the quants at their width (the int8 GEMM's panels, PackedInt8Matrix, take a byte
 // each), so a one-vector product reads about as many bytes as the rows themselves (q4_K
-// 1.03x, q6_K 1.01x, q8_0 1.0x).
+// 1.03x, q5_K 1.02x, q6_K 1.01x, q8_0 1.0x).
 //
 // Layout of panel p (rows [16p, 16p + 16)), one part per 256-element block, in block order
 // (PanelBlockBytes each, 64-byte aligned). q4_K (kQ4KPanelBlockBytes):
@@ -20,6 +20,11 @@
 //   qs[8][4][16][4]       bytes 32s + 4g .. 32s + 4g + 3 of row r's qs at qs[g][s][r]: low
 //                         nibbles are elements 64s + 4g + 0..3, high nibbles 64s + 32 + 4g
 //                         + 0..3 (the q4_K nibble order, regrouped by 4 bytes)
+// q5_K (kQ5KPanelBlockBytes): q4_K's d, dmin, sc and m, then per group g the fifth bits and
+// the four quant registers:
+//   q[8][5][16][4]        q[g][0][r] = qh[4g .. 4g + 3] of row r (bit 2s: element 64s + 4g
+//                         + k's fifth bit, 2s + 1: element 64s + 32 + 4g + k's), q[g][1 + s][r]
+//                         = qs[32s + 4g ..] as q4_K's
 // q6_K (kQ6KPanelBlockBytes):
 //   d[16]                 float32 block scales (the fp16 values, converted exactly)
 //   sc[8][16][2]          signed sub-block scales 2i and 2i + 1 of row r at sc[i][r][0..1]
@@ -46,6 +51,7 @@ namespace tessera::cpu {
 
 inline constexpr int kDecodePanelRows = 16;
 inline constexpr size_t kQ4KPanelBlockBytes = 64 + 128 + 128 + 2048;
+inline constexpr size_t kQ5KPanelBlockBytes = 64 + 128 + 128 + 2560;
 inline constexpr size_t kQ6KPanelBlockBytes = 64 + 256 + 3072;
 inline constexpr size_t kQ8_0PanelPairBytes = 64 + 1024;
 
@@ -53,7 +59,7 @@ inline constexpr size_t kQ8_0PanelPairBytes = 64 + 1024;
 // multiple of 16 stay with the caller's row-major data (the dots multiply them).
 class DecodePanelMatrix {
  public:
-  // Whether `type` has decode panels (q4_K, q6_K, q8_0).
+  // Whether `type` has decode panels (q4_K, q5_K, q6_K, q8_0).
   static bool Covers(gguf::GgmlType type);
   // The bytes Pack keeps for `rows` × `cols` of `type` (0 when fewer than 16 rows).
   static size_t Bytes(gguf::GgmlType type, int64_t rows, int64_t cols);

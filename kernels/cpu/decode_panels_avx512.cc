@@ -19,7 +19,7 @@
 namespace tessera::cpu::avx512 {
 namespace {
 
-constexpr size_t kDminAt = 32, kScAt = 64, kMinAt = 192, kQsAt = 320;  // q4_K
+constexpr size_t kDminAt = 32, kScAt = 64, kMinAt = 192, kQsAt = 320;  // q4_K, q5_K
 constexpr size_t kQ6ScAt = 64, kQ6QAt = 320;                           // q6_K
 // No software prefetch: a panel is one sequential stream, which the hardware prefetcher
 // follows at the read bandwidth (on Zen 4, prefetching blocks 2 to 16 ahead into L1 cut
@@ -31,19 +31,27 @@ __m512i Broadcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// One panel against V activation rows. Per block and vector: sub-block s's sums
-// Σ u·a for the 16 rows, S_s, by vpdpbusd (the high nibbles kept in place, ×16, and their
-// scaled sum shifted back: ≤ 16·32·15·128·63·4 < 2^31, exact); isum = Σ_s sc_s·S_s and
+// Shifts each 16-bit lane of v left by k bits (right by −k), k known at compile time.
+__m512i ShiftBits(__m512i v, int k) {
+  return k > 0 ? _mm512_slli_epi16(v, k) : k < 0 ? _mm512_srli_epi16(v, -k) : v;
+}
+
+// One q4_K / q5_K panel against V activation rows. Per block and vector: sub-block s's sums
+// Σ u·a for the 16 rows, S_s, by vpdpbusd (q4_K: the high nibbles kept in place, ×16, and
+// their scaled sum shifted back: ≤ 16·32·15·128·63·4 < 2^31, exact; q5_K: the fifth bit from
+// the row's qh joined in bit 4 of each byte); isum = Σ_s sc_s·S_s and
 // msum = Σ_s m_s·(bsums[2s] + bsums[2s + 1]) exact in int32; then, as the dots,
 // acc = fma(d·d_a, isum, acc) and acc = fma(−(dmin·d_a), msum, acc). The sub-blocks go
 // through in groups of kGroup pairs so that the sums in flight fit the registers (each
 // pair's chain of 8 vpdpbusd per vector is independent of the others).
-template <int V>
-void PanelDotsQ4(const uint8_t* panel, int64_t n, const void* ap, size_t stride, float* out,
+template <bool kFifthBit, int V>
+void PanelDotsK4(const uint8_t* panel, int64_t n, const void* ap, size_t stride, float* out,
                  int64_t ldo) {
   constexpr int kGroup = V <= 2 ? 4 : V <= 4 ? 2 : 1;  // sub-block pairs per pass
+  constexpr size_t kBlockBytes = kFifthBit ? kQ5KPanelBlockBytes : kQ4KPanelBlockBytes;
   const __m512i lo_mask = _mm512_set1_epi8(0x0F),
-                hi_mask = _mm512_set1_epi8(static_cast<char>(0xF0));
+                hi_mask = _mm512_set1_epi8(static_cast<char>(0xF0)),
+                keep = _mm512_set1_epi8(static_cast<char>(0xEF));
   const __m128i ones16 = _mm_set1_epi16(1);
   const quant::BlockQ8_K* a[V];
   for (int v = 0; v < V; ++v) {
@@ -52,7 +60,7 @@ void PanelDotsQ4(const uint8_t* panel, int64_t n, const void* ap, size_t stride,
   __m512 acc[V];
   for (int v = 0; v < V; ++v) acc[v] = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / quant::kQKK; ++i) {
-    const uint8_t* blk = panel + static_cast<size_t>(i) * kQ4KPanelBlockBytes;
+    const uint8_t* blk = panel + static_cast<size_t>(i) * kBlockBytes;
     __m512i isum_lo[V], isum_hi[V];
     for (int v = 0; v < V; ++v) isum_lo[v] = isum_hi[v] = _mm512_setzero_si512();
 #pragma GCC unroll 4
@@ -63,10 +71,25 @@ void PanelDotsQ4(const uint8_t* panel, int64_t n, const void* ap, size_t stride,
       }
 #pragma GCC unroll 8
       for (int g = 0; g < 8; ++g) {
+        // q5_K: the fifth bits of elements 4g..4g + 3 of every sub-block (bit 2s: sub-block
+        // pair s's low half, 2s + 1: its high half), ahead of the pair registers.
+        __m512i fifth = _mm512_setzero_si512();
+        if constexpr (kFifthBit) fifth = _mm512_load_si512(blk + kQsAt + g * 5 * 64);
 #pragma GCC unroll 4
         for (int s = 0; s < kGroup; ++s) {
-          const __m512i q = _mm512_load_si512(blk + kQsAt + (g * 4 + s0 + s) * 64);
-          const __m512i ql = _mm512_and_si512(q, lo_mask), qh = _mm512_and_si512(q, hi_mask);
+          const size_t at =
+              kFifthBit ? kQsAt + (g * 5 + 1 + s0 + s) * 64 : kQsAt + (g * 4 + s0 + s) * 64;
+          const __m512i q = _mm512_load_si512(blk + at);
+          __m512i ql = _mm512_and_si512(q, lo_mask), qh;
+          if constexpr (kFifthBit) {
+            // keep ? nibble : fifth bit moved to bit 4 (the nibbles' bits 5-7 are zero).
+            const int sb = 2 * (s0 + s);
+            ql = _mm512_ternarylogic_epi32(ql, ShiftBits(fifth, 4 - sb), keep, 0xE4);
+            qh = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(q, 4), lo_mask),
+                                           ShiftBits(fifth, 3 - sb), keep, 0xE4);
+          } else {
+            qh = _mm512_and_si512(q, hi_mask);
+          }
 #pragma GCC unroll 8
           for (int v = 0; v < V; ++v) {
             const int8_t* x = a[v][i].qs + 64 * (s0 + s) + 4 * g;
@@ -107,7 +130,8 @@ void PanelDotsQ4(const uint8_t* panel, int64_t n, const void* ap, size_t stride,
       msum = _mm512_dpwssd_epi32(msum, mins[1], _mm512_broadcastd_epi32(_mm_srli_si128(sums, 4)));
       msum = _mm512_dpwssd_epi32(msum, mins[2], _mm512_broadcastd_epi32(_mm_srli_si128(sums, 8)));
       msum = _mm512_dpwssd_epi32(msum, mins[3], _mm512_broadcastd_epi32(_mm_srli_si128(sums, 12)));
-      const __m512i isum = _mm512_add_epi32(isum_lo[v], _mm512_srai_epi32(isum_hi[v], 4));
+      const __m512i isum =
+          _mm512_add_epi32(isum_lo[v], kFifthBit ? isum_hi[v] : _mm512_srai_epi32(isum_hi[v], 4));
       const __m512 da = _mm512_set1_ps(a[v][i].d);
       acc[v] = _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(isum), acc[v]);
       acc[v] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(msum), acc[v]);
@@ -267,7 +291,13 @@ void PanelDotsQ8_0(const uint8_t* panel, int64_t n, const void* ap, size_t strid
 template <int V>
 struct Q4 {
   static void Run(const uint8_t* p, int64_t n, const void* a, size_t s, float* o, int64_t l) {
-    PanelDotsQ4<V>(p, n, a, s, o, l);
+    PanelDotsK4<false, V>(p, n, a, s, o, l);
+  }
+};
+template <int V>
+struct Q5 {
+  static void Run(const uint8_t* p, int64_t n, const void* a, size_t s, float* o, int64_t l) {
+    PanelDotsK4<true, V>(p, n, a, s, o, l);
   }
 };
 template <int V>
@@ -310,6 +340,8 @@ PanelDotsFn DecodePanelDots(gguf::GgmlType type) {
   switch (type) {
     case gguf::GgmlType::kQ4_K:
       return Dots<Q4>;
+    case gguf::GgmlType::kQ5_K:
+      return Dots<Q5>;
     case gguf::GgmlType::kQ6_K:
       return Dots<Q6>;
     case gguf::GgmlType::kQ8_0:

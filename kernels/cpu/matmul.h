@@ -13,7 +13,7 @@
 //    llama.cpp's CPU backend rounds them (activation_quant.h). Integer kernels are AVX2
 //    (every quantized weight type; q4_K, q5_K and q6_K with AVX-512 VNNI, the same bits); a
 //    CPU without AVX2 takes the float path. A matrix with decode panels kept from load
-//    (QuantMatrix::decode_panels: q4_K, q6_K, q8_0) multiplies its whole panels 16 rows at a
+//    (QuantMatrix::decode_panels: q4_K, q5_K, q6_K, q8_0) multiplies its whole panels 16 rows at a
 //    time on AVX-512 VNNI hosts, with the same bits (decode_panels.h).
 //  - int8 GEMM (prefill, batch ≥ kPrefillBatch, Q4_K/Q5_K/Q6_K/Q8_0/Q4_0 with AVX-512
 //    VNNI): x is quantized once as for the integer path, and tiles of 32 weight rows,

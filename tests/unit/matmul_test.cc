@@ -529,16 +529,16 @@ TEST(MatmulDotsTest, Avx512DotsGiveTheAvx2Bits) {
   }
 }
 
-// Decode panels kept from load (DecodePanelMatrix: 16 q4_K, q6_K or q8_0 rows interleaved
-// with their 4-, 6- and 8-bit quants) give every (row, vector) the bits of the AVX2 dot, at every
-// vector count a pass takes and past it (passes of eight), for row ranges that start and end inside
-// a panel (the rows outside whole panels go row by row), for a view of rows inside a larger matrix
-// (an expert of a stacked tensor, a tensor-parallel shard), on one thread or several, with random
-// blocks and with operands at the top of their range.
+// Decode panels kept from load (DecodePanelMatrix: 16 q4_K, q5_K, q6_K or q8_0 rows
+// interleaved with their 4-, 5-, 6- and 8-bit quants) give every (row, vector) the bits of the AVX2
+// dot, at every vector count a pass takes and past it (passes of eight), for row ranges that start
+// and end inside a panel (the rows outside whole panels go row by row), for a view of rows inside a
+// larger matrix (an expert of a stacked tensor, a tensor-parallel shard), on one thread or several,
+// with random blocks and with operands at the top of their range.
 TEST(MatmulDecodePanelsTest, PanelsGiveTheBitsOfTheDots) {
   if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "host has no AVX-512 VNNI";
   uint64_t seed = 331;
-  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0}) {
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ8_0}) {
     ASSERT_TRUE(DecodePanelMatrix::Covers(type));
     ASSERT_NE(avx512::DecodePanelDots(type), nullptr) << "panels without a kernel";
     // q8_0: odd block counts too (the last pair of blocks half filled).
@@ -554,6 +554,7 @@ TEST(MatmulDecodePanelsTest, PanelsGiveTheBitsOfTheDots) {
         if (extreme) {
           for (size_t i = 0; i < p.x.size(); ++i) p.x[i] = i % 3 == 0 ? -3.0f : 3.0f;
           if (type == GgmlType::kQ4_K) MaximizeK4<quant::BlockQ4_K>(p.w);
+          if (type == GgmlType::kQ5_K) MaximizeK4<quant::BlockQ5_K>(p.w);
           if (type == GgmlType::kQ6_K) MaximizeQ6K(p.w);
           if (type == GgmlType::kQ8_0) {  // quants at both ends of their range
             auto* blocks = reinterpret_cast<quant::BlockQ8_0*>(p.w.data());
@@ -568,10 +569,10 @@ TEST(MatmulDecodePanelsTest, PanelsGiveTheBitsOfTheDots) {
         auto panels = DecodePanelMatrix::Pack(type, w->data, w->row_bytes, rows, cols, &pool);
         ASSERT_EQ(panels->panels(), 4) << "whole panels only";
         EXPECT_EQ(panels->bytes(), DecodePanelMatrix::Bytes(type, rows, cols));
-        const size_t panel_bytes = type == GgmlType::kQ4_K ? cols / 256 * kQ4KPanelBlockBytes
-                                   : type == GgmlType::kQ6_K
-                                       ? cols / 256 * kQ6KPanelBlockBytes
-                                       : (cols / 32 + 1) / 2 * kQ8_0PanelPairBytes;
+        size_t panel_bytes = (cols / 32 + 1) / 2 * kQ8_0PanelPairBytes;
+        if (type == GgmlType::kQ4_K) panel_bytes = cols / 256 * kQ4KPanelBlockBytes;
+        if (type == GgmlType::kQ5_K) panel_bytes = cols / 256 * kQ5KPanelBlockBytes;
+        if (type == GgmlType::kQ6_K) panel_bytes = cols / 256 * kQ6KPanelBlockBytes;
         EXPECT_EQ(panels->bytes(), 4 * panel_bytes);
         QuantMatrix pw = *w;
         pw.decode_panels = panels.get();
@@ -623,7 +624,7 @@ TEST(MatmulDecodePanelsTest, PanelsGiveTheBitsOfTheDots) {
       }
     }
   }
-  EXPECT_FALSE(DecodePanelMatrix::Covers(GgmlType::kQ5_K));
+  EXPECT_FALSE(DecodePanelMatrix::Covers(GgmlType::kQ4_0));
   EXPECT_EQ(DecodePanelMatrix::Bytes(GgmlType::kQ4_K, 15, 256), 0u) << "no whole panel";
 }
 

@@ -441,7 +441,7 @@ void Executor::Impl::PackWeights() {
     ++n;
   }
   absl::StrAppend(&kernel_summary, "; weights: decode panels kept for ", n_decode, " of ",
-                  decode_candidates, " q4_K/q6_K/q8_0 matrices, int8 panels for ", n, " of ",
+                  decode_candidates, " q4_K/q5_K/q6_K/q8_0 matrices, int8 panels for ", n, " of ",
                   candidates, " GEMM matrices (", plan.why, ")");
   // Per packed type, from which batch the GEMM on the panels beats the dots, measured over
   // the model's own matrices in step order.

@@ -164,9 +164,9 @@ struct Executor::Impl {
   // records the choices in `matmul` and `kernel_summary`.
   void CalibrateKernels();
   std::string kernel_summary;
-  // Keeps decode panels of the q4_K, q6_K and q8_0 matrices (AVX-512 VNNI hosts) and int8 panels of
-  // the matrices the GEMM takes (options.weight_packing; after CalibrateKernels), then measures
-  // from which batch the GEMM on the int8 panels beats the dots.
+  // Keeps decode panels of the q4_K, q5_K, q6_K and q8_0 matrices (AVX-512 VNNI hosts) and int8
+  // panels of the matrices the GEMM takes (options.weight_packing; after CalibrateKernels), then
+  // measures from which batch the GEMM on the int8 panels beats the dots.
   void PackWeights();
   // Which of `ms` (WeightMatrices()) get decode panels and int8 panels under
   // options.weight_packing (decode panels first, then int8 panels, each while it fits the
