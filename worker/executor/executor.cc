@@ -365,6 +365,11 @@ std::vector<QuantMatrix*> HostWeights::WeightMatrices() {
   return out;
 }
 
+bool Executor::Impl::DecodePanelsApply() const {
+  return cpu::IsaSupported(cpu::Isa::kAvx512) &&
+         static_cast<int>(matmul.isa) >= static_cast<int>(cpu::Isa::kAvx512);
+}
+
 Executor::Impl::PackPlan Executor::Impl::PackingPlan(const std::vector<QuantMatrix*>& ms) const {
   PackPlan plan;
   plan.decode.assign(ms.size(), false);
@@ -380,8 +385,7 @@ Executor::Impl::PackPlan Executor::Impl::PackingPlan(const std::vector<QuantMatr
   }
   // Decode panels first (every decode step reads them; about the bytes of the rows
   // themselves), then int8 panels (batched steps) with what is left.
-  const bool decode_panels = cpu::IsaSupported(cpu::Isa::kAvx512) &&
-                             static_cast<int>(matmul.isa) >= static_cast<int>(cpu::Isa::kAvx512);
+  const bool decode_panels = DecodePanelsApply();
   uint64_t wanted = 0, planned = 0;
   for (size_t i = 0; decode_panels && i < ms.size(); ++i) {
     const QuantMatrix& m = *ms[i];
@@ -418,10 +422,13 @@ Executor::Impl::PackPlan Executor::Impl::PackingPlan(const std::vector<QuantMatr
 void Executor::Impl::PackWeights() {
   const std::vector<QuantMatrix*> ms = weights.WeightMatrices();
   const PackPlan plan = PackingPlan(ms);
+  const bool decode_panels = DecodePanelsApply();
   int n = 0, candidates = 0, n_decode = 0, decode_candidates = 0;
   for (size_t i = 0; i < ms.size(); ++i) {
     QuantMatrix& m = *ms[i];
-    if (cpu::DecodePanelMatrix::Bytes(m.type, m.rows, m.cols) > 0) ++decode_candidates;
+    if (decode_panels && cpu::DecodePanelMatrix::Bytes(m.type, m.rows, m.cols) > 0) {
+      ++decode_candidates;
+    }
     if (plan.decode[i]) {
       weights.decode_panels.push_back(
           cpu::DecodePanelMatrix::Pack(m.type, m.data, m.row_bytes, m.rows, m.cols, pool.get()));
@@ -440,9 +447,11 @@ void Executor::Impl::PackWeights() {
     weights.packed_bytes += m.packed->bytes();
     ++n;
   }
-  absl::StrAppend(&kernel_summary, "; weights: decode panels kept for ", n_decode, " of ",
-                  decode_candidates, " q4_K/q5_K/q6_K/q8_0 matrices, int8 panels for ", n, " of ",
-                  candidates, " GEMM matrices (", plan.why, ")");
+  absl::StrAppend(&kernel_summary, "; weights: decode panels ",
+                  decode_panels ? absl::StrCat("kept for ", n_decode, " of ", decode_candidates,
+                                               " q4_K/q5_K/q6_K/q8_0 matrices")
+                                : std::string("none (they need AVX-512 VNNI)"),
+                  ", int8 panels for ", n, " of ", candidates, " GEMM matrices (", plan.why, ")");
   // Per packed type, from which batch the GEMM on the panels beats the dots, measured over
   // the model's own matrices in step order.
   std::map<gguf::GgmlType, std::vector<const QuantMatrix*>> packed_of_type;

@@ -178,7 +178,8 @@ class Executor {
   std::string device_name() const;
   // File bytes this rank's shard plan names (what it read or mapped to load).
   uint64_t planned_read_bytes() const;
-  // Bytes of int8 weight panels kept from load (ExecutorOptions::weight_packing; 0: none).
+  // Bytes of weight panels kept from load, decode panels and int8 panels
+  // (ExecutorOptions::weight_packing; 0: none).
   uint64_t packed_weight_bytes() const;
   // The CPU, instruction set and kernels chosen for this model on this machine, with the
   // rates measured at load ("cpu AMD EPYC (family 26 model 2), avx512; attention: ...;

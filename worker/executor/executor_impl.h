@@ -176,6 +176,8 @@ struct Executor::Impl {
     std::string why;
   };
   PackPlan PackingPlan(const std::vector<QuantMatrix*>& ms) const;
+  // Whether the matmul's instruction set has the decode-panel kernels (AVX-512 VNNI).
+  bool DecodePanelsApply() const;
   std::map<std::string, double> profile;  // seconds per phase (Executor::Profile)
 
   explicit Impl(gguf::GgufModel f);
