@@ -4,6 +4,7 @@
 #include <array>
 #include <chrono>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -653,6 +654,65 @@ std::string CalibrateMatmul(const QuantMatrix& w, MatmulOptions* options) {
   return line;
 }
 
+namespace {
+
+// From how many vectors the int8 GEMM beats the integer dots over the matrices `sweep` (one
+// type, in step order), each kernel timed over the whole sweep as a step does (the weights
+// come from memory, not from the caches) at each count of `counts`: the first count where
+// the GEMM is 5% faster, else `never`. Appends "n: dots/GEMM" per count measured to `gains`.
+int SweepGemmAgainstDots(const std::vector<const QuantMatrix*>& sweep, const Int8GemmLayout& layout,
+                         std::initializer_list<int> counts, int never, ThreadPool* pool,
+                         const MatmulOptions& options, std::string* gains) {
+  const gguf::GgmlType type = sweep[0]->type;
+  int64_t max_rows = 0, max_cols = 0;
+  for (const QuantMatrix* m : sweep) {
+    max_rows = std::max(max_rows, m->rows);
+    max_cols = std::max(max_cols, m->cols);
+  }
+  const int most = std::max(counts);
+  std::vector<float> x(static_cast<size_t>(most * max_cols)),
+      y(static_cast<size_t>(most * max_rows));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 40503u) % 1999) / 1000 - 1;
+  const int vectors = DotVectors(type, options);
+  QuantizedActivations xq;
+  auto dots = [&](int64_t n) {
+    for (const QuantMatrix* m : sweep) {
+      QuantizeActivations(ActivationFormat(type), x.data(), n, m->cols, &xq);
+      IntegerDotRows(*m, 0, m->rows, xq, y.data(), m->rows, pool, vectors, options.isa);
+    }
+  };
+  auto gemm = [&](int64_t n) {
+    for (const QuantMatrix* m : sweep) {
+      Int8GemmMatmul(layout, *m, 0, m->rows, x.data(), n, y.data(), m->rows, pool);
+    }
+  };
+  for (int n : counts) {
+    dots(n);  // warm
+    const double d = BestSeconds(2, [&] { dots(n); });
+    gemm(n);
+    const double g = BestSeconds(2, [&] { gemm(n); });
+    absl::StrAppend(gains, gains->empty() ? "" : ", ", n, ": ", absl::StrFormat("%.2fx", d / g));
+    if (g * 1.05 < d) return n;
+  }
+  return never;
+}
+
+// Up to 256 MiB of `matrices` of their first one's type that `keep` selects, in order.
+template <typename Keep>
+std::vector<const QuantMatrix*> SweepOf(absl::Span<const QuantMatrix* const> matrices, Keep keep,
+                                        uint64_t* bytes) {
+  std::vector<const QuantMatrix*> sweep;
+  *bytes = 0;
+  for (const QuantMatrix* m : matrices) {
+    if (m->type != matrices[0]->type || !keep(*m) || *bytes >= (uint64_t{256} << 20)) continue;
+    sweep.push_back(m);
+    *bytes += static_cast<uint64_t>(m->rows) * m->row_bytes;
+  }
+  return sweep;
+}
+
+}  // namespace
+
 std::string CalibratePackedGemm(absl::Span<const QuantMatrix* const> matrices, ThreadPool* pool,
                                 MatmulOptions* options) {
   if (matrices.empty()) return "";
@@ -664,54 +724,55 @@ std::string CalibratePackedGemm(absl::Span<const QuantMatrix* const> matrices, T
   if (layout == nullptr || id >= 64 || !GemmPacksType(type, *options)) {
     return line + " not measured";
   }
-  // The matrices in the order a step reads them, up to 256 MiB of file bytes: as in a step,
-  // the weights come from memory, not from the caches (a slice that fits them favours the
-  // GEMM's larger panels).
-  std::vector<const QuantMatrix*> sweep;
-  int64_t max_rows = 0, max_cols = 0;
   uint64_t bytes = 0;
-  for (const QuantMatrix* m : matrices) {
-    if (m->type != type || m->packed == nullptr || bytes >= (uint64_t{256} << 20)) continue;
-    if (PackedFor(*m, 0, *layout) == nullptr) continue;
-    sweep.push_back(m);
-    bytes += static_cast<uint64_t>(m->rows) * m->row_bytes;
-    max_rows = std::max(max_rows, m->rows);
-    max_cols = std::max(max_cols, m->cols);
-  }
+  const std::vector<const QuantMatrix*> sweep = SweepOf(
+      matrices,
+      [&](const QuantMatrix& m) {
+        return m.packed != nullptr && PackedFor(m, 0, *layout) != nullptr;
+      },
+      &bytes);
   if (sweep.empty()) return line + " not measured";
-  constexpr int kMax = 16;
-  std::vector<float> x(static_cast<size_t>(kMax * max_cols)),
-      y(static_cast<size_t>(kMax * max_rows));
-  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 40503u) % 1999) / 1000 - 1;
-  const int vectors = DotVectors(type, *options);
-  QuantizedActivations xq;
-  auto dots = [&](int64_t n) {
-    for (const QuantMatrix* m : sweep) {
-      QuantizeActivations(ActivationFormat(type), x.data(), n, m->cols, &xq);
-      IntegerDotRows(*m, 0, m->rows, xq, y.data(), m->rows, pool, vectors, options->isa);
-    }
-  };
-  auto gemm = [&](int64_t n) {
-    for (const QuantMatrix* m : sweep) {
-      Int8GemmMatmul(*layout, *m, 0, m->rows, x.data(), n, y.data(), m->rows, pool);
-    }
-  };
-  int from = kMax;
   std::string gains;
-  for (int n : {1, 2, 3, 4, 6, 8, 12}) {
-    dots(n);  // warm
-    const double d = BestSeconds(2, [&] { dots(n); });
-    gemm(n);
-    const double g = BestSeconds(2, [&] { gemm(n); });
-    absl::StrAppend(&gains, gains.empty() ? "" : ", ", n, ": ", absl::StrFormat("%.2fx", d / g));
-    if (g * 1.05 < d) {
-      from = n;
-      break;
-    }
-  }
+  const int from =
+      SweepGemmAgainstDots(sweep, *layout, {1, 2, 3, 4, 6, 8, 12}, 16, pool, *options, &gains);
   options->packed_gemm_batch[id] = static_cast<uint8_t>(from);
   return absl::StrFormat("%s GEMM from %d rows (over the dots at %s; %d matrices, %.0f MiB)", line,
                          from, gains, sweep.size(), bytes / double{1 << 20});
+}
+
+std::string CalibrateDecodePanelGemm(absl::Span<const QuantMatrix* const> matrices,
+                                     ThreadPool* pool, MatmulOptions* options) {
+  if (matrices.empty()) return "";
+  const gguf::GgmlType type = matrices[0]->type;
+  const Int8GemmLayout* layout = FindInt8GemmLayout(type);
+  const quant::QuantTraits* traits = quant::FindQuantTraits(type);
+  std::string line = absl::StrCat(traits != nullptr ? traits->name : "?", " decode panels:");
+  const auto id = static_cast<uint32_t>(type);
+  if (layout == nullptr || id >= 64 || !GemmCovers(type, *options) ||
+      !HasIntegerKernel(type, options->isa) || !AtLeast(options->isa, Isa::kAvx512)) {
+    return line + " not measured";
+  }
+  // The choice is per type: it holds for the matrices without int8 panels, so every one of
+  // them must have decode panels (the budget may have run out before some).
+  for (const QuantMatrix* m : matrices) {
+    if (m->type == type && m->packed == nullptr && m->decode_panels == nullptr) {
+      return line + " not measured (some matrices have none)";
+    }
+  }
+  uint64_t bytes = 0;
+  const std::vector<const QuantMatrix*> sweep = SweepOf(
+      matrices,
+      [](const QuantMatrix& m) { return m.packed == nullptr && m.decode_panels != nullptr; },
+      &bytes);
+  if (sweep.empty()) return line + " not measured";
+  std::string gains;
+  const int from =
+      SweepGemmAgainstDots(sweep, *layout, {8, 12, 16, 24}, 32, pool, *options, &gains);
+  options->dots_gemm_batch[id] = static_cast<uint8_t>(from);
+  return absl::StrFormat(
+      "%s decode GEMM from %d rows (over the panels at %s; %d matrices without int8 panels, %.0f "
+      "MiB)",
+      line, from, gains, sweep.size(), bytes / double{1 << 20});
 }
 
 }  // namespace tessera::cpu

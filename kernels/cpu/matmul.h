@@ -111,7 +111,8 @@ struct MatmulOptions {
   int64_t kernel_batch = 0;
   std::array<uint8_t, 64> dot_vectors{};
   // Per type id, the batch from which MatmulPath::kDots takes the int8 GEMM (same bits as
-  // the dots) instead of the dots: 0 = 16.
+  // the dots) instead of the dots: 0 = 16 (CalibrateMatmul; CalibrateDecodePanelGemm where
+  // the type's matrices have decode panels).
   std::array<uint8_t, 64> dots_gemm_batch{};
   // The same for matrices with packed panels (QuantMatrix::packed), on any path but kFloat
   // (below kPrefillBatch too; CalibratePackedGemm): 0 = as dots_gemm_batch.
@@ -136,6 +137,14 @@ std::string CalibrateMatmul(const QuantMatrix& w, MatmulOptions* options);
 // speeds behind it. Both kernels give the same bits: only the speed depends on it.
 std::string CalibratePackedGemm(absl::Span<const QuantMatrix* const> matrices, ThreadPool* pool,
                                 MatmulOptions* options);
+
+// The same for the matrices of `matrices`' type that have decode panels but no int8 panels
+// (QuantMatrix::decode_panels; the memory budget left them out): from how many vectors the
+// kDots path's int8 GEMM, unpacking their rows, beats the decode panels (8, 12, 16, 24, or 32
+// when it never does below), set as options->dots_gemm_batch for the type. Not measured (and
+// nothing set) unless every matrix of the type without int8 panels has decode panels.
+std::string CalibrateDecodePanelGemm(absl::Span<const QuantMatrix* const> matrices,
+                                     ThreadPool* pool, MatmulOptions* options);
 
 // True when the int8 GEMM covers `type` under `options` and was not measured slower than the
 // float path (CalibrateMatmul): its matrices gain from packed panels (PackedInt8Matrix).

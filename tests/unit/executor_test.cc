@@ -3,6 +3,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <regex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -422,6 +423,12 @@ TEST(Executor, AutoPackingStopsAtItsBudget) {
   EXPECT_LE(half->packed_weight_bytes(), everything / 2);
   EXPECT_THAT(half->kernel_summary(), ::testing::HasSubstr("the budget is"));
   EXPECT_THAT(half->kernel_summary(), ::testing::HasSubstr("as set"));
+  // Decode panels come first: all of them fit, and the matrices left without int8 panels
+  // have the kDots path's GEMM measured against their decode panels.
+  EXPECT_TRUE(std::regex_search(half->kernel_summary(),
+                                std::regex("decode panels kept for ([1-9][0-9]*) of \\1 ")))
+      << half->kernel_summary();
+  EXPECT_THAT(half->kernel_summary(), ::testing::HasSubstr("q8_0 decode panels: decode GEMM from"));
   // Packed or not, the same bits.
   std::vector<SequenceInput> seqs(1);
   seqs[0].tokens = Tokens(12);

@@ -549,7 +549,7 @@ TEST(MatmulDecodePanelsTest, PanelsGiveTheBitsOfTheDots) {
       for (bool extreme : {false, true}) {
         SCOPED_TRACE(testing::Message() << quant::FindQuantTraits(type)->name << " cols " << cols
                                         << (extreme ? " extreme" : ""));
-        const int64_t rows = 71, max_batch = 19;
+        const int64_t rows = 71, max_batch = 31;
         Problem p = MakeProblem(type, rows, cols, max_batch, seed++);
         if (extreme) {
           for (size_t i = 0; i < p.x.size(); ++i) p.x[i] = i % 3 == 0 ? -3.0f : 3.0f;
@@ -580,7 +580,7 @@ TEST(MatmulDecodePanelsTest, PanelsGiveTheBitsOfTheDots) {
         tail.rows = rows - 21;
         tail.data = w->data + 21 * w->row_bytes;
         tail.decode_panels_row0 = 21;
-        for (int64_t batch : {1, 2, 3, 4, 5, 8, 9, 19}) {
+        for (int64_t batch : {1, 2, 3, 4, 5, 8, 9, 19, 31}) {
           for (auto [m, r0, r1] : {std::tuple<const QuantMatrix*, int64_t, int64_t>{&pw, 0, 71},
                                    {&pw, 16, 48},
                                    {&pw, 7, 70},
@@ -594,6 +594,9 @@ TEST(MatmulDecodePanelsTest, PanelsGiveTheBitsOfTheDots) {
               const int64_t n = r1 - r0;
               MatmulOptions opt;
               opt.path = MatmulPath::kDots;
+              // Panels up to 31 vectors (passes of eight), as CalibrateDecodePanelGemm may
+              // choose; the GEMM from 32.
+              opt.dots_gemm_batch[static_cast<uint32_t>(type)] = 32;
               opt.min_parallel_macs = 0;
               std::vector<float> got(batch * n), alone(n);
               ASSERT_TRUE(Matmul(*m, r0, r1, p.x.data(), batch, got.data(), n, threads, opt).ok());

@@ -461,6 +461,19 @@ void Executor::Impl::PackWeights() {
   for (const auto& [type, of_type] : packed_of_type) {
     absl::StrAppend(&kernel_summary, "; ", cpu::CalibratePackedGemm(of_type, pool.get(), &matmul));
   }
+  // Per type with matrices that have decode panels but no int8 panels: from which batch the
+  // kDots path's GEMM (unpacking their rows) beats the panels.
+  std::map<gguf::GgmlType, std::vector<const QuantMatrix*>> of_type;
+  for (const QuantMatrix* m : ms) of_type[m->type].push_back(m);
+  for (const auto& [type, group] : of_type) {
+    const bool wanted = std::any_of(group.begin(), group.end(), [](const QuantMatrix* m) {
+      return m->decode_panels != nullptr && m->packed == nullptr;
+    });
+    if (wanted) {
+      absl::StrAppend(&kernel_summary, "; ",
+                      cpu::CalibrateDecodePanelGemm(group, pool.get(), &matmul));
+    }
+  }
 }
 
 void Executor::Impl::CalibrateKernels() {
