@@ -13,13 +13,12 @@ namespace {
 
 constexpr int kRows = kDecodePanelRows;
 
-// Byte offsets of a q4_K panel block's parts (decode_panels.h).
-constexpr size_t kDminAt = 32, kScAt = 64, kMinAt = 192, kQsAt = 320;
-static_assert(kQsAt + 2048 == kQ4KPanelBlockBytes && kQ4KPanelBlockBytes % 64 == 0);
-static_assert(kQsAt + 2560 == kQ5KPanelBlockBytes && kQ5KPanelBlockBytes % 64 == 0);
-// And of a q6_K panel block's.
-constexpr size_t kQ6ScAt = 64, kQ6QAt = 320;
-static_assert(kQ6QAt + 3072 == kQ6KPanelBlockBytes && kQ6KPanelBlockBytes % 64 == 0);
+using panel_layout::kDminAt;
+using panel_layout::kMinAt;
+using panel_layout::kQ6QAt;
+using panel_layout::kQ6ScAt;
+using panel_layout::kQsAt;
+using panel_layout::kScAt;
 
 // q4_K and q5_K (Block), whose scales, mins and nibbles share one layout.
 template <typename Block>

@@ -54,6 +54,15 @@ inline constexpr size_t kQ4KPanelBlockBytes = 64 + 128 + 128 + 2048;
 inline constexpr size_t kQ5KPanelBlockBytes = 64 + 128 + 128 + 2560;
 inline constexpr size_t kQ6KPanelBlockBytes = 64 + 256 + 3072;
 inline constexpr size_t kQ8_0PanelPairBytes = 64 + 1024;
+// Byte offsets of the parts of a block within a panel (the layouts above).
+namespace panel_layout {
+inline constexpr size_t kDminAt = 32, kScAt = 64, kMinAt = 192, kQsAt = 320;  // q4_K, q5_K
+inline constexpr size_t kQ6ScAt = 64, kQ6QAt = 320;                           // q6_K
+static_assert(kQsAt + 2048 == kQ4KPanelBlockBytes && kQ4KPanelBlockBytes % 64 == 0);
+static_assert(kQsAt + 2560 == kQ5KPanelBlockBytes && kQ5KPanelBlockBytes % 64 == 0);
+static_assert(kQ6QAt + 3072 == kQ6KPanelBlockBytes && kQ6KPanelBlockBytes % 64 == 0);
+static_assert(kQ8_0PanelPairBytes % 64 == 0);
+}  // namespace panel_layout
 
 // The weight matrix as decode panels. Only whole panels are kept: rows past the last
 // multiple of 16 stay with the caller's row-major data (the dots multiply them).

@@ -1,5 +1,5 @@
-// The q4_K decode-panel products (decode_panels.h): lane r of every register is row r of the
-// panel, so a block's sums for 16 rows need no horizontal reduction.
+// The decode-panel products (decode_panels.h; q4_K, q5_K, q6_K, q8_0): lane r of every
+// register is row r of the panel, so a block's sums for 16 rows need no horizontal reduction.
 // GCC 12 takes the undefined pass-through operands of _mm512_cvtepu8_epi32 and friends for
 // uninitialized variables once inlined here.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -19,8 +19,12 @@
 namespace tessera::cpu::avx512 {
 namespace {
 
-constexpr size_t kDminAt = 32, kScAt = 64, kMinAt = 192, kQsAt = 320;  // q4_K, q5_K
-constexpr size_t kQ6ScAt = 64, kQ6QAt = 320;                           // q6_K
+using panel_layout::kDminAt;
+using panel_layout::kMinAt;
+using panel_layout::kQ6QAt;
+using panel_layout::kQ6ScAt;
+using panel_layout::kQsAt;
+using panel_layout::kScAt;
 // No software prefetch: a panel is one sequential stream, which the hardware prefetcher
 // follows at the read bandwidth (on Zen 4, prefetching blocks 2 to 16 ahead into L1 cut
 // one thread's rate from 24 to 12-15 GB/s).
