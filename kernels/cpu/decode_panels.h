@@ -13,7 +13,7 @@
 // 1.03x, q5_K 1.02x, q6_K 1.01x, q8_0 1.0x).
 //
 // Layout of panel p (rows [16p, 16p + 16)), one part per 256-element block, in block order
-// (PanelBlockBytes each, 64-byte aligned). q4_K (kQ4KPanelBlockBytes):
+// (the sizes named below, each a multiple of 64 bytes). q4_K (kQ4KPanelBlockBytes):
 //   d[16], dmin[16]       fp16 block scales of the 16 rows
 //   sc[8][16]             sub-block scale j of row r at sc[j][r] (6-bit values as bytes)
 //   m[4][16][2]           sub-block minimums 2i and 2i + 1 of row r at m[i][r][0..1]
