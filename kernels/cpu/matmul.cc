@@ -115,9 +115,11 @@ void IntegerDotRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
   // The whole decode panels of the range, [panel_begin, panel_end) of w.decode_panels, and
   // the rows before and after them, which go row by row.
   int64_t panel_begin = 0, panel_end = 0;
+  const avx512::PanelDotsFn panel_dots = w.decode_panels != nullptr && AtLeast(isa, Isa::kAvx512)
+                                             ? avx512::DecodePanelDots(w.type)
+                                             : nullptr;
   if (const DecodePanelMatrix* panels = w.decode_panels;
-      panels != nullptr && AtLeast(isa, Isa::kAvx512) && panels->type() == w.type &&
-      panels->cols() == w.cols && avx512::DecodePanelDots(w.type) != nullptr) {
+      panel_dots != nullptr && panels->type() == w.type && panels->cols() == w.cols) {
     const int64_t first = w.decode_panels_row0 + row_begin;
     panel_begin = (first + kDecodePanelRows - 1) / kDecodePanelRows;
     panel_end = std::min(panels->panels(), (w.decode_panels_row0 + row_end) / kDecodePanelRows);
@@ -126,7 +128,6 @@ void IntegerDotRows(const QuantMatrix& w, int64_t row_begin, int64_t row_end,
   const int64_t n_panels = panel_end - panel_begin;
   if (n_panels > 0) {
     const DecodePanelMatrix& panels = *w.decode_panels;
-    const avx512::PanelDotsFn panel_dots = avx512::DecodePanelDots(w.type);
     const int64_t panel_row_begin = panel_begin * kDecodePanelRows - w.decode_panels_row0;
     const int64_t panel_row_end = panel_end * kDecodePanelRows - w.decode_panels_row0;
     const int64_t per_task = std::max<int64_t>(
