@@ -11,10 +11,11 @@ function(tessera_library name)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
 endfunction()
 
-# tessera_test(NAME SOURCES ... [DEPS ...] [LABELS ...] [TIMEOUT s]): a GoogleTest binary
-# registered with ctest; the conformance directory is passed as TESSERA_SHARED_DIR.
+# tessera_test(NAME SOURCES ... [DEPS ...] [LABELS ...] [TIMEOUT s] [ARGS ...]): a GoogleTest
+# binary registered with ctest (run with ARGS); the conformance directory is passed as
+# TESSERA_SHARED_DIR.
 function(tessera_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS;ARGS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   target_compile_options(${name} PRIVATE ${TESSERA_WARNINGS})
@@ -22,7 +23,7 @@ function(tessera_test name)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
-  add_test(NAME ${name} COMMAND ${name})
+  add_test(NAME ${name} COMMAND ${name} ${ARG_ARGS})
   if("gpu" IN_LIST ARG_LABELS)
     # Reported by ctest as skipped (not passed) on machines without a GPU.
     set_tests_properties(${name} PROPERTIES SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")

@@ -64,6 +64,19 @@ if(TARGET tessera_executor_emu)
     TIMEOUT 900)
   target_compile_definitions(cuda_executor_emu_test PRIVATE TESSERA_CUDA_EMULATOR=1)
 endif()
+# The GPU executor test on the SIMT emulator: the whole forward pass with the kernels' own
+# source against the CPU executor, every architecture. ctest leaves out the graph tests and
+# two of the three decode batch-invariance models (about 2 minutes instead of 4.5 on two
+# cores); the binary alone runs all of them.
+if(TARGET tessera_executor_simt)
+  tessera_test(cuda_executor_simt_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_executor_test.cc
+    DEPS tessera_executor_simt tessera_model
+    ARGS "--gtest_filter=-*CudaGraphs*:*DecodeAloneEqualsDecodeInABatch/qwen3moe:*DecodeAloneEqualsDecodeInABatch/deepseek2"
+    TIMEOUT 900)
+  target_compile_definitions(cuda_executor_simt_test PRIVATE TESSERA_CUDA_EMULATOR=1
+                                                             TESSERA_CUDA_SIMT=1)
+endif()
 # TP = 2 vs TP = 1 of the GPU executor on the emulator, with a device communicator (queued on
 # the stream and captured into graphs, as NCCL) and a host one (Gloo through host copies).
 if(TARGET tessera_executor_emu AND TARGET tessera_comm)

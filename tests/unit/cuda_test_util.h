@@ -18,6 +18,14 @@
 
 namespace tessera::cuda::testing {
 
+// True where the kernels run on the SIMT emulator (kernels/cuda/simt/: thread by thread on the
+// host), which keeps the largest shapes smaller.
+#ifdef TESSERA_CUDA_SIMT
+inline constexpr bool kSimtEmulator = true;
+#else
+inline constexpr bool kSimtEmulator = false;
+#endif
+
 // Every GPU test derives from this: no device, no test (reported as skipped by ctest).
 class GpuTest : public ::testing::Test {
  protected:

@@ -7,6 +7,7 @@
 // part of a program users run.
 #pragma once
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <functional>
@@ -15,6 +16,12 @@ namespace tessera::cuda::emu {
 
 // Runs `work` now, or appends it to the graph `stream` is capturing.
 void Launch(cudaStream_t stream, std::function<void()> work);
+
+// Sets the error cudaGetLastError returns next (a launch the emulated device refuses).
+void SetLastError(cudaError_t error);
+
+// The stream cublasSetStream gave `handle` (nullptr: the legacy default stream).
+cudaStream_t CublasStream(cublasHandle_t handle);
 
 // Device memory the emulator reports as total (cudaMemGetInfo); allocations count against it.
 inline constexpr size_t kEmulatedDeviceBytes = size_t{8} << 30;

@@ -27,7 +27,9 @@ struct CUgraphExec_st {
   std::vector<std::function<void()>> work;
 };
 struct CUevent_st {};
-struct cublasContext {};
+struct cublasContext {
+  cudaStream_t stream = nullptr;  // cublasSetStream
+};
 
 namespace {
 
@@ -61,6 +63,10 @@ void Launch(cudaStream_t stream, std::function<void()> work) {
   }
   work();
 }
+
+void SetLastError(cudaError_t error) { last_error = error; }
+
+cudaStream_t CublasStream(cublasHandle_t handle) { return handle->stream; }
 
 }  // namespace tessera::cuda::emu
 
@@ -284,7 +290,10 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasSetStream_v2(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
+  handle->stream = stream;
+  return CUBLAS_STATUS_SUCCESS;
+}
 
 const char* cublasGetStatusString(cublasStatus_t status) {
   return status == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "emulated cuBLAS error";
