@@ -18,6 +18,7 @@ namespace {
 
 constexpr int64_t kGemvRows = 64;                    // worker/executor/cuda_forward.cc
 constexpr int64_t kGroupedPass = 32;                 // kernels/cuda/launch_config.h
+constexpr int64_t kGemmTileTokens = 128;             // kernels/cuda/launch_config.h
 constexpr int64_t kSortedChoicesPerMember = 2;       // worker/executor/cuda_forward.cc
 constexpr int64_t kTiledAttentionMin = 64;           // worker/executor/cuda_forward.cc
 constexpr int64_t kTiledQueries = 16;                // kernels/cuda/launch_config.h
@@ -59,12 +60,13 @@ double HeadReads(const TrafficShape& s, Kernels k) {
 
 // Reads of member matrices by a grouped product of `choices` choices spread evenly over
 // `distinct` members of `members` (kNow sorts them when there are at least two choices per
-// member: each member once per kGroupedPass of its choices).
-double MemberReads(int64_t choices, double distinct, int64_t members, Kernels k) {
-  if (k == Kernels::kBefore || choices < kSortedChoicesPerMember * members || distinct <= 0) {
-    return static_cast<double>(choices);
-  }
-  return distinct * std::ceil(static_cast<double>(choices) / distinct / kGroupedPass);
+// member: each member once per `pass` of its choices — kGroupedPass for the GEMV,
+// kGemmTileTokens for the tensor-core tiles, which always sort).
+double MemberReads(int64_t choices, double distinct, int64_t members, Kernels k,
+                   int64_t pass = kGroupedPass) {
+  const bool sorted = pass == kGemmTileTokens || choices >= kSortedChoicesPerMember * members;
+  if (k == Kernels::kBefore || !sorted || distinct <= 0) return static_cast<double>(choices);
+  return distinct * std::ceil(static_cast<double>(choices) / distinct / static_cast<double>(pass));
 }
 
 }  // namespace
@@ -172,8 +174,10 @@ StepTraffic PrefillTraffic(const TrafficShape& s, int64_t tokens, Kernels k) {
   t.dense = {(tokens <= kGemvRows ? gemv : gemm) +
                  MemberReads(tokens * s.heads, heads, s.heads, k) * per_head,
              s.dense_bytes};
+  // Routed experts above kGemvRows tokens (16-bit activations): GroupedGemmTiles.
   const double distinct = DistinctExperts(s, tokens);
-  t.experts = {MemberReads(tokens * s.n_expert_used, distinct, s.n_expert, k) * PerExpert(s),
+  const int64_t pass = tokens > kGemvRows ? kGemmTileTokens : kGroupedPass;
+  t.experts = {MemberReads(tokens * s.n_expert_used, distinct, s.n_expert, k, pass) * PerExpert(s),
                distinct * PerExpert(s)};
   // Keys read by tiles of `tile` consecutive queries: each tile reads those its last sees.
   auto tiled_keys = [&](int64_t tile) {

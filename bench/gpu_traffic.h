@@ -21,7 +21,9 @@
 // Kernels::kNow, what the executor runs today: GEMV passes of up to 64 tokens (a decode step
 // of up to 64 sequences reads each weight once); grouped products sorted by member when they
 // have at least two choices per member on average (each member read once per 32 of its
-// choices, the choices spread evenly); prompts of more than 64 tokens attend in tiles of 16
+// choices, the choices spread evenly); the routed experts of prompts of more than 64 tokens
+// on tensor cores (GroupedGemmTiles: each member read once per 128 of its choices, 16-bit
+// activations as the dense GEMM assumes); prompts of more than 64 tokens attend in tiles of 16
 // queries per query head (each tile reads the keys its last query sees; DSA only within the
 // top-k, where every visible key is selected); decode and shorter prompts attend by KV head
 // (each query reads its keys once per block of up to 16 heads sharing a KV head); tokens

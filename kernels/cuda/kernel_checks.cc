@@ -267,6 +267,26 @@ absl::StatusOr<LaunchConfig> CheckGemmTiles(const DeviceMatrix& w, DType act, in
   return c;
 }
 
+absl::StatusOr<LaunchConfig> CheckGroupedGemmTiles(const DeviceMatrix& w, const GroupedGemvCheck& g,
+                                                   DType act) {
+  TESSERA_RETURN_IF_ERROR(CheckGroupedGemv(w, g).status());
+  if (!g.has_order) {
+    return absl::InvalidArgumentError(
+        "cuda grouped gemm tiles: needs the choices sorted by member (order and offsets from "
+        "SortByMember)");
+  }
+  const int64_t choices = g.tokens * g.used;
+  absl::StatusOr<LaunchConfig> c = CheckGemmTiles(w, act, choices);
+  if (!c.ok()) return c.status();
+  // Each bucket (members and the one of the others) has at most one partial tile.
+  c->grid_x = (choices + kGemmTileTokens - 1) / kGemmTileTokens + g.members + 1;
+  if (c->grid_x > INT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda grouped gemm tiles: ", c->grid_x, " token tiles exceed the grid"));
+  }
+  return c;
+}
+
 // ---- nn_kernels.h -----------------------------------------------------------------------------
 
 absl::StatusOr<LaunchConfig> CheckRope(int64_t tokens, int heads, int head_dim, int n_rot,

@@ -74,6 +74,11 @@ absl::StatusOr<int64_t> CheckGemmDequantized(const DeviceMatrix& w, DType act, i
 // GemmTiles (16-bit activations only): its launch geometry.
 absl::StatusOr<LaunchConfig> CheckGemmTiles(const DeviceMatrix& w, DType act, int64_t batch);
 
+// GroupedGemmTiles: GroupedGemv's shape in the sorted form, 16-bit activations; the grid
+// covers every bucket's token tiles (x) and the row tiles (y).
+absl::StatusOr<LaunchConfig> CheckGroupedGemmTiles(const DeviceMatrix& w, const GroupedGemvCheck& g,
+                                                   DType act);
+
 // ---- nn_kernels.h -----------------------------------------------------------------------------
 
 absl::StatusOr<LaunchConfig> CheckRope(int64_t tokens, int heads, int head_dim, int n_rot,

@@ -17,22 +17,35 @@
 
 namespace tessera::cuda {
 
+// GroupedGemvArgs as kernel_checks.h's shape, with the effective strides.
+inline GroupedGemvCheck GroupedGemvCheckOf(const GroupedGemvArgs& a, int64_t x_stride,
+                                           int64_t y_stride) {
+  return {.member_bytes = a.member_bytes,
+          .members = a.members,
+          .tokens = a.tokens,
+          .used = a.used,
+          .x_stride = x_stride,
+          .y_stride = y_stride,
+          .has_ids = a.ids != nullptr,
+          .has_x = a.x != nullptr,
+          .has_y = a.y != nullptr,
+          .has_order = a.order != nullptr,
+          .has_offsets = a.offsets != nullptr};
+}
+
 // Also sets the effective strides (the args' 0 meaning w.cols and w.rows).
 inline absl::StatusOr<LaunchConfig> CheckGroupedGemv(const GroupedGemvArgs& a, int64_t* x_stride,
                                                      int64_t* y_stride) {
   *x_stride = a.x_stride ? a.x_stride : a.w.cols;
   *y_stride = a.y_stride ? a.y_stride : a.w.rows;
-  return CheckGroupedGemv(a.w, {.member_bytes = a.member_bytes,
-                                .members = a.members,
-                                .tokens = a.tokens,
-                                .used = a.used,
-                                .x_stride = *x_stride,
-                                .y_stride = *y_stride,
-                                .has_ids = a.ids != nullptr,
-                                .has_x = a.x != nullptr,
-                                .has_y = a.y != nullptr,
-                                .has_order = a.order != nullptr,
-                                .has_offsets = a.offsets != nullptr});
+  return CheckGroupedGemv(a.w, GroupedGemvCheckOf(a, *x_stride, *y_stride));
+}
+
+inline absl::StatusOr<LaunchConfig> CheckGroupedGemmTiles(const GroupedGemvArgs& a, DType act,
+                                                          int64_t* x_stride, int64_t* y_stride) {
+  *x_stride = a.x_stride ? a.x_stride : a.w.cols;
+  *y_stride = a.y_stride ? a.y_stride : a.w.rows;
+  return CheckGroupedGemmTiles(a.w, GroupedGemvCheckOf(a, *x_stride, *y_stride), act);
 }
 
 inline absl::StatusOr<LaunchConfig> CheckRope(const RopeArgs& a) {

@@ -81,4 +81,12 @@ absl::Status GemmDequantized(cublasHandle_t cublas, const DeviceMatrix& w, const
 absl::Status GemmTiles(const DeviceMatrix& w, const void* x, DType act, int64_t batch, void* y,
                        cudaStream_t stream);
 
+// The grouped product of GroupedGemv on tensor cores, for MoE prefill: each member's choices
+// (the sorted form is required: order and offsets from SortByMember) go through GemmTiles'
+// tile in tiles of kGemmTileTokens, so each expert weight tile is decoded once per 128 of its
+// choices instead of once per kGroupedPass (32). Same layout and zero rows for choices outside
+// the stack as GroupedGemv; `act` float16 or bfloat16, and the weights are rounded to `act`
+// (as GemmTiles does), so results differ from GroupedGemv's by that rounding.
+absl::Status GroupedGemmTiles(const GroupedGemvArgs& args, DType act, cudaStream_t stream);
+
 }  // namespace tessera::cuda

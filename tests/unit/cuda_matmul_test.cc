@@ -592,6 +592,102 @@ TEST_F(CudaMatmul, GemmTilesAgreesWithGemmDequantized) {
   cublasDestroy(handle);
 }
 
+// The grouped tensor-core product of MoE prefill: each choice's rows equal, bit for bit,
+// GemmTiles of its member over the same activation row (a token's result does not depend on
+// its tile-mates), and the float64 product of the 16-bit weights; choices outside the stack
+// get zero rows. Members with several token tiles (one gets about half the choices), a
+// partial row tile, padded strides, inputs per token and per choice.
+TEST_F(CudaMatmul, GroupedGemmTilesEqualsGemmTilesPerMember) {
+  std::mt19937_64 rng(15);
+  const int experts = 5, member0 = 1, used = 3;
+  const int64_t rows = 70, cols = 512, tokens = 150, choices = tokens * used;
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ8_0}) {
+    std::vector<uint8_t> stacked;
+    std::vector<std::vector<uint8_t>> w(experts);
+    for (auto& e : w) {
+      e = quant::testing::RandomBlocks(type, rows * cols, rng);
+      stacked.insert(stacked.end(), e.begin(), e.end());
+    }
+    const size_t expert_bytes = w[0].size();
+    // Ids 0 .. 6 against the stack's 1 .. 5; id 3 (member 2) takes about half the choices.
+    std::vector<int32_t> ids(choices);
+    for (auto& id : ids) id = rng() % 2 == 0 ? 3 : static_cast<int32_t>(rng() % 7);
+    DeviceBuffer dw(stacked), dids(ids), dorder(choices * 4), doffsets((experts + 2) * 4);
+    ASSERT_TRUE(SortByMember(dids.as<int32_t>(), choices, experts, member0, dorder.as<int32_t>(),
+                             doffsets.as<int32_t>(), nullptr)
+                    .ok());
+    for (DType act : {DType::kF16, DType::kBF16}) {
+      for (bool per_choice : {false, true}) {
+        SCOPED_TRACE(::testing::Message()
+                     << Name(type) << " " << DTypeName(act)
+                     << (per_choice ? " input per choice" : " input per token"));
+        const size_t esz = DTypeBytes(act);
+        const int64_t x_rows = per_choice ? choices : tokens;
+        const int64_t x_stride = cols + 64, y_stride = rows + 6;  // padded
+        const std::vector<float> x = Round(RandomVector(cols * x_rows, rng), act);
+        std::vector<float> x_padded(x_rows * x_stride, 0.0f);
+        for (int64_t i = 0; i < x_rows; ++i) {
+          std::copy(x.begin() + i * cols, x.begin() + (i + 1) * cols,
+                    x_padded.begin() + i * x_stride);
+        }
+        DeviceBuffer dx(Encode(x, act)), dxp(Encode(x_padded, act)), dy(choices * y_stride * esz);
+        GroupedGemvArgs g;
+        g.w = DeviceMatrix{type, rows, cols, expert_bytes / rows, dw.get()};
+        g.member_bytes = expert_bytes;
+        g.members = experts;
+        g.member0 = member0;
+        g.ids = dids.as<int32_t>();
+        g.tokens = tokens;
+        g.used = used;
+        g.x = dxp.get();
+        g.x_per_choice = per_choice;
+        g.x_stride = x_stride;
+        g.y = dy.get();
+        g.y_stride = y_stride;
+        EXPECT_FALSE(GroupedGemmTiles(g, act, nullptr).ok()) << "without the sorted choices";
+        g.order = dorder.as<int32_t>();
+        g.offsets = doffsets.as<int32_t>();
+        EXPECT_FALSE(GroupedGemmTiles(g, DType::kF32, nullptr).ok()) << "float32 activations";
+        ASSERT_TRUE(GroupedGemmTiles(g, act, nullptr).ok());
+        // Each member over every activation row, with GemmTiles.
+        std::vector<std::vector<float>> whole(experts);
+        for (int m = 0; m < experts; ++m) {
+          const size_t bytes = x_rows * rows * esz;
+          DeviceBuffer dwm(w[m]), dym(bytes);
+          ASSERT_TRUE(GemmTiles(DeviceMatrix{type, rows, cols, expert_bytes / rows, dwm.get()},
+                                dx.get(), act, x_rows, dym.get(), nullptr)
+                          .ok());
+          Sync();
+          whole[m] = Decode(dym.Download<uint8_t>(bytes), act);
+        }
+        Sync();
+        const std::vector<float> y = Decode(dy.Download<uint8_t>(choices * y_stride * esz), act);
+        int differ = 0;
+        for (int64_t c = 0; c < choices; ++c) {
+          const std::vector<float> yc(y.begin() + c * y_stride, y.begin() + c * y_stride + rows);
+          const int m = ids[c] - member0;
+          if (m < 0 || m >= experts) {
+            EXPECT_EQ(yc, std::vector<float>(rows, 0.0f)) << "choice " << c;
+            continue;
+          }
+          const int64_t xr = per_choice ? c : c / used;
+          const std::vector<float> want(whole[m].begin() + xr * rows,
+                                        whole[m].begin() + (xr + 1) * rows);
+          if (yc != want && differ++ < 3)
+            ADD_FAILURE() << "choice " << c << " differs from GemmTiles";
+          if (c % 7 == 0) {
+            const SeenWeights seen = WeightsAsSeen(type, w[m], rows, cols, act);
+            ExpectProduct(seen.type, seen.bytes, rows, cols,
+                          std::vector<float>(x.begin() + xr * cols, x.begin() + (xr + 1) * cols), 1,
+                          act, yc);
+          }
+        }
+        EXPECT_EQ(differ, 0);
+      }
+    }
+  }
+}
+
 TEST_F(CudaMatmul, GemmTilesRejectsFloat32AndUnknownTypes) {
   std::mt19937_64 rng(10);
   const std::vector<uint8_t> w = quant::testing::RandomBlocks(GgmlType::kQ8_0, 64 * 256, rng);

@@ -90,9 +90,15 @@ TEST(GpuTraffic, CurrentKernelsWorkedOutByHand) {
   t = DecodeTraffic(s, 65, 5, Kernels::kNow);
   EXPECT_DOUBLE_EQ(t.dense.current, 200);
   EXPECT_NEAR(t.experts.current, 800 * (1 - std::pow(0.75, 65)), 1e-9);
-  // A prompt of 1,000 tokens: 2,000 choices, ~250 per expert: 8 passes of 32.
+  // A prompt of 1,000 tokens: 2,000 choices, ~250 per expert: 2 tensor-core tiles of 128.
   t = PrefillTraffic(s, 1000, Kernels::kNow);
-  EXPECT_NEAR(t.experts.current, 8 * 800 * (1 - std::pow(0.75, 1000)), 1e-6);
+  EXPECT_NEAR(t.experts.current, 2 * 800 * (1 - std::pow(0.75, 1000)), 1e-6);
+  // 40 tokens (GEMV): 80 choices, ~10 per expert: one pass of 32; 65 tokens (tiles): 130
+  // choices, ~16 per expert: one tile.
+  EXPECT_NEAR(PrefillTraffic(s, 40, Kernels::kNow).experts.current, 800 * (1 - std::pow(0.75, 40)),
+              1e-9);
+  EXPECT_NEAR(PrefillTraffic(s, 65, Kernels::kNow).experts.current, 800 * (1 - std::pow(0.75, 65)),
+              1e-9);
   EXPECT_DOUBLE_EQ(PrefillTraffic(s, 1000, Kernels::kBefore).experts.current, 2000 * 100);
   // MLA's per-head products (40 of the 100 dense bytes, 4 heads of 10): per token before;
   // sorted now (9 tokens per head: one pass), the other 60 bytes in one GEMV pass.

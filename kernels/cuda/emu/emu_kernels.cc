@@ -155,7 +155,9 @@ void Product(const DeviceMatrix& w, const void* x, DType act, int64_t batch, voi
 // GroupedGemv's work: member by member, so that each row of a member in use is decoded once.
 // The sorted form takes the members' choices from order/offsets as given (so that a stale or
 // wrong grouping gives wrong rows here too, as on the GPU); the other groups the ids itself.
-void GroupedProduct(const GroupedGemvArgs& a, DType act, int64_t x_stride, int64_t y_stride) {
+// `round_weights` as in Product (GroupedGemmTiles' tiles hold them in `act`).
+void GroupedProduct(const GroupedGemvArgs& a, DType act, int64_t x_stride, int64_t y_stride,
+                    bool round_weights) {
   const DeviceMatrix& w = a.w;
   std::vector<std::vector<int64_t>> by_member(static_cast<size_t>(a.members));
   std::vector<int64_t> outside;
@@ -187,6 +189,9 @@ void GroupedProduct(const GroupedGemvArgs& a, DType act, int64_t x_stride, int64
         static_cast<const uint8_t*>(w.data) + static_cast<size_t>(m) * a.member_bytes;
     for (int64_t r = 0; r < w.rows; ++r) {
       DecodeRow(w, member, r, row.data());
+      if (round_weights) {
+        for (float& v : row) v = RoundTo(act, v);
+      }
       for (size_t j = 0; j < choices.size(); ++j) {
         Store(a.y, act, choices[j] * y_stride + r, Dot(row.data(), xs.data() + j * w.cols, w.cols));
       }
@@ -342,7 +347,7 @@ absl::Status GroupedGemv(const GroupedGemvArgs& a, DType act, cudaStream_t strea
   int64_t x_stride = 0, y_stride = 0;
   absl::StatusOr<LaunchConfig> c = CheckGroupedGemv(a, &x_stride, &y_stride);
   if (!c.ok()) return c.status();
-  emu::Launch(stream, [=] { GroupedProduct(a, act, x_stride, y_stride); });
+  emu::Launch(stream, [=] { GroupedProduct(a, act, x_stride, y_stride, /*round_weights=*/false); });
   return absl::OkStatus();
 }
 
@@ -401,6 +406,14 @@ absl::Status GemmTiles(const DeviceMatrix& w, const void* x, DType act, int64_t 
   absl::StatusOr<LaunchConfig> c = CheckGemmTiles(w, act, batch);
   if (!c.ok()) return c.status();
   emu::Launch(stream, [=] { Product(w, x, act, batch, y, /*round_weights=*/true); });
+  return absl::OkStatus();
+}
+
+absl::Status GroupedGemmTiles(const GroupedGemvArgs& a, DType act, cudaStream_t stream) {
+  int64_t x_stride = 0, y_stride = 0;
+  absl::StatusOr<LaunchConfig> c = CheckGroupedGemmTiles(a, act, &x_stride, &y_stride);
+  if (!c.ok()) return c.status();
+  emu::Launch(stream, [=] { GroupedProduct(a, act, x_stride, y_stride, /*round_weights=*/true); });
   return absl::OkStatus();
 }
 
