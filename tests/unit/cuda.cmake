@@ -96,6 +96,16 @@ if(TARGET tessera_step_engine_emu)
     TIMEOUT 300)
   target_compile_definitions(step_engine_gpu_emu_test PRIVATE TESSERA_CUDA_EMULATOR=1)
 endif()
+# And with the kernels' own source on the SIMT emulator: SampleKernel and ChosenLogprobKernel
+# themselves against the host sampler.
+if(TARGET tessera_step_engine_simt)
+  tessera_test(step_engine_gpu_simt_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/step_engine_gpu_test.cc
+    DEPS tessera_step_engine_simt tessera_model
+    TIMEOUT 300)
+  target_compile_definitions(step_engine_gpu_simt_test PRIVATE TESSERA_CUDA_EMULATOR=1
+                                                               TESSERA_CUDA_SIMT=1)
+endif()
 if(TARGET tessera_cuda AND TARGET tessera_step_engine)
   tessera_test(step_engine_gpu_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/step_engine_gpu_test.cc
