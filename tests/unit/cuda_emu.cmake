@@ -17,7 +17,8 @@ if(TARGET tessera_cuda_emu)
   endforeach()
 endif()
 # The GPU kernel tests once more on the SIMT emulator (kernels/cuda/simt/): the kernels' own
-# source, run thread by thread, against the same float64 and CPU references; the `_reverse`
+# source, run thread by thread, against the same float64 and CPU references (label sanitize:
+# in the sanitize build AddressSanitizer checks the kernels' memory accesses); the `_reverse`
 # runs schedule every block's threads in reverse order, so that a read of what another thread
 # writes without a barrier between them gives a different result in one of the two.
 if(TARGET tessera_cuda_simt)
@@ -26,6 +27,7 @@ if(TARGET tessera_cuda_simt)
   tessera_test(cuda_simt_test
     SOURCES ${simt_test_sources}
     DEPS tessera_cuda_simt
+    LABELS sanitize
     TIMEOUT 120)
   foreach(area nn attention selection glue matmul)
     tessera_test(cuda_${area}_simt_test
@@ -33,7 +35,8 @@ if(TARGET tessera_cuda_simt)
               ${CMAKE_CURRENT_LIST_DIR}/cuda_emu_device_sync.cc
       DEPS tessera_cuda_simt tessera_quant tessera_kernels_reference tessera_nn_reference
            tessera_nn_cpu
-      TIMEOUT 600)
+      LABELS sanitize
+      TIMEOUT 900)
     target_compile_definitions(cuda_${area}_simt_test PRIVATE TESSERA_CUDA_SIMT=1)
     add_test(NAME cuda_${area}_simt_reverse_test COMMAND cuda_${area}_simt_test)
     set_tests_properties(cuda_${area}_simt_reverse_test PROPERTIES

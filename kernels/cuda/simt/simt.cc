@@ -5,9 +5,23 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TESSERA_SIMT_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define TESSERA_SIMT_ASAN 1
+#endif
+#ifdef TESSERA_SIMT_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -78,7 +92,8 @@ static_assert(sizeof(void*) == 8, "the fiber switch is x86-64 code");
 enum class Wait { kNone, kBlock, kWarp, kDone };
 
 struct Fiber {
-  void* sp = nullptr;  // saved stack pointer while not running
+  void* sp = nullptr;     // saved stack pointer while not running
+  char* stack = nullptr;  // the lowest address of its stack (kStackBytes)
   uint3 thread;
   Wait wait = Wait::kNone;
   unsigned shuffles = 0;  // this lane's shuffles so far: their parity picks the exchange half
@@ -127,7 +142,10 @@ struct Block {
 
 struct HostThread {
   Stacks stacks;
-  std::vector<unsigned char> shared;
+  // The block's dynamic shared memory, allocated at its exact size so that AddressSanitizer
+  // (the sanitize build) reports a kernel that reads or writes past it.
+  std::unique_ptr<unsigned char[]> shared;
+  size_t shared_bytes = 0;
   Block block;
 };
 
@@ -158,13 +176,41 @@ Fiber& Current() {
   return *running;
 }
 
+#ifdef TESSERA_SIMT_ASAN
+// The host thread's own stack (where the scheduler runs), as AddressSanitizer reports it when
+// a fiber first starts.
+thread_local const void* host_stack = nullptr;
+thread_local size_t host_stack_bytes = 0;
+#endif
+
+// Saves the current context's stack pointer to *from and continues at `to`, a stack whose
+// lowest address is `bottom` (AddressSanitizer is told of the switch: `exiting` when the
+// current fiber never resumes).
+void Switch(void** from, void* to, const void* bottom, size_t bytes, bool exiting = false) {
+#ifdef TESSERA_SIMT_ASAN
+  void* fake_stack = nullptr;
+  __sanitizer_start_switch_fiber(exiting ? nullptr : &fake_stack, bottom, bytes);
+  tessera_simt_switch(from, to);
+  __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
+#else
+  (void)bottom, (void)bytes, (void)exiting;
+  tessera_simt_switch(from, to);
+#endif
+}
+
 // Continues fiber `to` of the running block, saving the current one.
 void SwitchTo(Fiber& from, Fiber& to) {
   running = &to;
-  tessera_simt_switch(&from.sp, to.sp);
+  Switch(&from.sp, to.sp, to.stack, kStackBytes);
 }
 
-void ToScheduler(Fiber& f) { tessera_simt_switch(&f.sp, running_block->scheduler); }
+void ToScheduler(Fiber& f, bool exiting = false) {
+#ifdef TESSERA_SIMT_ASAN
+  Switch(&f.sp, running_block->scheduler, host_stack, host_stack_bytes, exiting);
+#else
+  Switch(&f.sp, running_block->scheduler, nullptr, 0, exiting);
+#endif
+}
 
 bool Reverse();
 
@@ -215,10 +261,13 @@ void WaitForWarp() {
 
 // Where every fiber starts (from tessera_simt_switch's `ret`); never returns.
 [[noreturn]] void FiberEntry() {
+#ifdef TESSERA_SIMT_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, &host_stack, &host_stack_bytes);
+#endif
   (*running_block->body)();
   Fiber& f = *running;
   f.wait = Wait::kDone;
-  ToScheduler(f);
+  ToScheduler(f, /*exiting=*/true);
   Fatal("a returned fiber was resumed");
 }
 
@@ -226,6 +275,10 @@ void WaitForWarp() {
 // FiberEntry as the return address, and below the top a null return address for FiberEntry
 // itself (so that it starts with the stack alignment of a called function).
 void* FreshStack(char* stack) {
+#ifdef TESSERA_SIMT_ASAN
+  // The previous block's frames left their redzones in the shadow memory.
+  ASAN_UNPOISON_MEMORY_REGION(stack, kStackBytes);
+#endif
   auto* top = reinterpret_cast<uint64_t*>((reinterpret_cast<uintptr_t>(stack) + kStackBytes) &
                                           ~uintptr_t{15});
   uint64_t* sp = top - 8;
@@ -277,12 +330,16 @@ void RunBlock(const Launch& launch, uint3 index, const std::function<void()>& bo
   const unsigned n = d.x * d.y * d.z;
   b.fibers.assign(n, Fiber{});
   b.exchange.assign((n + kWarp - 1) / kWarp * 2 * kWarp, 0);
-  if (t.shared.size() < launch.shared_bytes) t.shared.resize(launch.shared_bytes);
-  std::memset(t.shared.data(), 0xff, launch.shared_bytes);
+  if (t.shared == nullptr || t.shared_bytes != launch.shared_bytes) {
+    t.shared.reset(new unsigned char[launch.shared_bytes == 0 ? 1 : launch.shared_bytes]);
+    t.shared_bytes = launch.shared_bytes;
+  }
+  std::memset(t.shared.get(), 0xff, launch.shared_bytes);
   for (unsigned i = 0; i < n; ++i) {
     Fiber& f = b.fibers[i];
     f.thread = uint3{i % d.x, i / d.x % d.y, i / (d.x * d.y)};
-    f.sp = FreshStack(t.stacks.Get(i));
+    f.stack = t.stacks.Get(i);
+    f.sp = FreshStack(f.stack);
   }
   const bool reverse = Reverse();
   for (unsigned done = 0; done < n;) {
@@ -291,11 +348,18 @@ void RunBlock(const Launch& launch, uint3 index, const std::function<void()>& bo
       Fiber& f = b.fibers[i];
       if (f.wait != Wait::kNone) continue;
       running = &f;
-      tessera_simt_switch(&b.scheduler, f.sp);
+      Switch(&b.scheduler, f.sp, f.stack, kStackBytes);
       running = nullptr;
     }
+    // A warp released by its last lane may stop at __syncthreads in one lane while others
+    // the sweep has passed are still to run: sweep again before releasing anything.
     done = 0;
-    for (const Fiber& f : b.fibers) done += f.wait == Wait::kDone;
+    bool runnable = false;
+    for (const Fiber& f : b.fibers) {
+      done += f.wait == Wait::kDone;
+      runnable |= f.wait == Wait::kNone;
+    }
+    if (runnable) continue;
     if (done < n && !Release(b)) {
       std::string waits;
       for (unsigned i = 0; i < n && waits.size() < 400; ++i) {
@@ -446,7 +510,7 @@ uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask, int width) {
 
 void* DynamicShared() {
   Current();
-  return This().shared.data();
+  return This().shared.get();
 }
 
 namespace {
