@@ -17,17 +17,18 @@ if(TARGET tessera_cuda_emu)
   endforeach()
 endif()
 # The GPU kernel tests once more on the SIMT emulator (kernels/cuda/simt/): the kernels' own
-# source, run thread by thread, against the same float64 and CPU references (label sanitize:
-# in the sanitize build AddressSanitizer checks the kernels' memory accesses); the `_reverse`
+# source, run thread by thread, against the same float64 and CPU references; the `_reverse`
 # runs schedule every block's threads in reverse order, so that a read of what another thread
-# writes without a barrier between them gives a different result in one of the two.
+# writes without a barrier between them gives a different result in one of the two. In the
+# sanitize build they are configured but not part of sanitize_tests (the kernels take ~13 CPU
+# minutes to build there): build and run them by hand to have AddressSanitizer check every
+# access the kernels make (README, "The kernels themselves without a GPU").
 if(TARGET tessera_cuda_simt)
   # The emulator's own semantics: barriers, shuffles, atomics, launch limits, its checks.
   tessera_simt_sources(simt_test_sources unit/cuda_simt_test.cu)
   tessera_test(cuda_simt_test
     SOURCES ${simt_test_sources}
     DEPS tessera_cuda_simt
-    LABELS sanitize
     TIMEOUT 120)
   foreach(area nn attention selection glue matmul)
     tessera_test(cuda_${area}_simt_test
@@ -35,7 +36,6 @@ if(TARGET tessera_cuda_simt)
               ${CMAKE_CURRENT_LIST_DIR}/cuda_emu_device_sync.cc
       DEPS tessera_cuda_simt tessera_quant tessera_kernels_reference tessera_nn_reference
            tessera_nn_cpu
-      LABELS sanitize
       TIMEOUT 900)
     target_compile_definitions(cuda_${area}_simt_test PRIVATE TESSERA_CUDA_SIMT=1)
     add_test(NAME cuda_${area}_simt_reverse_test COMMAND cuda_${area}_simt_test)
