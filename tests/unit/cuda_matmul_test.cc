@@ -397,6 +397,21 @@ TEST_F(CudaMatmul, SortByMemberGroupsEveryChoiceOnce) {
 // once per 32 of its tokens) gives the per-choice kernel's bits: every choice, other ranks'
 // experts as zero rows, inputs per token and per choice, more choices of one member than a
 // pass, 16-bit activations; and the float64 product.
+// A grouped product over `experts` stacked members of rows × cols (`member_bytes` each, at
+// w) for `tokens` tokens of `used` choices; x and y are the caller's.
+GroupedGemvArgs Stack(GgmlType type, int64_t rows, int64_t cols, int experts, int member0,
+                      size_t member_bytes, void* w, const int32_t* ids, int64_t tokens, int used) {
+  GroupedGemvArgs g;
+  g.w = DeviceMatrix{type, rows, cols, member_bytes / rows, w};
+  g.member_bytes = member_bytes;
+  g.members = experts;
+  g.member0 = member0;
+  g.ids = ids;
+  g.tokens = tokens;
+  g.used = used;
+  return g;
+}
+
 TEST_F(CudaMatmul, SortedGroupedGemvEqualsPerChoiceBitForBit) {
   std::mt19937_64 rng(14);
   const int experts = 6, member0 = 2, used = 3;
@@ -425,14 +440,8 @@ TEST_F(CudaMatmul, SortedGroupedGemvEqualsPerChoiceBitForBit) {
         const std::vector<float> x = Round(RandomVector(cols * x_rows, rng), act);
         DeviceBuffer dx(Encode(x, act)), dplain(ids.size() * rows * esz),
             dsorted(ids.size() * rows * esz);
-        GroupedGemvArgs g;
-        g.w = DeviceMatrix{type, rows, cols, expert_bytes / rows, dw.get()};
-        g.member_bytes = expert_bytes;
-        g.members = experts;
-        g.member0 = member0;
-        g.ids = dids.as<int32_t>();
-        g.tokens = tokens;
-        g.used = used;
+        GroupedGemvArgs g = Stack(type, rows, cols, experts, member0, expert_bytes, dw.get(),
+                                  dids.as<int32_t>(), tokens, used);
         g.x = dx.get();
         g.x_per_choice = per_choice;
         g.y = dplain.get();
@@ -631,14 +640,8 @@ TEST_F(CudaMatmul, GroupedGemmTilesEqualsGemmTilesPerMember) {
                     x_padded.begin() + i * x_stride);
         }
         DeviceBuffer dx(Encode(x, act)), dxp(Encode(x_padded, act)), dy(choices * y_stride * esz);
-        GroupedGemvArgs g;
-        g.w = DeviceMatrix{type, rows, cols, expert_bytes / rows, dw.get()};
-        g.member_bytes = expert_bytes;
-        g.members = experts;
-        g.member0 = member0;
-        g.ids = dids.as<int32_t>();
-        g.tokens = tokens;
-        g.used = used;
+        GroupedGemvArgs g = Stack(type, rows, cols, experts, member0, expert_bytes, dw.get(),
+                                  dids.as<int32_t>(), tokens, used);
         g.x = dxp.get();
         g.x_per_choice = per_choice;
         g.x_stride = x_stride;
