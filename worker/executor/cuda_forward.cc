@@ -862,6 +862,13 @@ class CudaOps {
  private:
   // The dtype an Act is stored in.
   DType Dt(const Act& a) const { return a.prec == Prec::kF32 ? DType::kF32 : s_.act; }
+  // Whether the routed experts of a step of `tokens` tokens run sequence by sequence (16-bit
+  // activations, more than kGemvRows tokens, batch invariance: ExpertProducts), each run
+  // sorting its own choices.
+  bool ExpertRunsPerSequence(int64_t tokens) const {
+    return s_.act != DType::kF32 && tokens > kGemvRows && s_.impl.options.batch_invariant &&
+           step_.seq_of != nullptr && static_cast<int64_t>(step_.seq_of->size()) == tokens;
+  }
   // An error for a call the pass should never make (a shape or layout these kernels do not
   // take), naming the operation.
   static absl::Status Unsupported(const char* op, const std::string& why) {
@@ -1088,9 +1095,7 @@ absl::Status CudaOps::ExpertProducts(std::initializer_list<Expert> products, Act
     // sequence under batch invariance), with 16-bit activations.
     const bool tiles = dt != DType::kF32 && E > 0 && T > kGemvRows;
     const std::vector<int>* row_seq = step_.seq_of;
-    const bool per_sequence = s_.impl.options.batch_invariant && row_seq != nullptr &&
-                              static_cast<int64_t>(row_seq->size()) == T;
-    if (!tiles || !per_sequence) {
+    if (!tiles || !ExpertRunsPerSequence(T)) {
       if (tiles && !route_sorted_) TESSERA_RETURN_IF_ERROR(sort(0, T));
       route_sorted_ = route_sorted_ || tiles;
       TESSERA_RETURN_IF_ERROR(product(0, T, tiles, route_sorted_));
@@ -1098,8 +1103,7 @@ absl::Status CudaOps::ExpertProducts(std::initializer_list<Expert> products, Act
     }
     // Batch-invariant, as MatMul: each prefill sequence's tokens as a product of their own
     // (tensor cores above kGemvRows tokens), runs of decode tokens with GEMV. Each run sorts
-    // its own choices (the step's sort, if Route made one, is overwritten and not used again).
-    route_sorted_ = false;
+    // its own choices (Route made no sort for the step).
     auto decode = [&](int64_t i) { return step_.seq_len[(*row_seq)[i]] == 1; };
     for (int64_t i = 0; i < T;) {
       int64_t j = i + 1;
@@ -1144,7 +1148,7 @@ absl::StatusOr<int64_t> CudaOps::Route(int layer, Act logits, const Vec& bias) {
   const int64_t rows = logits.rows * r.used;
   const model::BlockShare& share = s_.impl.shares[layer];
   const int E = static_cast<int>(share.expert_end - share.expert_begin);
-  route_sorted_ = E > 0 && SortPays(rows, E);
+  route_sorted_ = E > 0 && SortPays(rows, E) && !ExpertRunsPerSequence(logits.rows);
   if (route_sorted_) {
     TESSERA_RETURN_IF_ERROR(cuda::SortByMember(r.ids, rows, E, static_cast<int>(share.expert_begin),
                                                bufs_.route_order.as<int32_t>(),
