@@ -87,6 +87,18 @@ if(TARGET tessera_executor_emu AND TARGET tessera_comm)
     TIMEOUT 900)
   set_tests_properties(cuda_tp_emu_test PROPERTIES RESOURCE_LOCK gloo_loopback)  # tp.cmake
 endif()
+# TP = 2 vs TP = 1 with the kernels' own source on the SIMT emulator (the ranks' head ranges,
+# vocabulary parts and collectives through the real kernels), every architecture, and TP 3's
+# device sampling; the uneven split (43 s here), graph-timing and prefix-cache cases stay on
+# the CUDA emulator in ctest (the binary alone runs them all).
+if(TARGET tessera_executor_simt AND TARGET tessera_comm)
+  tessera_test(cuda_tp_simt_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_tp_emu_test.cc
+    DEPS tessera_executor_simt tessera_comm tessera_model
+    ARGS "--gtest_filter=*TwoRanksGiveTheOneRankLogits*:*ThreeRanksSampleTheGatheredRows*"
+    TIMEOUT 900)
+  set_tests_properties(cuda_tp_simt_test PROPERTIES RESOURCE_LOCK gloo_loopback)
+endif()
 # The step runner's sampling on the GPU executor: on the emulator everywhere, on a GPU with
 # the label `gpu` (tests/unit/step_engine_gpu_test.cc).
 if(TARGET tessera_step_engine_emu)
