@@ -1050,8 +1050,9 @@ absl::Status CudaOps::HeadProducts(const Mat& stack, int64_t heads, Act x, Act y
   return cuda::GroupedGemv(g, Dt(y), s_.stream);
 }
 
-// One grouped GEMV per stack over the current routing: gate and up read the token's row of
-// x, down one row per (token, choice).
+// One grouped product per stack over the current routing (GEMV, or tensor-core tiles for
+// long 16-bit prompts): gate and up read the token's row of x, down one row per (token,
+// choice).
 absl::Status CudaOps::ExpertProducts(std::initializer_list<Expert> products, Act x,
                                      bool per_choice) {
   TESSERA_RETURN_IF_ERROR(error_);
@@ -1065,59 +1066,65 @@ absl::Status CudaOps::ExpertProducts(std::initializer_list<Expert> products, Act
   const size_t de = cuda::DTypeBytes(dt);
   int32_t* order = bufs_.route_order.as<int32_t>();
   int32_t* offsets = bufs_.route_offsets.as<int32_t>();
+  const int64_t T = per_choice ? x.rows / K : x.rows;
   for (const Expert& e : products) {
-    const int64_t T = e.y.rows / K;
     if (e.y.rows != T * K || x.rows != (per_choice ? T * K : T) || Dt(x) != Dt(e.y)) {
       return Unsupported("ExpertProducts", absl::StrCat(x.rows, " rows of x and ", e.y.rows,
                                                         " of y with ", K, " experts per token"));
     }
-    // Tokens [t0, t0 + n) of the step as one grouped product: on tensor cores (each expert's
-    // weight tiles decoded once per 128 of its choices, weights rounded to 16 bits, as the
-    // dense GEMM) or as GEMV (each choice's rows in float, the same bits sorted or not).
-    auto product = [&](int64_t t0, int64_t n, bool tiles, bool sorted) -> absl::Status {
-      cuda::GroupedGemvArgs g =
-          Grouped(*e.stack, e.rows, E, ids + t0 * K, n, K,
-                  At(x.data, (per_choice ? t0 * K : t0) * x.ld, de), per_choice, x.ld,
-                  At(e.y.data, t0 * K * e.y.ld, de), e.y.ld);
-      g.member0 = static_cast<int>(share.expert_begin);
-      if (tiles || sorted) {
-        g.order = order;
-        g.offsets = offsets;
-      }
-      if (tiles) return cuda::GroupedGemmTiles(g, dt, s_.stream);
-      return cuda::GroupedGemv(g, dt, s_.stream);
-    };
-    auto sort = [&](int64_t t0, int64_t n) {
-      return cuda::SortByMember(ids + t0 * K, n * K, E, static_cast<int>(share.expert_begin), order,
-                                offsets, s_.stream);
-    };
-    // Tensor cores where the dense products take the GEMM (more than kGemvRows tokens, per
-    // sequence under batch invariance), with 16-bit activations.
-    const bool tiles = dt != DType::kF32 && E > 0 && T > kGemvRows;
-    const std::vector<int>* row_seq = step_.seq_of;
-    if (!tiles || !ExpertRunsPerSequence(T)) {
-      if (tiles && !route_sorted_) TESSERA_RETURN_IF_ERROR(sort(0, T));
-      route_sorted_ = route_sorted_ || tiles;
-      TESSERA_RETURN_IF_ERROR(product(0, T, tiles, route_sorted_));
-      continue;
+  }
+  // Tokens [t0, t0 + n) of the step as one grouped product: on tensor cores (each expert's
+  // weight tiles decoded once per 128 of its choices, weights rounded to 16 bits, as the
+  // dense GEMM) or as GEMV (each choice's rows in float, the same bits sorted or not).
+  auto product = [&](const Expert& e, int64_t t0, int64_t n, bool tiles,
+                     bool sorted) -> absl::Status {
+    cuda::GroupedGemvArgs g = Grouped(*e.stack, e.rows, E, ids + t0 * K, n, K,
+                                      At(x.data, (per_choice ? t0 * K : t0) * x.ld, de), per_choice,
+                                      x.ld, At(e.y.data, t0 * K * e.y.ld, de), e.y.ld);
+    g.member0 = static_cast<int>(share.expert_begin);
+    if (tiles || sorted) {
+      g.order = order;
+      g.offsets = offsets;
     }
-    // Batch-invariant, as MatMul: each prefill sequence's tokens as a product of their own
-    // (tensor cores above kGemvRows tokens), runs of decode tokens with GEMV. Each run sorts
-    // its own choices (Route made no sort for the step).
-    auto decode = [&](int64_t i) { return step_.seq_len[(*row_seq)[i]] == 1; };
-    for (int64_t i = 0; i < T;) {
-      int64_t j = i + 1;
-      if (decode(i)) {
-        while (j < T && decode(j)) ++j;
-      } else {
-        while (j < T && (*row_seq)[j] == (*row_seq)[i]) ++j;
-      }
-      const bool run_tiles = !decode(i) && j - i > kGemvRows;
-      const bool run_sorted = run_tiles || SortPays((j - i) * K, E);
-      if (run_sorted) TESSERA_RETURN_IF_ERROR(sort(i, j - i));
-      TESSERA_RETURN_IF_ERROR(product(i, j - i, run_tiles, run_sorted));
-      i = j;
+    if (tiles) return cuda::GroupedGemmTiles(g, dt, s_.stream);
+    return cuda::GroupedGemv(g, dt, s_.stream);
+  };
+  auto sort = [&](int64_t t0, int64_t n) {
+    return cuda::SortByMember(ids + t0 * K, n * K, E, static_cast<int>(share.expert_begin), order,
+                              offsets, s_.stream);
+  };
+  // Tensor cores where the dense products take the GEMM (more than kGemvRows tokens, per
+  // sequence under batch invariance), with 16-bit activations.
+  const bool tiles = dt != DType::kF32 && E > 0 && T > kGemvRows;
+  if (!tiles || !ExpertRunsPerSequence(T)) {
+    if (tiles && !route_sorted_) {
+      TESSERA_RETURN_IF_ERROR(sort(0, T));
+      route_sorted_ = true;
     }
+    for (const Expert& e : products) {
+      TESSERA_RETURN_IF_ERROR(product(e, 0, T, tiles, route_sorted_));
+    }
+    return absl::OkStatus();
+  }
+  // Batch-invariant, as MatMul: each prefill sequence's tokens as a product of their own
+  // (tensor cores above kGemvRows tokens), runs of decode tokens with GEMV. Each run sorts
+  // its own choices once for all the products (Route made no sort for the step).
+  const std::vector<int>& row_seq = *step_.seq_of;
+  auto decode = [&](int64_t i) { return step_.seq_len[row_seq[i]] == 1; };
+  for (int64_t i = 0; i < T;) {
+    int64_t j = i + 1;
+    if (decode(i)) {
+      while (j < T && decode(j)) ++j;
+    } else {
+      while (j < T && row_seq[j] == row_seq[i]) ++j;
+    }
+    const bool run_tiles = !decode(i) && j - i > kGemvRows;
+    const bool run_sorted = run_tiles || SortPays((j - i) * K, E);
+    if (run_sorted) TESSERA_RETURN_IF_ERROR(sort(i, j - i));
+    for (const Expert& e : products) {
+      TESSERA_RETURN_IF_ERROR(product(e, i, j - i, run_tiles, run_sorted));
+    }
+    i = j;
   }
   return absl::OkStatus();
 }
