@@ -243,9 +243,17 @@ void Issue27Kernels(std::mt19937_64& rng) {
       const double tiled = MedianMs(3, [&] {
         CheckOk(PagedAttentionTiled(c.args, DType::kBF16, nullptr), "tiled attention");
       });
+      // GQA on tensor cores (what the executor runs for such prompts in 16 bits).
+      double mma = 0;
+      if (!sh.latent) {
+        mma = MedianMs(3, [&] {
+          CheckOk(PagedAttentionMma(c.args, DType::kBF16, nullptr), "tensor-core attention");
+        });
+      }
       std::printf(
-          "issue27_prefill_attention_%s_T%d per_query_ms %.3f tiled_ms %.3f speedup %.2fx\n",
-          sh.name, T, per_query, tiled, per_query / tiled);
+          "issue27_prefill_attention_%s_T%d per_query_ms %.3f tiled_ms %.3f speedup %.2fx "
+          "mma_ms %.3f speedup_mma %.2fx\n",
+          sh.name, T, per_query, tiled, per_query / tiled, mma, mma > 0 ? per_query / mma : 0.0);
     }
     // Decode: 32 sequences at context 4,096, one query each, per query head vs by KV head with
     // split keys (the workspace for all 32 queries).

@@ -22,6 +22,7 @@ constexpr int64_t kGemmTileTokens = 128;             // kernels/cuda/launch_conf
 constexpr int64_t kSortedChoicesPerMember = 2;       // worker/executor/cuda_forward.cc
 constexpr int64_t kTiledAttentionMin = 64;           // worker/executor/cuda_forward.cc
 constexpr int64_t kTiledQueries = 16;                // kernels/cuda/launch_config.h
+constexpr int64_t kMmaRows = 32;                     // kernels/cuda/launch_config.h
 constexpr int64_t kDecodeHeads = 16;                 // kernels/cuda/launch_config.h
 constexpr int64_t kQueryTile = 64;                   // the ideal's query tile
 constexpr double kLogitBytes = 4, kSampleBytes = 8;  // float logit; id + log-probability
@@ -129,6 +130,8 @@ absl::StatusOr<TrafficShape> TrafficShapeOf(const std::string& gguf_path) {
   } else {
     s.kv_heads = hp.n_head_kv.empty() ? 0 : hp.n_head_kv[0];
     s.kv_row_bytes = (static_cast<int64_t>(hp.head_dim_k) + hp.head_dim_v) * kCacheElementBytes;
+    s.mma_attention = hp.head_dim_k % 16 == 0 && hp.head_dim_v % 16 == 0 && hp.head_dim_k <= 128 &&
+                      hp.head_dim_v <= 128;
   }
   s.vocab = hp.n_vocab;
   return s;
@@ -192,14 +195,27 @@ StepTraffic PrefillTraffic(const TrafficShape& s, int64_t tokens, Kernels k) {
   for (int64_t q = 1; q <= tokens; ++q) per_query += static_cast<double>(Visible(s, q));
   // Tiles can share keys unless DSA selects among them (a prompt beyond the top-k).
   const bool shared = s.dsa_top_k == 0 || tokens <= s.dsa_top_k;
-  // kNow: prompts above kTiledAttentionMin tokens in query tiles of kTiledQueries.
+  // kNow: prompts above kTiledAttentionMin tokens in query tiles of kTiledQueries per query
+  // head, or on tensor cores in tiles of kMmaRows (query, head) rows per KV head.
   const bool tiled = k == Kernels::kNow && tokens > kTiledAttentionMin && shared;
-  const double current_keys = tiled ? tiled_keys(kTiledQueries) : per_query;
+  const bool mma = tiled && s.mma_attention && s.kv_heads > 0;
+  double mma_keys = 0;  // per KV head: each row tile reads the keys its last row's query sees
+  if (mma) {
+    const int64_t per_kv = s.heads / s.kv_heads, rows = tokens * per_kv;
+    for (int64_t end = kMmaRows;; end += kMmaRows) {
+      mma_keys += static_cast<double>((std::min(end, rows) - 1) / per_kv + 1);
+      if (end >= rows) break;
+    }
+  }
+  const double current_keys = mma ? mma_keys : tiled ? tiled_keys(kTiledQueries) : per_query;
   const double ideal_keys = shared ? tiled_keys(kQueryTile) : per_query;
   const double row = static_cast<double>(s.layers) * static_cast<double>(s.kv_row_bytes);
-  // Tiled: per query head; otherwise the decode kernel's head blocks (kNow).
-  t.attention = {row * current_keys * (tiled ? static_cast<double>(s.heads) : HeadReads(s, k)),
-                 row * ideal_keys * static_cast<double>(s.kv_heads)};
+  // Tiled: per query head (tensor cores: per KV head); otherwise the decode kernel's head
+  // blocks (kNow).
+  const double reads = mma     ? static_cast<double>(s.kv_heads)
+                       : tiled ? static_cast<double>(s.heads)
+                               : HeadReads(s, k);
+  t.attention = {row * current_keys * reads, row * ideal_keys * static_cast<double>(s.kv_heads)};
   t.head = {s.head_bytes, s.head_bytes};
   t.logits = {k == Kernels::kBefore ? static_cast<double>(s.vocab) * kLogitBytes : kSampleBytes,
               kSampleBytes};

@@ -1,3 +1,7 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <mma.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -272,6 +276,165 @@ absl::Status LaunchTiled(const PagedAttentionArgs& a, const LaunchConfig& c, int
   return LaunchStatus("tiled attention");
 }
 
+// Prefill on tensor cores: block (tile of kMmaRows (query, head) rows, KV head). The rows
+// are the prompt's queries × the KV head's local query heads, query-major; row r of the tile
+// has its query's causal length len[r] (0 past the last row). Per tile of kMmaKeys keys:
+//   1. the block copies the keys and values (16-bit, as they are; zero rows past the keys);
+//   2. warp w computes scores S[16·(w/2) ..][16·(w%2) ..] = Q·Kᵀ on tensor cores;
+//   3. each row's online softmax: warp w takes rows w, w + kMmaWarps, ...; lane j key j:
+//      m' = max(m, max_j s_j·scale), P_j = e^{s_j·scale − m'} rounded to T (0 where the key is
+//      not visible), l' = l·e^{m − m'} + Σ_j P_j, the correction e^{m − m'} kept per row;
+//   4. the block scales the float accumulators O by their row's correction;
+//   5. O += P·V on tensor cores, fragment by fragment (load, multiply, store).
+// At the end o = O / l (zeros where no key was visible). A key tile past a row's length adds
+// P = 0 with correction 1, exactly nothing, so a row's result depends on its own query and keys
+// only: not on its tile-mates, nor on where its prompt was cut into chunks.
+namespace wmma = nvcuda::wmma;
+
+template <typename T>
+struct alignas(32) MmaShared {
+  T q[kMmaRows][kMmaMaxDim];
+  T k[kMmaKeys][kMmaMaxDim];
+  T v[kMmaKeys][kMmaMaxDim];
+  float s[kMmaRows][kMmaKeys];
+  T p[kMmaRows][kMmaKeys];
+  float o[kMmaRows][kMmaMaxDim];
+  float m[kMmaRows], l[kMmaRows], correction[kMmaRows];
+  int len[kMmaRows];
+};
+static_assert(sizeof(MmaShared<__half>) == MmaAttentionSharedBytes(), "launch_config.h's figure");
+static_assert(sizeof(MmaShared<__nv_bfloat16>) == MmaAttentionSharedBytes(),
+              "launch_config.h's figure");
+static_assert(kMmaRows == 32 && kMmaKeys == 32 && kMmaWarps == 4,
+              "warp w scores rows 16·(w/2) and keys 16·(w%2); a lane per key in the softmax");
+
+template <typename T>
+__global__ void __launch_bounds__(kMmaWarps* kWarpSize) MmaAttentionKernel(PagedAttentionArgs a) {
+  __shared__ MmaShared<T> sh;
+  const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
+  const int kv_head = blockIdx.y;
+  int h_begin = 0, h_end = 0;
+  KvHeadRun(a.heads, a.kv_heads, a.head0, a.group, kv_head, &h_begin, &h_end);
+  const int per_kv = h_end - h_begin;
+  const int64_t rows = a.queries * per_kv;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kMmaRows;
+  if (per_kv <= 0 || row0 >= rows) return;  // a run shorter than the grid's (the whole block)
+  const int32_t* table = a.block_table + static_cast<int64_t>(a.query_seq[0]) * a.max_blocks;
+  const T zero = device::FromFloat<T>(0.0f);
+
+  for (int idx = tid; idx < kMmaRows * a.d_k; idx += blockDim.x) {
+    const int r = idx / a.d_k, d = idx % a.d_k;
+    const int64_t e = row0 + r;
+    sh.q[r][d] =
+        e < rows
+            ? static_cast<const T*>(a.q)[(e / per_kv) * a.q_token_stride +
+                                         static_cast<int64_t>(h_begin + e % per_kv) * a.d_k + d]
+            : zero;
+  }
+  for (int r = tid; r < kMmaRows; r += blockDim.x) {
+    const int64_t e = row0 + r;
+    sh.len[r] = e < rows ? a.query_kv_len[e / per_kv] : 0;
+    sh.m[r] = -INFINITY;
+    sh.l[r] = 0.0f;
+  }
+  for (int idx = tid; idx < kMmaRows * a.d_v; idx += blockDim.x) {
+    sh.o[idx / a.d_v][idx % a.d_v] = 0.0f;
+  }
+  __syncthreads();
+  int longest = 0;  // keys visible to any row of the tile (the same in every thread)
+  for (int r = 0; r < kMmaRows; ++r) longest = max(longest, sh.len[r]);
+
+  // This warp's 16 score rows and 16 keys; its rows of Q as fragments for the whole loop.
+  const int wr = warp / 2 * 16, wk = warp % 2 * 16;
+  constexpr int kDimFrags = kMmaMaxDim / 16;
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> qf[kDimFrags];
+#pragma unroll
+  for (int f = 0; f < kDimFrags; ++f) {
+    if (16 * f < a.d_k) wmma::load_matrix_sync(qf[f], &sh.q[wr][16 * f], kMmaMaxDim);
+  }
+  const T* kbase = static_cast<const T*>(a.k.base);
+  const T* vbase = static_cast<const T*>(a.v.base);
+  auto stage = [&](const T* base, const PagedCache& c, int width, T(*out)[kMmaMaxDim], int k0,
+                   int n) {
+    for (int idx = tid; idx < kMmaKeys * width; idx += blockDim.x) {
+      const int i = idx / width, d = idx % width, pos = k0 + i;
+      out[i][d] = i < n ? base[table[pos / a.block_size] * c.block_stride +
+                               (pos % a.block_size) * c.token_stride +
+                               static_cast<int64_t>(kv_head) * c.head_stride + d]
+                        : zero;
+    }
+  };
+  for (int k0 = 0; k0 < longest; k0 += kMmaKeys) {
+    const int n = min(kMmaKeys, longest - k0);
+    stage(kbase, a.k, a.d_k, sh.k, k0, n);
+    stage(vbase, a.v, a.d_v, sh.v, k0, n);
+    __syncthreads();
+    {  // S = Q·Kᵀ: B[d][key] = k[key][d], column-major.
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf;
+      wmma::fill_fragment(sf, 0.0f);
+#pragma unroll
+      for (int f = 0; f < kDimFrags; ++f) {
+        if (16 * f >= a.d_k) continue;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> kf;
+        wmma::load_matrix_sync(kf, &sh.k[wk][16 * f], kMmaMaxDim);
+        wmma::mma_sync(sf, qf[f], kf, sf);
+      }
+      wmma::store_matrix_sync(&sh.s[wr][wk], sf, kMmaKeys, wmma::mem_row_major);
+    }
+    __syncthreads();
+    for (int r = warp; r < kMmaRows; r += kMmaWarps) {
+      const bool visible = lane < n && k0 + lane < sh.len[r];
+      const float score = visible ? sh.s[r][lane] * a.scale : -INFINITY;
+      const float m_old = sh.m[r];
+      const float m_new = fmaxf(m_old, device::WarpMax(score));
+      float p = 0.0f, correction = 1.0f;  // no key seen yet: nothing to scale
+      if (m_new != -INFINITY) {
+        p = visible ? expf(score - m_new) : 0.0f;
+        correction = expf(m_old - m_new);  // 0 on the row's first visible keys
+      }
+      const T pt = device::FromFloat<T>(p);
+      sh.p[r][lane] = pt;
+      const float sum = device::WarpSum(device::ToFloat(pt));  // every lane has read m, l
+      if (lane == 0) {
+        sh.m[r] = m_new;
+        sh.l[r] = sh.l[r] * correction + sum;
+        sh.correction[r] = correction;
+      }
+    }
+    __syncthreads();
+    for (int idx = tid; idx < kMmaRows * a.d_v; idx += blockDim.x) {
+      sh.o[idx / a.d_v][idx % a.d_v] *= sh.correction[idx / a.d_v];
+    }
+    __syncthreads();
+    // O += P·V: B[key][d] = v[key][d], row-major; the warps take the fragments in turn.
+    const int col_frags = a.d_v / 16;
+    for (int f = warp; f < 2 * col_frags; f += kMmaWarps) {
+      const int ro = f / col_frags * 16, co = f % col_frags * 16;
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> of;
+      wmma::load_matrix_sync(of, &sh.o[ro][co], kMmaMaxDim, wmma::mem_row_major);
+#pragma unroll
+      for (int kk = 0; kk < kMmaKeys; kk += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> pf;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> vf;
+        wmma::load_matrix_sync(pf, &sh.p[ro][kk], kMmaKeys);
+        wmma::load_matrix_sync(vf, &sh.v[kk][co], kMmaMaxDim);
+        wmma::mma_sync(of, pf, vf, of);
+      }
+      wmma::store_matrix_sync(&sh.o[ro][co], of, kMmaMaxDim, wmma::mem_row_major);
+    }
+    __syncthreads();  // O is whole, and every warp is done with the tiles before the next
+  }
+  for (int idx = tid; idx < kMmaRows * a.d_v; idx += blockDim.x) {
+    const int r = idx / a.d_v, d = idx % a.d_v;
+    const int64_t e = row0 + r;
+    if (e >= rows) continue;
+    const float l = sh.l[r];
+    T* out = static_cast<T*>(a.out) + (e / per_kv) * a.out_token_stride +
+             static_cast<int64_t>(h_begin + e % per_kv) * a.d_v;
+    out[d] = device::FromFloat<T>(l > 0.0f ? sh.o[r][d] / l : 0.0f);
+  }
+}
+
 // Decode (flash-decoding): block (query, head block, split). The head block is up to
 // kDecodeHeads consecutive local heads of one KV head (a run of the group, cut in blocks);
 // warp w owns heads w and w + kTiledWarps of it. The split's keys stream through shared
@@ -292,12 +455,10 @@ __global__ void __launch_bounds__(kTiledWarps* kWarpSize)
   const int64_t qi = blockIdx.x;
   // This block's heads: run g of the local heads sharing KV head g, block c of it.
   const int group = a.group > 0 ? a.group : a.heads / a.kv_heads;
-  const int base = a.group > 0 ? a.head0 / a.group : 0;  // the model's KV head of local KV 0
-  const int head0 = a.group > 0 ? a.head0 : 0;
   const int per_run = (group + kDecodeHeads - 1) / kDecodeHeads;
   const int g = blockIdx.y / per_run, c = blockIdx.y % per_run;
-  const int run_begin = max(0, (base + g) * group - head0);
-  const int run_end = min(a.heads, (base + g + 1) * group - head0);
+  int run_begin = 0, run_end = 0;
+  KvHeadRun(a.heads, a.kv_heads, a.head0, a.group, g, &run_begin, &run_end);
   const int h_begin = run_begin + c * kDecodeHeads;
   const int h_end = min(run_end, h_begin + kDecodeHeads);
   if (h_begin >= h_end) return;
@@ -480,6 +641,18 @@ absl::Status PagedAttentionTiled(const PagedAttentionArgs& a, DType dtype, cudaS
       nullptr;
   TESSERA_DISPATCH_DTYPE(dtype, T, launch = &LaunchTiled<T>);
   return launch(a, *c, per_lane, ValuesInKeys(a), stream);
+}
+
+absl::Status PagedAttentionMma(const PagedAttentionArgs& a, DType dtype, cudaStream_t stream) {
+  absl::StatusOr<LaunchConfig> c = CheckMmaAttention(a, dtype);
+  if (!c.ok()) return c.status();
+  const dim3 grid(static_cast<unsigned>(c->grid_x), static_cast<unsigned>(c->grid_y));
+  if (dtype == DType::kF16) {
+    MmaAttentionKernel<__half><<<grid, c->block, 0, stream>>>(a);
+  } else {
+    MmaAttentionKernel<__nv_bfloat16><<<grid, c->block, 0, stream>>>(a);
+  }
+  return LaunchStatus("tensor-core attention");
 }
 
 absl::Status PagedAttentionDecode(const PagedAttentionArgs& a, float* workspace,

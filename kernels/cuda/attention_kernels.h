@@ -74,6 +74,17 @@ inline PagedAttentionArgs QueryRange(const PagedAttentionArgs& a, int64_t from, 
 // Errors: PagedAttention's, a selection, or a key tile beyond 48 KiB of shared memory
 // (head dims above 384 with separate values).
 absl::Status PagedAttentionTiled(const PagedAttentionArgs& args, DType dtype, cudaStream_t stream);
+// The same attention for a GQA prompt on tensor cores (16-bit q, cache and out; head dims
+// multiples of 16 up to kMmaMaxDim; separate values): PagedAttentionTiled's contract, but a
+// block takes kMmaRows (query, query head) rows of one KV head, so each KV head's keys are read
+// once per tile of kMmaRows / (heads per KV head) queries for all its heads instead of once
+// per (tile, head). Scores and the value product are WMMA products with float accumulation; the
+// probabilities are rounded to the 16-bit type before the value product (the sum l adds the
+// rounded values), so a result differs from PagedAttention's by at most about that rounding
+// (unit roundoff 2⁻⁸ for bf16, 2⁻¹¹ for f16) of the largest |value| plus float32 reassociation. A
+// row's result depends on its own query and keys only. Geometry: launch_config.h's
+// MmaAttentionLaunch. Errors: PagedAttentionTiled's and MmaAttentionLaunch's.
+absl::Status PagedAttentionMma(const PagedAttentionArgs& args, DType dtype, cudaStream_t stream);
 // The same attention for decode and short chunks (flash-decoding): one block per (query, up
 // to kDecodeHeads query heads of one KV head, split of the query's keys), so each KV head's
 // keys are read once per query (MLA's latent once for all heads) and a long context still

@@ -276,15 +276,8 @@ absl::StatusOr<LaunchConfig> CheckGroupedGemmTiles(const DeviceMatrix& w, const 
         "SortByMember)");
   }
   const int64_t choices = g.tokens * g.used;
-  absl::StatusOr<LaunchConfig> c = CheckGemmTiles(w, act, choices);
-  if (!c.ok()) return c.status();
-  // Each bucket (members and the one of the others) has at most one partial tile.
-  c->grid_x = (choices + kGemmTileTokens - 1) / kGemmTileTokens + g.members + 1;
-  if (c->grid_x > INT32_MAX) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cuda grouped gemm tiles: ", c->grid_x, " token tiles exceed the grid"));
-  }
-  return c;
+  TESSERA_RETURN_IF_ERROR(CheckGemmTiles(w, act, choices).status());  // types, rows, alignment
+  return GroupedGemmTilesLaunch(w.type, w.rows, w.cols, choices, g.members);
 }
 
 // ---- nn_kernels.h -----------------------------------------------------------------------------
@@ -346,19 +339,36 @@ absl::StatusOr<LaunchConfig> CheckDecodeAttention(const AttentionShape& shape,
   return DecodeAttentionLaunch(shape, values_in_keys, per_lane);
 }
 
+namespace {
+
+// A prompt's attention kernel (`kernel`): PagedAttention's inputs without a selection.
+absl::Status CheckPromptAttention(const char* kernel, const AttentionShape& shape,
+                                  const PagedAttentionInputs& in) {
+  int unused = 0;
+  TESSERA_RETURN_IF_ERROR(CheckPagedAttention(shape, in, &unused).status());
+  if (in.has_selected) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda ", kernel,
+                     ": no key selection (DSA's selections differ per query; use "
+                     "PagedAttentionDecode)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<LaunchConfig> CheckTiledAttention(const AttentionShape& shape,
                                                  const PagedAttentionInputs& in,
                                                  bool values_in_keys, int* per_lane) {
-  int unused = 0;
-  if (absl::StatusOr<LaunchConfig> c = CheckPagedAttention(shape, in, &unused); !c.ok()) {
-    return c.status();
-  }
-  if (in.has_selected) {
-    return absl::InvalidArgumentError(
-        "cuda tiled attention: no key selection (DSA's selections differ per query; use "
-        "PagedAttention)");
-  }
+  TESSERA_RETURN_IF_ERROR(CheckPromptAttention("tiled attention", shape, in));
   return TiledAttentionLaunch(shape, values_in_keys, per_lane);
+}
+
+absl::StatusOr<LaunchConfig> CheckMmaAttention(const AttentionShape& shape,
+                                               const PagedAttentionInputs& in, bool values_in_keys,
+                                               size_t element_bytes) {
+  TESSERA_RETURN_IF_ERROR(CheckPromptAttention("tensor-core attention", shape, in));
+  return MmaAttentionLaunch(shape, values_in_keys, element_bytes);
 }
 
 absl::Status CheckWriteKvCache(int64_t tokens, int kv_heads, int width, int block_size,

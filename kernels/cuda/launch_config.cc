@@ -178,6 +178,16 @@ absl::StatusOr<LaunchConfig> GemmTilesLaunch(GgmlType type, int64_t rows, int64_
   return c;
 }
 
+absl::StatusOr<LaunchConfig> GroupedGemmTilesLaunch(GgmlType type, int64_t rows, int64_t cols,
+                                                    int64_t choices, int members,
+                                                    const DeviceLimits& limits) {
+  absl::StatusOr<LaunchConfig> c = GemmTilesLaunch(type, rows, cols, choices, limits);
+  if (!c.ok()) return c.status();
+  c->grid_x = CeilDiv(choices, kGemmTileTokens) + members + 1;
+  if (auto s = CheckGridX("grouped gemm tiles", c->grid_x, limits); !s.ok()) return s;
+  return c;
+}
+
 absl::StatusOr<LaunchConfig> RowLaunch(const char* kernel, int64_t rows, int64_t n,
                                        const DeviceLimits& limits) {
   if (rows <= 0 || n <= 0) {
@@ -265,6 +275,39 @@ absl::StatusOr<LaunchConfig> DecodeAttentionLaunch(const AttentionShape& s, bool
   if (c.grid_y > limits.max_grid_y || c.shared_bytes > limits.max_shared_bytes) {
     return Invalid("decode attention", absl::StrCat(c.grid_y, " head blocks, ", c.shared_bytes,
                                                     " bytes of shared memory"));
+  }
+  return c;
+}
+
+absl::StatusOr<LaunchConfig> MmaAttentionLaunch(const AttentionShape& s, bool values_in_keys,
+                                                size_t element_bytes, const DeviceLimits& limits) {
+  int per_lane = 0;
+  absl::StatusOr<LaunchConfig> one = AttentionLaunch(s, &per_lane, limits);  // shape checks
+  if (!one.ok()) return one.status();
+  if (element_bytes != 2) {
+    return Invalid("tensor-core attention",
+                   absl::StrCat(element_bytes,
+                                "-byte elements: tensor cores take 16-bit q, cache and out "
+                                "(f16 or bf16)"));
+  }
+  if (values_in_keys) {
+    return Invalid("tensor-core attention",
+                   "values inside the keys (MLA's latent): PagedAttentionTiled serves them");
+  }
+  if (s.d_k % 16 != 0 || s.d_v % 16 != 0 || s.d_k > kMmaMaxDim || s.d_v > kMmaMaxDim) {
+    return Invalid("tensor-core attention",
+                   absl::StrCat("d_k ", s.d_k, ", d_v ", s.d_v, ": expected multiples of 16 up to ",
+                                kMmaMaxDim));
+  }
+  const int64_t per_kv = s.group > 0 ? std::min(s.group, s.heads) : s.heads / s.kv_heads;
+  LaunchConfig c;
+  c.grid_x = CeilDiv(s.queries * per_kv, kMmaRows);
+  c.grid_y = s.kv_heads;
+  c.block = kMmaWarps * kWarpSize;
+  if (auto st = CheckGridX("tensor-core attention", c.grid_x, limits); !st.ok()) return st;
+  if (c.grid_y > limits.max_grid_y) {
+    return Invalid("tensor-core attention",
+                   absl::StrCat(c.grid_y, " KV heads exceed the grid limit ", limits.max_grid_y));
   }
   return c;
 }

@@ -99,6 +99,12 @@ inline constexpr size_t GemmTilesSharedBytes() {
 static_assert(GemmTilesSharedBytes() <= 48 * 1024, "static shared memory is limited to 48 KiB");
 absl::StatusOr<LaunchConfig> GemmTilesLaunch(gguf::GgmlType type, int64_t rows, int64_t cols,
                                              int64_t batch, const DeviceLimits& limits = {});
+// GroupedGemmTiles over `choices` sorted into `members` buckets and one of the others: the
+// same tile, grid_x one token tile per kGemmTileTokens choices plus one per bucket (each
+// bucket has at most one partial tile).
+absl::StatusOr<LaunchConfig> GroupedGemmTilesLaunch(gguf::GgmlType type, int64_t rows, int64_t cols,
+                                                    int64_t choices, int members,
+                                                    const DeviceLimits& limits = {});
 
 // Per-row kernels (RMSNorm, softmax): one block per row, threads a power of two covering the
 // row up to the device limit, one float per warp of shared memory for the reductions.
@@ -145,6 +151,31 @@ inline constexpr int kTiledKeys = 16;
 inline constexpr int kTiledWarps = 8;
 absl::StatusOr<LaunchConfig> TiledAttentionLaunch(const AttentionShape& shape, bool values_in_keys,
                                                   int* per_lane, const DeviceLimits& limits = {});
+// Prefill attention on tensor cores (PagedAttentionMma, GQA with 16-bit q, cache and out):
+// a block of kMmaWarps warps takes kMmaRows rows of (query, query head) pairs — a prompt's
+// queries × the local query heads of one KV head, query-major — so that one KV head's keys
+// stream through shared memory once for all the heads that use them, kMmaKeys at a time.
+// Scores (rows × keys) and the value product (rows × d_v) are WMMA 16×16×16 products with
+// float accumulators; the probabilities are rounded to the 16-bit type for the value product.
+// Static shared memory (MmaAttentionSharedBytes: q, key and value tiles of kMmaMaxDim, the
+// scores, probabilities and float accumulators of the rows), so shared_bytes is 0.
+// grid_x: ⌈queries · heads per KV head / kMmaRows⌉, grid_y: KV heads.
+inline constexpr int kMmaRows = 32;
+inline constexpr int kMmaKeys = 32;
+inline constexpr int kMmaWarps = 4;
+inline constexpr int kMmaMaxDim = 128;
+inline constexpr size_t MmaAttentionSharedBytes() {
+  return static_cast<size_t>(kMmaRows + 2 * kMmaKeys) * kMmaMaxDim * 2 +  // q, k, v tiles
+         static_cast<size_t>(kMmaRows) * kMmaKeys * (4 + 2) +             // scores, P
+         static_cast<size_t>(kMmaRows) * kMmaMaxDim * 4 +                 // accumulators
+         static_cast<size_t>(kMmaRows) * 4 * 4;  // per row: m, l, correction, visible keys
+}
+static_assert(MmaAttentionSharedBytes() <= 48 * 1024, "static shared memory is limited to 48 KiB");
+// Errors: AttentionLaunch's, elements that are not 2 bytes, values inside the keys (MLA),
+// head dims that are not multiples of 16 up to kMmaMaxDim.
+absl::StatusOr<LaunchConfig> MmaAttentionLaunch(const AttentionShape& shape, bool values_in_keys,
+                                                size_t element_bytes,
+                                                const DeviceLimits& limits = {});
 // Decode attention by KV head with the keys split (flash-decoding, PagedAttentionDecode): a
 // block of kTiledWarps warps takes one query, up to kDecodeHeads query heads that share a KV
 // head, and one split of the query's keys, streamed through shared memory kTiledKeys at a time
@@ -170,6 +201,17 @@ TESSERA_HOST_DEVICE inline constexpr int DecodeSplits(int count) {
 TESSERA_HOST_DEVICE inline constexpr int DecodeSplitLength(int count, int splits) {
   const int len = (count + splits - 1) / splits;
   return (len + kTiledKeys - 1) / kTiledKeys * kTiledKeys;
+}
+// The local query heads of KV head `kv` (0 .. kv_heads − 1): [*begin, *end). GQA under tensor
+// parallelism may cut the first and last group (AttentionShape's head0 and group).
+TESSERA_HOST_DEVICE inline void KvHeadRun(int heads, int kv_heads, int head0, int group, int kv,
+                                          int* begin, int* end) {
+  const int g = group > 0 ? group : heads / kv_heads;
+  const int base = group > 0 ? head0 / group : 0;  // the model's KV head of local KV head 0
+  const int first = group > 0 ? head0 : 0;         // the model's index of local head 0
+  const int b = (base + kv) * g - first, e = (base + kv + 1) * g - first;
+  *begin = b < 0 ? 0 : b;
+  *end = e > heads ? heads : e;
 }
 #undef TESSERA_HOST_DEVICE
 // Workspace floats per (query, head): the splits' (m, l, d_v values).

@@ -102,6 +102,10 @@ inline absl::StatusOr<LaunchConfig> CheckTiledAttention(const PagedAttentionArgs
   return CheckTiledAttention(ShapeOf(a), InputsOf(a), ValuesInKeys(a), per_lane);
 }
 
+inline absl::StatusOr<LaunchConfig> CheckMmaAttention(const PagedAttentionArgs& a, DType dtype) {
+  return CheckMmaAttention(ShapeOf(a), InputsOf(a), ValuesInKeys(a), DTypeBytes(dtype));
+}
+
 inline absl::Status CheckWriteKvCache(const KvWriteArgs& a) {
   return CheckWriteKvCache(a.tokens, a.kv_heads, a.width, a.block_size, a.src != nullptr,
                            a.cache != nullptr, a.slot_mapping != nullptr);

@@ -127,7 +127,7 @@ echo "kernels vs CPU (max_rel_err), GEMV ceilings, prefill GEMM (cuBLAS vs tenso
 grep -E "^(device|d2d_copy_GBps|type|q[0-9]|iq|f16|prefill)" "$log_dir/bench.log" || echo "(no benchmark figures)"
 echo
 echo "issue 27's kernels vs what they replace (one GEMV pass for 64 rows, experts sorted by"
-echo "expert, tiled prefill attention, sampling on the device):"
+echo "expert, tiled prefill attention and its tensor-core GQA form, sampling on the device):"
 grep -E "^issue27_" "$log_dir/bench.log" || echo "(no issue 27 figures)"
 echo
 echo "executor (decode: GBps = weight bytes per step / step time; frac_of_d2d = GBps / d2d copy):"

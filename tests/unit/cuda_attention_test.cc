@@ -46,11 +46,13 @@ struct Query {
   std::vector<int32_t> selected;  // empty: all visible keys
 };
 
-// o_h = Σ_t softmax(scale q_h·k_t) v_t over the visible (and selected) keys, float64.
+// o_h = Σ_t softmax(scale q_h·k_t) v_t over the visible (and selected) keys, float64. Query
+// head h uses KV head h / (heads / kv_heads), or for a rank's heads from head0 in groups of
+// `group`, (head0 + h) / group − head0 / group.
 std::vector<double> Reference(const std::vector<float>& q, const std::vector<float>& k,
                               const std::vector<float>& v, const Layout& kl, const Layout& vl,
                               const std::vector<Query>& queries, int heads, int d_k, int d_v,
-                              float scale) {
+                              float scale, int head0 = 0, int group = 0) {
   std::vector<double> out;
   for (size_t qi = 0; qi < queries.size(); ++qi) {
     const Query& query = queries[qi];
@@ -63,7 +65,7 @@ std::vector<double> Reference(const std::vector<float>& q, const std::vector<flo
       }
     }
     for (int h = 0; h < heads; ++h) {
-      const int g = h / (heads / kl.kv_heads);
+      const int g = group > 0 ? (head0 + h) / group - head0 / group : h / (heads / kl.kv_heads);
       std::vector<double> s;
       for (int p : keys) {
         double dot = 0;
@@ -246,16 +248,63 @@ PagedAttentionArgs CacheArgs(const HeadShape& s, int64_t queries, int block_size
   return a;
 }
 
+// A causal prompt of T queries of one sequence after `past` cached tokens (as a later prompt
+// chunk sees them) over a shuffled block table: random queries, keys and values rounded to
+// dt, on the device, and the arguments over them (`out` left to set).
+struct Prompt {
+  Prompt(const HeadShape& s, int T, int past, int block_size, DType dt, std::mt19937_64& rng)
+      : max_blocks((past + T + block_size - 1) / block_size + 1),
+        kl(MakeLayout(1, max_blocks, block_size, s.kv_heads, s.d_k, rng)),
+        vl(WithWidth(kl, s.d_v)),
+        k(Round(RandomVector(Slots(s, block_size) * s.d_k, rng), dt)),
+        v(s.latent ? k : Round(RandomVector(Slots(s, block_size) * s.d_v, rng), dt)),
+        q(Round(RandomVector(int64_t{T} * s.heads * s.d_k, rng), dt)),
+        queries(Causal(T, past)),
+        out_bytes(static_cast<size_t>(T) * s.heads * s.d_v * DTypeBytes(dt)),
+        dq(Encode(q, dt)),
+        dk(Encode(k, dt)),
+        dv(Encode(v, dt)),
+        dtable(kl.table),
+        dseq(std::vector<int32_t>(T, 0)),
+        dlen(Lengths(queries)),
+        args(CacheArgs(s, T, block_size, max_blocks, dq, dk, dv, dtable, dseq, dlen)) {}
+
+  static Layout WithWidth(Layout l, int width) {
+    l.width = width;
+    return l;
+  }
+  size_t Slots(const HeadShape& s, int block_size) const {
+    return static_cast<size_t>(max_blocks) * block_size * s.kv_heads;
+  }
+  static std::vector<Query> Causal(int T, int past) {
+    std::vector<Query> out;
+    for (int i = 0; i < T; ++i) out.push_back({0, past + i + 1, {}});
+    return out;
+  }
+  static std::vector<int32_t> Lengths(const std::vector<Query>& queries) {
+    std::vector<int32_t> out;
+    for (const Query& q : queries) out.push_back(q.kv_len);
+    return out;
+  }
+
+  int max_blocks;
+  Layout kl, vl;
+  std::vector<float> k, v, q;
+  std::vector<Query> queries;
+  size_t out_bytes;
+  DeviceBuffer dq, dk, dv, dtable, dseq, dlen;
+  PagedAttentionArgs args;
+};
+
 // The tiled prefill kernel: a causal prompt of T queries of one sequence (after `past` cached
 // tokens, as a later prompt chunk sees them) over a paged cache with a shuffled block table,
 // against the float64 attention and against the per-query kernel (float32 reassociation
 // apart, the same), for GQA (whole groups, and a tensor-parallel rank's heads 2..4 in groups
 // of 4) and MLA's latent (values inside the keys), at lengths around the tiles' 16 and up to
 // 4,096 (that one against the per-query kernel only).
-struct TiledCase {
+struct PromptCase {
   const char* name;
-  int heads, kv_heads, d_k, d_v, head0, group;
-  bool latent;
+  HeadShape shape;
   std::vector<int> lengths;
 };
 
@@ -264,38 +313,28 @@ TEST_F(CudaAttention, TiledPrefillEqualsPerQueryAndFloat64) {
   // A long prompt against the per-query kernel only (float64 would take minutes): 4,096
   // tokens, or 1,029 (not a multiple of the tile) on the SIMT emulator.
   const int kLong = kSimtEmulator ? 1029 : 4096;
-  const std::vector<TiledCase> cases = {
-      {"gqa 8/2 x 128", 8, 2, 128, 128, 0, 0, false, {1, 15, 16, 17, 100}},
-      {"gqa tp heads 2..4 of groups of 4", 3, 2, 64, 64, 2, 4, false, {33, 70}},
-      {"mla 576/512", 4, 1, 576, 512, 0, 0, true, {17, 130}},
-      {"gqa 1/1 x 32, long", 1, 1, 32, 32, 0, 0, false, {kLong}},
+  const std::vector<PromptCase> cases = {
+      {"gqa 8/2 x 128", {8, 2, 128, 128, 0, 0, false}, {1, 15, 16, 17, 100}},
+      {"gqa tp heads 2..4 of groups of 4", {3, 2, 64, 64, 2, 4, false}, {33, 70}},
+      {"mla 576/512", {4, 1, 576, 512, 0, 0, true}, {17, 130}},
+      {"gqa 1/1 x 32, long", {1, 1, 32, 32, 0, 0, false}, {kLong}},
   };
   const int block_size = 16, past = 5;
-  for (const TiledCase& tc : cases) {
-    for (int T : tc.lengths) {
+  for (const PromptCase& pc : cases) {
+    const HeadShape& tc = pc.shape;
+    for (int T : pc.lengths) {
       for (DType dt : {DType::kF32, DType::kBF16}) {
         if (T == kLong && dt != DType::kF32) continue;
-        SCOPED_TRACE(::testing::Message() << tc.name << " T " << T << " " << DTypeName(dt));
-        const int keys = past + T, max_blocks = (keys + block_size - 1) / block_size + 1;
+        SCOPED_TRACE(::testing::Message() << pc.name << " T " << T << " " << DTypeName(dt));
+        const Prompt pr(tc, T, past, block_size, dt, rng);
         const int k_width = tc.latent ? tc.d_k : tc.kv_heads * tc.d_k;
-        const Layout kl = MakeLayout(1, max_blocks, block_size, tc.kv_heads, tc.d_k, rng);
-        Layout vl = kl;
-        vl.width = tc.d_v;
-        const size_t cache = static_cast<size_t>(max_blocks) * block_size * k_width;
-        const std::vector<float> k = Round(RandomVector(cache, rng), dt);
-        const std::vector<float> v =
-            tc.latent ? k : Round(RandomVector(cache / tc.d_k * tc.d_v, rng), dt);
-        const std::vector<float> q = Round(RandomVector(int64_t{T} * tc.heads * tc.d_k, rng), dt);
-        std::vector<Query> queries;
-        for (int i = 0; i < T; ++i) queries.push_back({0, past + i + 1, {}});
-        std::vector<int32_t> seq, len, sel;
-        Upload(queries, &seq, &len, &sel, 0);
-        const size_t out_bytes = static_cast<size_t>(T) * tc.heads * tc.d_v * DTypeBytes(dt);
-        DeviceBuffer dq(Encode(q, dt)), dk(Encode(k, dt)), dv(Encode(v, dt)), dtable(kl.table),
-            dseq(seq), dlen(len), dtiled(out_bytes), dplain(out_bytes);
-        PagedAttentionArgs a =
-            CacheArgs({tc.heads, tc.kv_heads, tc.d_k, tc.d_v, tc.head0, tc.group, tc.latent}, T,
-                      block_size, max_blocks, dq, dk, dv, dtable, dseq, dlen);
+        const size_t cache = static_cast<size_t>(pr.max_blocks) * block_size * k_width;
+        const std::vector<float>&q = pr.q, &k = pr.k, &v = pr.v;
+        const std::vector<Query>& queries = pr.queries;
+        const Layout &kl = pr.kl, &vl = pr.vl;
+        const size_t out_bytes = pr.out_bytes;
+        DeviceBuffer dtiled(out_bytes), dplain(out_bytes);
+        PagedAttentionArgs a = pr.args;
         a.out = dtiled.get();
         ASSERT_TRUE(PagedAttentionTiled(a, dt, nullptr).ok());
         a.out = dplain.get();
@@ -354,19 +393,26 @@ TEST_F(CudaAttention, TiledPrefillEqualsPerQueryAndFloat64) {
   }
 }
 
-TEST_F(CudaAttention, TiledPrefillRefusesSelectionsAndOversizedTiles) {
-  DeviceBuffer d(1 << 16);
+// Two queries of `heads` query heads over `kv_heads` KV heads of 64, separate values, every
+// pointer into `d` (for the refusals: nothing runs).
+PagedAttentionArgs RefusalArgs(const DeviceBuffer& d, int heads, int kv_heads) {
   PagedAttentionArgs a;
   a.queries = 2;
-  a.heads = 1;
-  a.kv_heads = 1;
+  a.heads = heads;
+  a.kv_heads = kv_heads;
   a.d_k = a.d_v = 64;
   a.block_size = 16;
   a.q = a.out = d.get();
-  a.k = a.v = {d.get(), 16 * 64, 64, 64};
+  a.k = a.v = {d.get(), 16 * 64 * kv_heads, 64 * kv_heads, 64};
   a.v.base = static_cast<uint8_t*>(d.get()) + 4;  // separate values
   a.block_table = a.query_seq = a.query_kv_len = d.as<int32_t>();
   a.max_blocks = 1;
+  return a;
+}
+
+TEST_F(CudaAttention, TiledPrefillRefusesSelectionsAndOversizedTiles) {
+  DeviceBuffer d(1 << 16);
+  PagedAttentionArgs a = RefusalArgs(d, 1, 1);
   a.selected = d.as<int32_t>();
   a.selected_per_query = 4;
   const absl::Status selected = PagedAttentionTiled(a, DType::kF32, nullptr);
@@ -378,6 +424,101 @@ TEST_F(CudaAttention, TiledPrefillRefusesSelectionsAndOversizedTiles) {
   const absl::Status wide = PagedAttentionTiled(a, DType::kF32, nullptr);
   EXPECT_FALSE(wide.ok());
   EXPECT_NE(wide.message().find("shared memory"), std::string::npos) << wide;
+}
+
+// The tensor-core prefill kernel: causal prompts after `past` cached tokens over a shuffled
+// block table, f16 and bf16, against float64 within its documented bound — one rounding of
+// the output, the probabilities' rounding to 16 bits (≤ 2u/(1 − u) of the largest |value|, u
+// the type's unit roundoff; f16's subnormal probabilities below 2⁻¹⁴ add 2⁻²⁵ each) and
+// float32 work — for GQA groups of 4 (8 queries per 32-row tile), a tensor-parallel rank's
+// heads 2..4 in groups of 4 (runs of 2 and 1 heads), one head per KV head at d 16, and a group
+// of 48 heads (one query spans two tiles), at lengths around the tiles. Each case's later
+// queries, run again as a prompt chunk of their own, give the same bits (a row depends on its
+// own query and keys only).
+TEST_F(CudaAttention, MmaPrefillAgainstFloat64) {
+  std::mt19937_64 rng(29);
+  const int kLong = kSimtEmulator ? 1029 : 4096;
+  const std::vector<PromptCase> cases = {
+      {"gqa 8/2 x 128", {8, 2, 128, 128, 0, 0, false}, {1, 7, 8, 9, 33, 100}},
+      {"gqa tp heads 2..4 of groups of 4", {3, 2, 64, 64, 2, 4, false}, {33, 70}},
+      {"one head per kv head x 16", {4, 4, 16, 16, 0, 0, false}, {31, 32, 33}},
+      {"group of 48 x 32, d_v 16", {48, 1, 32, 16, 0, 0, false}, {5, 40}},
+      {"gqa 2/1 x 64, long", {2, 1, 64, 64, 0, 0, false}, {kLong}},
+  };
+  const int block_size = 16, past = 5;
+  for (const PromptCase& mc : cases) {
+    const HeadShape& hs = mc.shape;
+    for (int T : mc.lengths) {
+      for (DType dt : {DType::kF16, DType::kBF16}) {
+        if (T == kLong && dt != DType::kBF16) continue;
+        SCOPED_TRACE(::testing::Message() << mc.name << " T " << T << " " << DTypeName(dt));
+        const Prompt pr(hs, T, past, block_size, dt, rng);
+        const int keys = past + T;
+        const size_t out_bytes = pr.out_bytes;
+        DeviceBuffer dout(out_bytes), dchunk(out_bytes);
+        PagedAttentionArgs a = pr.args;
+        a.out = dout.get();
+        ASSERT_TRUE(PagedAttentionMma(a, dt, nullptr).ok());
+        // The last T − T/3 queries as a chunk of their own.
+        const int from = T / 3;
+        PagedAttentionArgs chunk = QueryRange(a, from, T - from, dt);
+        chunk.out = dchunk.get();
+        ASSERT_TRUE(PagedAttentionMma(chunk, dt, nullptr).ok());
+        Sync();
+        const std::vector<float> got = Decode(dout.Download<uint8_t>(out_bytes), dt);
+        const std::vector<float> again = Decode(dchunk.Download<uint8_t>(out_bytes), dt);
+        const size_t row = static_cast<size_t>(hs.heads) * hs.d_v;
+        for (size_t i = 0; i < (T - from) * row; ++i) {
+          ASSERT_EQ(again[i], got[from * row + i]) << "query " << from + i / row << ", element "
+                                                   << i % row << ": alone vs in its prompt";
+        }
+        double vmax = 0;
+        for (float x : pr.v) vmax = std::max(vmax, static_cast<double>(std::fabs(x)));
+        const double u = Epsilon(dt);
+        const double rounding =
+            (2 * u / (1 - u) + (dt == DType::kF16 ? keys * std::ldexp(1.0, -25) : 0.0)) * vmax;
+        const std::vector<double> want =
+            Reference(pr.q, pr.k, pr.v, pr.kl, pr.vl, pr.queries, hs.heads, hs.d_k, hs.d_v, a.scale,
+                      hs.head0, hs.group);
+        ASSERT_EQ(got.size(), want.size());
+        int failures = 0;
+        double worst = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          const double err = std::fabs(got[i] - want[i]);
+          worst = std::max(worst, err / vmax);
+          if (!(err <= u * std::fabs(want[i]) + rounding + 2e-5) && failures++ < 5) {
+            ADD_FAILURE() << "output " << i << ": gpu " << got[i] << ", float64 " << want[i];
+          }
+        }
+        EXPECT_EQ(failures, 0) << "largest error " << worst << " of max |v|";
+      }
+    }
+  }
+}
+
+TEST_F(CudaAttention, MmaPrefillRefusesWhatItCannotTake) {
+  DeviceBuffer d(1 << 16);
+  PagedAttentionArgs a = RefusalArgs(d, 4, 2);
+  auto refused = [&](DType dt, const char* why) {
+    const absl::Status s = PagedAttentionMma(a, dt, nullptr);
+    EXPECT_FALSE(s.ok()) << why;
+    EXPECT_NE(s.message().find(why), std::string::npos) << s;
+  };
+  refused(DType::kF32, "16-bit");
+  a.selected = d.as<int32_t>();
+  a.selected_per_query = 4;
+  refused(DType::kBF16, "selection");
+  a.selected = nullptr;
+  a.selected_per_query = 0;
+  a.d_k = a.d_v = 48 + 8;
+  refused(DType::kBF16, "multiples of 16");
+  a.d_k = a.d_v = 2 * kMmaMaxDim;
+  refused(DType::kF16, "multiples of 16 up to");
+  a.d_k = 576;
+  a.d_v = 512;
+  a.kv_heads = 1;
+  a.k = a.v = {d.get(), 16 * 576, 576, 0};  // MLA: the values are the keys' first 512
+  refused(DType::kBF16, "values inside the keys");
 }
 
 // Decode attention by KV head with split keys (flash-decoding) against the per-query kernel

@@ -531,14 +531,17 @@ TEST_P(GpuVsCpu, LogitsRoutingAndKeysMatchTheCpu) {
   }
 }
 
-// In one prefill step, prompts longer than 64 tokens attend with the tiled kernel and the
-// others per query, in runs around them: short sequences before, between and after two long
-// prompts (GQA and MLA), then three decode steps, against the CPU's exact path.
+// In one prefill step, prompts longer than 64 tokens attend with the tiled kernel (GQA in bf16:
+// the tensor-core kernel) and the others per query, in runs around them: short sequences
+// before, between and after two long prompts (GQA and MLA), then three decode steps, against
+// the CPU's exact path.
 TEST(CudaExecutor, TiledPrefillBetweenShortSequencesMatchesTheCpu) {
   TESSERA_REQUIRE_GPU();
-  for (const char* arch : {"llama", "deepseek2"}) {
+  const std::vector<std::pair<const char*, GpuDtype>> runs = {
+      {"llama", kF32}, {"deepseek2", kF32}, {"llama", kBf16}};
+  for (const auto& [arch, dtype] : runs) {
     const Model& m = FindModel(arch);
-    SCOPED_TRACE(arch);
+    SCOPED_TRACE(::testing::Message() << arch << " " << dtype.name);
     const std::string path = ModelPath(m);
     auto cpu = Make(path, CpuExact(), m.arch + " cpu exact");
     ASSERT_NE(cpu, nullptr);
@@ -552,14 +555,14 @@ TEST(CudaExecutor, TiledPrefillBetweenShortSequencesMatchesTheCpu) {
     const Outcome want = RunScript(*cpu, seqs, prompts, /*trace=*/true);
     ASSERT_EQ(want.error, "");
     cpu.reset();
-    auto gpu = Make(path, Gpu(kF32), m.arch + " gpu f32");
+    auto gpu = Make(path, Gpu(dtype), m.arch + " gpu");
     ASSERT_NE(gpu, nullptr);
     const Outcome got = RunScript(*gpu, seqs, prompts, /*trace=*/true);
     ASSERT_EQ(got.error, "");
     Cutoff cutoff;
     const Agreement ex = Experts(got, want, cutoff);
     const Diff diff = Compare(got, want, INFINITY, cutoff);
-    const double bound = BoundsFor(kF32).rel * MaxAbsLogit(want) + 1e-3;
+    const double bound = BoundsFor(dtype).rel * MaxAbsLogit(want) + 1e-3;
     EXPECT_LE(diff.max_abs, bound) << diff.Describe();
     EXPECT_GE(diff.compared, static_cast<int>(want.rows.size() / 2))
         << "routing differed early: " << ex.first_miss;

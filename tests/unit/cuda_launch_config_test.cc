@@ -157,6 +157,21 @@ TEST(CudaLaunch, GemmTilesCoverRowsAndTokens) {
               HasSubstr("exceed the device's 1024 and 16384"));
 }
 
+// GroupedGemmTiles: GemmTiles' rows; 450 choices over 5 members need at most ⌈450 / 128⌉ = 4
+// full-or-partial tiles plus one partial tile per bucket (5 members and the others).
+TEST(CudaLaunch, GroupedGemmTilesAddOnePartialTilePerBucket) {
+  absl::StatusOr<LaunchConfig> c = GroupedGemmTilesLaunch(GgmlType::kQ4_K, 100, 4096, 450, 5);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->grid_x, 4 + 5 + 1);
+  EXPECT_EQ(c->grid_y, 2);
+  EXPECT_EQ(c->block, kGemmTileWarps * kWarpSize);
+  DeviceLimits small;
+  small.max_grid_x = 9;
+  EXPECT_THAT(Message(GroupedGemmTilesLaunch(GgmlType::kQ4_K, 100, 4096, 450, 5, small).status()),
+              HasSubstr("grouped gemm tiles: needs 10 blocks, the device allows 9"));
+  EXPECT_FALSE(GroupedGemmTilesLaunch(GgmlType::kQ6_K, 8, 4000, 10, 2).ok());  // GemmTiles' checks
+}
+
 TEST(CudaLaunch, RowKernelsUseAPowerOfTwoUpToTheLimit) {
   absl::StatusOr<LaunchConfig> c = RowLaunch("rmsnorm", 7, 4096);
   ASSERT_TRUE(c.ok());
@@ -206,6 +221,69 @@ TEST(CudaLaunch, AttentionPicksTheKernelWidth) {
   bad.d_k = 1024;
   EXPECT_THAT(Message(AttentionLaunch(bad, &per_lane).status()),
               HasSubstr("head dimension 1024 exceeds 576"));
+}
+
+// The local heads of each KV head (what the decode and tensor-core kernels walk): every local
+// head exactly once, in order, on the KV head the model gives it — whole groups, and ranks
+// that cut groups (heads 2..4 in groups of 4: KV heads 0 and 1 of the rank).
+TEST(CudaLaunch, KvHeadRunsCoverTheLocalHeadsOnce) {
+  struct Case {
+    int heads, kv_heads, head0, group;
+  };
+  for (const Case& c : {Case{32, 8, 0, 0}, Case{3, 2, 2, 4}, Case{5, 3, 2, 3}, Case{48, 1, 0, 0},
+                        Case{6, 2, 8, 4}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << c.heads << " heads from " << c.head0 << " in groups of " << c.group);
+    int next = 0;
+    for (int kv = 0; kv < c.kv_heads; ++kv) {
+      int begin = -1, end = -1;
+      KvHeadRun(c.heads, c.kv_heads, c.head0, c.group, kv, &begin, &end);
+      ASSERT_EQ(begin, next);
+      ASSERT_LT(begin, end);
+      for (int h = begin; h < end; ++h) {
+        const int want =
+            c.group > 0 ? (c.head0 + h) / c.group - c.head0 / c.group : h / (c.heads / c.kv_heads);
+        ASSERT_EQ(want, kv) << "head " << h;
+      }
+      next = end;
+    }
+    EXPECT_EQ(next, c.heads);
+  }
+}
+
+// Tensor-core prefill: rows of (query, head) per KV head in tiles of kMmaRows, one grid row per
+// KV head; only 16-bit GQA with head dims in multiples of 16 up to kMmaMaxDim.
+TEST(CudaLaunch, MmaAttentionTilesQueryHeadRows) {
+  AttentionShape gqa{
+      .queries = 100, .heads = 32, .kv_heads = 8, .d_k = 128, .d_v = 128, .block_size = 16};
+  absl::StatusOr<LaunchConfig> c = MmaAttentionLaunch(gqa, false, 2);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->grid_x, (100 * 4 + kMmaRows - 1) / kMmaRows);
+  EXPECT_EQ(c->grid_y, 8);
+  EXPECT_EQ(c->block, kMmaWarps * kWarpSize);
+  EXPECT_EQ(c->shared_bytes, 0u);  // static
+  AttentionShape rank{
+      .queries = 10, .heads = 3, .kv_heads = 2, .d_k = 64, .d_v = 64, .block_size = 16};
+  rank.head0 = 2;
+  rank.group = 4;  // runs of 2 and 1 heads: the grid covers the longest possible, 3 · 10 rows
+  c = MmaAttentionLaunch(rank, false, 2);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->grid_x, 1);
+  EXPECT_EQ(c->grid_y, 2);
+  EXPECT_THAT(Message(MmaAttentionLaunch(gqa, false, 4).status()), HasSubstr("16-bit"));
+  EXPECT_THAT(Message(MmaAttentionLaunch(gqa, true, 2).status()), HasSubstr("MLA"));
+  AttentionShape odd = gqa;
+  odd.d_k = odd.d_v = 80 + 8;
+  EXPECT_THAT(Message(MmaAttentionLaunch(odd, false, 2).status()), HasSubstr("d_k 88, d_v 88"));
+  odd.d_k = odd.d_v = 256;
+  EXPECT_THAT(Message(MmaAttentionLaunch(odd, false, 2).status()), HasSubstr("up to 128"));
+  AttentionShape wide = gqa;  // 64 heads per KV head: two tiles per query
+  wide.heads = 64;
+  wide.kv_heads = 1;
+  DeviceLimits small;
+  small.max_grid_x = 150;
+  EXPECT_THAT(Message(MmaAttentionLaunch(wide, false, 2, small).status()),
+              HasSubstr("needs 200 blocks"));
 }
 
 TEST(CudaLaunch, TopKAndSampling) {

@@ -412,6 +412,19 @@ GroupedGemvArgs Stack(GgmlType type, int64_t rows, int64_t cols, int experts, in
   return g;
 }
 
+// `experts` random members of rows × cols of `type`, and the same bytes one after another in
+// *stacked (the stacked-experts tensor).
+std::vector<std::vector<uint8_t>> RandomMembers(GgmlType type, int64_t rows, int64_t cols,
+                                                int experts, std::mt19937_64& rng,
+                                                std::vector<uint8_t>* stacked) {
+  std::vector<std::vector<uint8_t>> w(experts);
+  for (auto& e : w) {
+    e = quant::testing::RandomBlocks(type, rows * cols, rng);
+    stacked->insert(stacked->end(), e.begin(), e.end());
+  }
+  return w;
+}
+
 TEST_F(CudaMatmul, SortedGroupedGemvEqualsPerChoiceBitForBit) {
   std::mt19937_64 rng(14);
   const int experts = 6, member0 = 2, used = 3;
@@ -420,11 +433,8 @@ TEST_F(CudaMatmul, SortedGroupedGemvEqualsPerChoiceBitForBit) {
     for (DType act : {DType::kF32, DType::kF16}) {
       SCOPED_TRACE(::testing::Message() << Name(type) << " " << DTypeName(act));
       std::vector<uint8_t> stacked;
-      std::vector<std::vector<uint8_t>> w(experts);
-      for (auto& e : w) {
-        e = quant::testing::RandomBlocks(type, rows * cols, rng);
-        stacked.insert(stacked.end(), e.begin(), e.end());
-      }
+      const std::vector<std::vector<uint8_t>> w =
+          RandomMembers(type, rows, cols, experts, rng, &stacked);
       const size_t expert_bytes = w[0].size();
       // Ids 0 .. 9 against the stack's 2 .. 7; member 2 (id 4) gets most of the choices.
       std::vector<int32_t> ids(tokens * used);
@@ -612,11 +622,8 @@ TEST_F(CudaMatmul, GroupedGemmTilesEqualsGemmTilesPerMember) {
   const int64_t rows = 70, cols = 512, tokens = 150, choices = tokens * used;
   for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ8_0}) {
     std::vector<uint8_t> stacked;
-    std::vector<std::vector<uint8_t>> w(experts);
-    for (auto& e : w) {
-      e = quant::testing::RandomBlocks(type, rows * cols, rng);
-      stacked.insert(stacked.end(), e.begin(), e.end());
-    }
+    const std::vector<std::vector<uint8_t>> w =
+        RandomMembers(type, rows, cols, experts, rng, &stacked);
     const size_t expert_bytes = w[0].size();
     // Ids 0 .. 6 against the stack's 1 .. 5; id 3 (member 2) takes about half the choices.
     std::vector<int32_t> ids(choices);

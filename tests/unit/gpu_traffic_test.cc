@@ -3,6 +3,7 @@
 // own tensor sizes.
 #include "bench/gpu_traffic.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -130,6 +131,27 @@ TEST(GpuTraffic, TiledAttentionWorkedOutByHand) {
   t = PrefillTraffic(s, 100, Kernels::kNow);
   EXPECT_DOUBLE_EQ(t.attention.current, 2 * 10 * selected * 2);  // per query, per KV head
   EXPECT_DOUBLE_EQ(t.attention.ideal, 2 * 10 * selected * 2);
+  // GQA on tensor cores: rows of (query, head) per KV head in tiles of 32. 2 heads per KV head:
+  // 16 queries a tile, the same tiles' 436 keys, once per KV head (2) instead of per head (4).
+  s.dsa_top_k = 0;
+  s.mma_attention = true;
+  t = PrefillTraffic(s, 100, Kernels::kNow);
+  EXPECT_DOUBLE_EQ(t.attention.current, 2 * 10 * 436 * 2);
+  // 40 heads over 2 KV heads: 20 rows a query, tiles of 32 rows end in queries 2, 4, 5, 7, 8,
+  // ..., i.e. row 32j − 1 in query ⌊(32j − 1) / 20⌋ + 1, the last at 100: 62.5 tiles → 63.
+  s.heads = 40;
+  double keys = 0;
+  for (int j = 1; j <= 63; ++j) {
+    const int end = std::min(32 * j, 2000);  // rows before the tile's end: ⌈end / 20⌉ queries
+    keys += end / 20 + (end % 20 != 0);
+  }
+  t = PrefillTraffic(s, 100, Kernels::kNow);
+  EXPECT_DOUBLE_EQ(t.attention.current, 2 * 10 * keys * 2);
+  EXPECT_DOUBLE_EQ(PrefillTraffic(s, 64, Kernels::kNow).attention.current,  // not above 64
+                   2 * 10 * 2080 * 2 * 2);
+  s.heads = 4;
+  s.mma_attention = false;
+  s.dsa_top_k = 80;
   // Decode: per KV head; 40 heads over 2 KV heads read each one twice (blocks of 16 heads).
   EXPECT_DOUBLE_EQ(DecodeTraffic(s, 3, 50, Kernels::kNow).attention.current, 2 * 3 * 50 * 10 * 2);
   s.heads = 40;

@@ -953,6 +953,26 @@ Act CudaOps::AsF32(Act a, Buf scratch) {
   return f;
 }
 
+// The runs of a batch-invariant step's first `tokens` rows: each prefill sequence's rows, and
+// runs of consecutive decode rows (sequences of one new token); fn(begin, n, decode) for each
+// in order, stopping at the first error.
+template <typename Fn>
+absl::Status ForEachRun(const std::vector<int>& row_seq, const std::vector<int64_t>& seq_len,
+                        int64_t tokens, Fn fn) {
+  auto decode = [&](int64_t i) { return seq_len[row_seq[i]] == 1; };
+  for (int64_t i = 0; i < tokens;) {
+    int64_t j = i + 1;
+    if (decode(i)) {
+      while (j < tokens && decode(j)) ++j;
+    } else {
+      while (j < tokens && row_seq[j] == row_seq[i]) ++j;
+    }
+    TESSERA_RETURN_IF_ERROR(fn(i, j - i, decode(i)));
+    i = j;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CudaOps::MatMul(const DeviceMatrix& w, const void* xin, int64_t tokens, void* yout,
                              DType dt, const std::vector<int>* row_seq) {
   if (w.data == nullptr) return absl::InternalError("cuda executor: a weight was not uploaded");
@@ -971,24 +991,11 @@ absl::Status CudaOps::MatMul(const DeviceMatrix& w, const void* xin, int64_t tok
   // Batch-invariant: each prefill sequence's rows as a product of their own, runs of decode
   // rows with GEMV (per token the same arithmetic whatever the batch).
   const size_t de = cuda::DTypeBytes(dt);
-  auto decode = [&](int64_t i) { return step_.seq_len[(*row_seq)[i]] == 1; };
-  for (int64_t i = 0; i < tokens;) {
-    int64_t j = i + 1;
-    if (decode(i)) {
-      while (j < tokens && decode(j)) ++j;
-    } else {
-      while (j < tokens && (*row_seq)[j] == (*row_seq)[i]) ++j;
-    }
+  return ForEachRun(*row_seq, step_.seq_len, tokens, [&](int64_t i, int64_t n, bool decode) {
     const void* xs = At(const_cast<void*>(xin), i * w.cols, de);
     void* ys = At(yout, i * w.rows, de);
-    if (decode(i)) {
-      TESSERA_RETURN_IF_ERROR(cuda::Gemv(w, xs, dt, j - i, ys, s_.stream));
-    } else {
-      TESSERA_RETURN_IF_ERROR(run(xs, j - i, ys));
-    }
-    i = j;
-  }
-  return absl::OkStatus();
+    return decode ? cuda::Gemv(w, xs, dt, n, ys, s_.stream) : run(xs, n, ys);
+  });
 }
 
 // Vocab-parallel embedding: ids outside this rank's range were sent as -1 and come out zero.
@@ -1109,24 +1116,15 @@ absl::Status CudaOps::ExpertProducts(std::initializer_list<Expert> products, Act
   // Batch-invariant, as MatMul: each prefill sequence's tokens as a product of their own
   // (tensor cores above kGemvRows tokens), runs of decode tokens with GEMV. Each run sorts
   // its own choices once for all the products (Route made no sort for the step).
-  const std::vector<int>& row_seq = *step_.seq_of;
-  auto decode = [&](int64_t i) { return step_.seq_len[row_seq[i]] == 1; };
-  for (int64_t i = 0; i < T;) {
-    int64_t j = i + 1;
-    if (decode(i)) {
-      while (j < T && decode(j)) ++j;
-    } else {
-      while (j < T && row_seq[j] == row_seq[i]) ++j;
-    }
-    const bool run_tiles = !decode(i) && j - i > kGemvRows;
-    const bool run_sorted = run_tiles || SortPays((j - i) * K, E);
-    if (run_sorted) TESSERA_RETURN_IF_ERROR(sort(i, j - i));
+  return ForEachRun(*step_.seq_of, step_.seq_len, T, [&](int64_t i, int64_t n, bool decode) {
+    const bool run_tiles = !decode && n > kGemvRows;
+    const bool run_sorted = run_tiles || SortPays(n * K, E);
+    if (run_sorted) TESSERA_RETURN_IF_ERROR(sort(i, n));
     for (const Expert& e : products) {
-      TESSERA_RETURN_IF_ERROR(product(e, i, j - i, run_tiles, run_sorted));
+      TESSERA_RETURN_IF_ERROR(product(e, i, n, run_tiles, run_sorted));
     }
-    i = j;
-  }
-  return absl::OkStatus();
+    return absl::OkStatus();
+  });
 }
 
 // Spec 5.6 on the device; the choice stays in route_ids / route_weights for ExpertProducts
@@ -1398,6 +1396,11 @@ absl::Status CudaOps::Attend(int layer, const AttentionShape& shape, Act q, Act 
       cuda::TiledAttentionLaunch(cuda::ShapeOf(a), cuda::ValuesInKeys(a), &per_lane).ok();
   const bool decode_fits =
       cuda::DecodeAttentionLaunch(cuda::ShapeOf(a), cuda::ValuesInKeys(a), &per_lane).ok();
+  // GQA prompts in f16/bf16 with head dims of 16·n ≤ 128: on tensor cores, all the query heads
+  // of a KV head in one tile (its keys read once for them all).
+  const bool mma_fits =
+      cuda::MmaAttentionLaunch(cuda::ShapeOf(a), cuda::ValuesInKeys(a), cuda::DTypeBytes(Dt(q)))
+          .ok();
   // The queries of decode steps and short chunks: by KV head with the keys split.
   auto short_queries = [&](const cuda::PagedAttentionArgs& p) {
     if (!decode_fits) return cuda::PagedAttention(p, Dt(q), s_.stream);
@@ -1419,7 +1422,8 @@ absl::Status CudaOps::Attend(int layer, const AttentionShape& shape, Act q, Act 
     cuda::PagedAttentionArgs tiled = part(begin, n);
     tiled.selected = nullptr;
     tiled.selected_per_query = 0;
-    TESSERA_RETURN_IF_ERROR(cuda::PagedAttentionTiled(tiled, Dt(q), s_.stream));
+    TESSERA_RETURN_IF_ERROR(mma_fits ? cuda::PagedAttentionMma(tiled, Dt(q), s_.stream)
+                                     : cuda::PagedAttentionTiled(tiled, Dt(q), s_.stream));
     done = begin + n;
   }
   if (done == 0) return short_queries(a);

@@ -584,6 +584,55 @@ void Attend(const PagedAttentionArgs& a, DType dtype, bool tiled) {
   }
 }
 
+// PagedAttentionMma's work: per (query, head), its online softmax by tiles of kMmaKeys keys
+// as the kernel steps it (the tile's max first, then the probabilities rounded to `dtype`, the
+// sum l of the rounded values); every query reads query_seq[0]'s block table.
+void AttendMma(const PagedAttentionArgs& a, DType dtype) {
+  const int32_t* table = a.block_table + static_cast<int64_t>(a.query_seq[0]) * a.max_blocks;
+  std::vector<float> qv(static_cast<size_t>(a.d_k)), key(static_cast<size_t>(a.d_k)),
+      acc(static_cast<size_t>(a.d_v));
+  float scores[kMmaKeys];
+  for (int64_t qi = 0; qi < a.queries; ++qi) {
+    const int kv_len = a.query_kv_len[qi];
+    for (int kv = 0; kv < a.kv_heads; ++kv) {
+      int h_begin = 0, h_end = 0;
+      KvHeadRun(a.heads, a.kv_heads, a.head0, a.group, kv, &h_begin, &h_end);
+      for (int h = h_begin; h < h_end; ++h) {
+        LoadRun(a.q, dtype, qi * a.q_token_stride + static_cast<int64_t>(h) * a.d_k, a.d_k,
+                qv.data());
+        float m = -kInf, l = 0.0f;
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        auto offset = [&](const PagedCache& c, int pos) {
+          return table[pos / a.block_size] * c.block_stride +
+                 (pos % a.block_size) * c.token_stride + static_cast<int64_t>(kv) * c.head_stride;
+        };
+        for (int k0 = 0; k0 < kv_len; k0 += kMmaKeys) {
+          const int n = std::min(kMmaKeys, kv_len - k0);
+          float m_new = m;
+          for (int i = 0; i < n; ++i) {
+            LoadRun(a.k.base, dtype, offset(a.k, k0 + i), a.d_k, key.data());
+            scores[i] = Dot(qv.data(), key.data(), a.d_k) * a.scale;
+            m_new = std::fmax(m_new, scores[i]);
+          }
+          const float correction = std::exp(m - m_new);
+          for (float& v : acc) v *= correction;
+          float sum = 0.0f;
+          for (int i = 0; i < n; ++i) {
+            const float p = RoundTo(dtype, std::exp(scores[i] - m_new));
+            sum += p;
+            const int64_t v0 = offset(a.v, k0 + i);
+            for (int d = 0; d < a.d_v; ++d) acc[d] += p * Load(a.v.base, dtype, v0 + d);
+          }
+          l = l * correction + sum;
+          m = m_new;
+        }
+        const int64_t o0 = qi * a.out_token_stride + static_cast<int64_t>(h) * a.d_v;
+        for (int d = 0; d < a.d_v; ++d) Store(a.out, dtype, o0 + d, l > 0.0f ? acc[d] / l : 0.0f);
+      }
+    }
+  }
+}
+
 // PagedAttentionDecode's work as its two kernels split it, through the caller's workspace:
 // passes of `chunk` queries; per (query, head) the keys cut into DecodeSplits splits of
 // DecodeSplitLength keys, each split's partial (m, l, acc) written at ((query · heads + head)
@@ -637,6 +686,13 @@ absl::Status PagedAttentionTiled(const PagedAttentionArgs& a, DType dtype, cudaS
   absl::StatusOr<LaunchConfig> c = CheckTiledAttention(a, &per_lane);
   if (!c.ok()) return c.status();
   emu::Launch(stream, [=] { Attend(a, dtype, /*tiled=*/true); });
+  return absl::OkStatus();
+}
+
+absl::Status PagedAttentionMma(const PagedAttentionArgs& a, DType dtype, cudaStream_t stream) {
+  absl::StatusOr<LaunchConfig> c = CheckMmaAttention(a, dtype);
+  if (!c.ok()) return c.status();
+  emu::Launch(stream, [=] { AttendMma(a, dtype); });
   return absl::OkStatus();
 }
 

@@ -56,10 +56,22 @@ void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const P* p, unsig
   }
 }
 
-template <typename T>
+// An accumulator from float memory (row- or column-major).
+inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const float* p,
+                             unsigned ldm, layout_t layout) {
+  __syncwarp();
+  const unsigned lane = static_cast<unsigned>(LinearThread() % kLanes);
+  for (unsigned j = 0; j < kPerLane; ++j) {
+    const unsigned e = lane + kLanes * j, r = e / 16, c = e % 16;
+    f.x[j] = p[layout == mem_row_major ? r * ldm + c : r + c * ldm];
+  }
+}
+
+// Fragments hold their tile row-major whatever the memory layout they were loaded from.
+template <typename T, typename LayoutA, typename LayoutB>
 void mma_sync(fragment<accumulator, 16, 16, 16, float>& d,
-              const fragment<matrix_a, 16, 16, 16, T, row_major>& a,
-              const fragment<matrix_b, 16, 16, 16, T, col_major>& b,
+              const fragment<matrix_a, 16, 16, 16, T, LayoutA>& a,
+              const fragment<matrix_b, 16, 16, 16, T, LayoutB>& b,
               const fragment<accumulator, 16, 16, 16, float>& c) {
   // Operands of every warp of the block (up to 32), gathered tile-wide.
   __shared__ float operands[32][2][256];
