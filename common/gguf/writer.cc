@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -231,7 +233,12 @@ absl::Status GgufWriter::WritePart(const std::string& path, const Metadata& md,
   std::vector<uint64_t> offsets;
   uint64_t size = 0;
   std::vector<uint8_t> header = Header(md, tensors, &offsets, &size);
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Written beside the target and renamed over it: a process that has the old file mapped (a
+  // daemon serving it, a test running beside this one) keeps reading the old bytes instead of
+  // faulting (SIGBUS) when a truncated page is touched, and a failed write leaves no half file.
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid(), ".", counter++);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
     return absl::PermissionDeniedError(
         absl::StrCat(path, ": cannot create: ", std::strerror(errno)));
@@ -248,6 +255,10 @@ absl::Status GgufWriter::WritePart(const std::string& path, const Metadata& md,
   if (::close(fd) != 0 && s.ok()) {
     s = absl::InternalError(absl::StrCat(path, ": close failed: ", std::strerror(errno)));
   }
+  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    s = absl::InternalError(absl::StrCat(path, ": cannot replace: ", std::strerror(errno)));
+  }
+  if (!s.ok()) ::unlink(tmp.c_str());
   return s;
 }
 

@@ -1,6 +1,8 @@
 #include "common/gguf/reader.h"
 
 #include <cstring>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include "common/gguf/writer.h"
@@ -292,6 +294,44 @@ TEST(GgufWriter, RejectsBadTensors) {
   EXPECT_FALSE(w.AddZeroTensor("v", {16}, GgmlType::kQ4_0).ok());  // not a block multiple
   EXPECT_FALSE(w.AddZeroTensor("w", {1, 1, 1, 1, 1}, GgmlType::kF32).ok());
   EXPECT_FALSE(w.AddZeroTensor(std::string(64, 'n'), {1}, GgmlType::kF32).ok());
+}
+
+// Rewriting a file replaces it (a new inode renamed over the old one): a reader that has the
+// old file mapped keeps its bytes — writing in place, truncated, would make its next touch of
+// a page past the new end fault with SIGBUS — and a new reader sees the new file. A failed
+// write leaves nothing behind.
+TEST(GgufWriter, RewritingAFileLeavesItsReadersTheOldBytes) {
+  const std::string dir = ::testing::TempDir() + "/gguf-rewrite";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/model.gguf";
+  std::vector<float> big(1 << 16);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i);
+  GgufWriter first;
+  ASSERT_TRUE(first.AddF32Tensor("t", {static_cast<int64_t>(big.size())}, big).ok());
+  ASSERT_TRUE(first.WriteFile(path).ok());
+  auto old_file = GgufFile::Open(path);
+  ASSERT_TRUE(old_file.ok()) << old_file.status();
+
+  GgufWriter second;
+  const std::vector<float> small = {-1.0f, -2.0f};
+  ASSERT_TRUE(second.AddF32Tensor("t", {2}, small).ok());
+  ASSERT_TRUE(second.WriteFile(path).ok());
+  absl::Span<const uint8_t> old_data = (*old_file)->TensorData((*old_file)->tensors()[0]);
+  ASSERT_EQ(old_data.size(), big.size() * sizeof(float));
+  float last = 0;
+  std::memcpy(&last, old_data.data() + old_data.size() - sizeof(float), sizeof(float));
+  EXPECT_EQ(last, static_cast<float>(big.size() - 1));  // the old file's last page
+
+  auto new_file = GgufFile::Open(path);
+  ASSERT_TRUE(new_file.ok()) << new_file.status();
+  EXPECT_EQ((*new_file)->TensorData((*new_file)->tensors()[0]).size(), small.size() * 4);
+  EXPECT_FALSE(second.WriteFile(dir + "/missing/model.gguf").ok());
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    names.push_back(e.path().filename().string());
+  }
+  EXPECT_EQ(names, std::vector<std::string>{"model.gguf"}) << "no temporary files left";
 }
 
 TEST(GgmlType, TableMatchesSpec) {
