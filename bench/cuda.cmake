@@ -9,5 +9,5 @@ endif()
 if(TARGET tessera_cuda AND TARGET tessera_executor)
   tessera_bench(gpu_executor_bench
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/gpu_executor_bench.cc ${CMAKE_CURRENT_LIST_DIR}/gpu_traffic.cc
-    DEPS tessera_executor tessera_cuda tessera_model tessera_gguf)
+    DEPS tessera_executor tessera_cuda tessera_cuda_host tessera_model tessera_gguf)
 endif()

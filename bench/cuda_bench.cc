@@ -29,6 +29,7 @@
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/launch_config.h"
+#include "kernels/cuda/launcher_checks.h"
 #include "kernels/cuda/matmul_kernels.h"
 #include "kernels/cuda/selection_kernels.h"
 
@@ -243,9 +244,10 @@ void Issue27Kernels(std::mt19937_64& rng) {
       const double tiled = MedianMs(3, [&] {
         CheckOk(PagedAttentionTiled(c.args, DType::kBF16, nullptr), "tiled attention");
       });
-      // GQA on tensor cores (what the executor runs for such prompts in 16 bits).
+      // On tensor cores (what the executor runs for such prompts in 16 bits; MLA where the
+      // device's opt-in shared memory holds the tile).
       double mma = 0;
-      if (!sh.latent) {
+      if (CheckMmaAttention(c.args, DType::kBF16, CurrentDeviceLimits()).ok()) {
         mma = MedianMs(3, [&] {
           CheckOk(PagedAttentionMma(c.args, DType::kBF16, nullptr), "tensor-core attention");
         });

@@ -12,6 +12,7 @@
 #include "common/gguf/split.h"
 #include "common/model/arch.h"
 #include "common/model/hparams.h"
+#include "kernels/cuda/launch_config.h"
 
 namespace tessera::bench {
 namespace {
@@ -28,6 +29,16 @@ constexpr int64_t kQueryTile = 64;                   // the ideal's query tile
 constexpr double kLogitBytes = 4, kSampleBytes = 8;  // float logit; id + log-probability
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Whether prompts of these head dims attend on tensor cores on an H100 (16-bit, 227 KiB of
+// opt-in shared memory): kernels/cuda/launch_config.h's MmaAttentionLaunch.
+bool MmaFits(int d_k, int d_v, bool values_in_keys) {
+  cuda::AttentionShape shape{
+      .queries = 1, .heads = 1, .kv_heads = 1, .d_k = d_k, .d_v = d_v, .block_size = 16};
+  cuda::DeviceLimits h100;
+  h100.max_shared_optin = 227 * 1024;
+  return cuda::MmaAttentionLaunch(shape, values_in_keys, 2, h100).ok();
+}
 
 // Weight passes of a GEMV over `tokens` tokens (kernels/cuda/launch_config.h's kGemvMaxBatch:
 // 8 before, 64 now).
@@ -127,11 +138,13 @@ absl::StatusOr<TrafficShape> TrafficShapeOf(const std::string& gguf_path) {
     s.kv_heads = 1;
     s.kv_row_bytes = (static_cast<int64_t>(hp.kv_lora_rank) + hp.n_rot) * kCacheElementBytes;
     s.dsa_top_k = hp.indexer_top_k;
+    s.mma_attention = MmaFits(static_cast<int>(hp.kv_lora_rank + hp.n_rot),
+                              static_cast<int>(hp.kv_lora_rank), true);
   } else {
     s.kv_heads = hp.n_head_kv.empty() ? 0 : hp.n_head_kv[0];
     s.kv_row_bytes = (static_cast<int64_t>(hp.head_dim_k) + hp.head_dim_v) * kCacheElementBytes;
-    s.mma_attention = hp.head_dim_k % 16 == 0 && hp.head_dim_v % 16 == 0 && hp.head_dim_k <= 128 &&
-                      hp.head_dim_v <= 128;
+    s.mma_attention =
+        MmaFits(static_cast<int>(hp.head_dim_k), static_cast<int>(hp.head_dim_v), false);
   }
   s.vocab = hp.n_vocab;
   return s;

@@ -25,9 +25,10 @@
 // on tensor cores (GroupedGemmTiles: each member read once per 128 of its choices, 16-bit
 // activations as the dense GEMM assumes); prompts of more than 64 tokens attend in tiles of 16
 // queries per query head (each tile reads the keys its last query sees; DSA only within the
-// top-k, where every visible key is selected) or, GQA with head dims of 16·n ≤ 128, on tensor
-// cores in tiles of 32 (query, head) rows of one KV head (each tile reads the keys its last
-// row's query sees, once for all those heads); decode and shorter prompts attend by KV head
+// top-k, where every visible key is selected) or, with head dims of 16·n (GQA; MLA's latent
+// on an H100's opt-in shared memory), on tensor cores in tiles of 32 (query, head) rows of one
+// KV head (each tile reads the keys its last row's query sees, once for all those heads);
+// decode and shorter prompts attend by KV head
 // (each query reads its keys once per block of up to 16 heads sharing a KV head); tokens
 // sampled on the device (only the id and its log-probability come back, for sequences without
 // penalties, grammar or alternatives).
@@ -55,8 +56,9 @@ struct TrafficShape {
   int64_t layers = 0, heads = 0, kv_heads = 0;
   int64_t kv_row_bytes = 0;  // bytes of one position's K and V of one KV head (MLA: latent)
   int64_t dsa_top_k = 0;     // > 0: each query attends at most this many selected keys
-  // GQA with head dims of 16·n up to 128: prompts attend on tensor cores, rows of (query,
-  // head) of one KV head in tiles of 32 (PagedAttentionMma; 16-bit activations assumed).
+  // Prompts attend on tensor cores, rows of (query, head) of one KV head in tiles of 32
+  // (PagedAttentionMma: head dims of 16·n whose tile fits an H100's opt-in shared memory, GQA
+  // and MLA's latent; 16-bit activations assumed).
   bool mma_attention = false;
   int64_t vocab = 0;
 };

@@ -279,7 +279,8 @@ absl::Status LaunchTiled(const PagedAttentionArgs& a, const LaunchConfig& c, int
 // Prefill on tensor cores: block (tile of kMmaRows (query, head) rows, KV head). The rows
 // are the prompt's queries × the KV head's local query heads, query-major; row r of the tile
 // has its query's causal length len[r] (0 past the last row). Per tile of kMmaKeys keys:
-//   1. the block copies the keys and values (16-bit, as they are; zero rows past the keys);
+//   1. the block copies the keys and values (16-bit, as they are; zero rows past the keys;
+//      MLA: the values are the key tile's first d_v columns);
 //   2. warp w computes scores S[16·(w/2) ..][16·(w%2) ..] = Q·Kᵀ on tensor cores;
 //   3. each row's online softmax: warp w takes rows w, w + kMmaWarps, ...; lane j key j:
 //      m' = max(m, max_j s_j·scale), P_j = e^{s_j·scale − m'} rounded to T (0 where the key is
@@ -291,26 +292,40 @@ absl::Status LaunchTiled(const PagedAttentionArgs& a, const LaunchConfig& c, int
 // only: not on its tile-mates, nor on where its prompt was cut into chunks.
 namespace wmma = nvcuda::wmma;
 
+// The block's dynamic shared memory, as MmaAttentionSharedBytes lays it out. Every array
+// starts at a multiple of 32 bytes (head dims are multiples of 16), as WMMA requires.
 template <typename T>
-struct alignas(32) MmaShared {
-  T q[kMmaRows][kMmaMaxDim];
-  T k[kMmaKeys][kMmaMaxDim];
-  T v[kMmaKeys][kMmaMaxDim];
-  float s[kMmaRows][kMmaKeys];
-  T p[kMmaRows][kMmaKeys];
-  float o[kMmaRows][kMmaMaxDim];
-  float m[kMmaRows], l[kMmaRows], correction[kMmaRows];
-  int len[kMmaRows];
+struct MmaTiles {
+  T *q, *k, *v;  // [kMmaRows][d_k], [kMmaKeys][d_k], [kMmaKeys][ldv] (MLA: v = k)
+  int ldv;       // elements between two value rows
+  float* s;      // [kMmaRows][kMmaKeys]
+  T* p;          // [kMmaRows][kMmaKeys]
+  float* o;      // [kMmaRows][d_v]
+  float *m, *l, *correction;
+  int* len;
+
+  __device__ MmaTiles(uint8_t* base, int d_k, int d_v, bool values_in_keys) {
+    q = reinterpret_cast<T*>(base);
+    k = q + kMmaRows * d_k;
+    v = values_in_keys ? k : k + kMmaKeys * d_k;
+    ldv = values_in_keys ? d_k : d_v;
+    s = reinterpret_cast<float*>(values_in_keys ? v + kMmaKeys * d_k : v + kMmaKeys * d_v);
+    p = reinterpret_cast<T*>(s + kMmaRows * kMmaKeys);
+    o = reinterpret_cast<float*>(p + kMmaRows * kMmaKeys);
+    m = o + kMmaRows * d_v;
+    l = m + kMmaRows;
+    correction = l + kMmaRows;
+    len = reinterpret_cast<int*>(correction + kMmaRows);
+  }
 };
-static_assert(sizeof(MmaShared<__half>) == MmaAttentionSharedBytes(), "launch_config.h's figure");
-static_assert(sizeof(MmaShared<__nv_bfloat16>) == MmaAttentionSharedBytes(),
-              "launch_config.h's figure");
 static_assert(kMmaRows == 32 && kMmaKeys == 32 && kMmaWarps == 4,
               "warp w scores rows 16·(w/2) and keys 16·(w%2); a lane per key in the softmax");
 
 template <typename T>
-__global__ void __launch_bounds__(kMmaWarps* kWarpSize) MmaAttentionKernel(PagedAttentionArgs a) {
-  __shared__ MmaShared<T> sh;
+__global__ void __launch_bounds__(kMmaWarps* kWarpSize)
+    MmaAttentionKernel(PagedAttentionArgs a, bool values_in_keys) {
+  extern __shared__ __align__(128) uint8_t mma_shared[];
+  const MmaTiles<T> sh(mma_shared, a.d_k, a.d_v, values_in_keys);
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int kv_head = blockIdx.y;
   int h_begin = 0, h_end = 0;
@@ -321,15 +336,15 @@ __global__ void __launch_bounds__(kMmaWarps* kWarpSize) MmaAttentionKernel(Paged
   if (per_kv <= 0 || row0 >= rows) return;  // a run shorter than the grid's (the whole block)
   const int32_t* table = a.block_table + static_cast<int64_t>(a.query_seq[0]) * a.max_blocks;
   const T zero = device::FromFloat<T>(0.0f);
+  const int d_k = a.d_k, d_v = a.d_v;
 
-  for (int idx = tid; idx < kMmaRows * a.d_k; idx += blockDim.x) {
-    const int r = idx / a.d_k, d = idx % a.d_k;
+  for (int idx = tid; idx < kMmaRows * d_k; idx += blockDim.x) {
+    const int r = idx / d_k, d = idx % d_k;
     const int64_t e = row0 + r;
-    sh.q[r][d] =
-        e < rows
-            ? static_cast<const T*>(a.q)[(e / per_kv) * a.q_token_stride +
-                                         static_cast<int64_t>(h_begin + e % per_kv) * a.d_k + d]
-            : zero;
+    sh.q[idx] =
+        e < rows ? static_cast<const T*>(a.q)[(e / per_kv) * a.q_token_stride +
+                                              static_cast<int64_t>(h_begin + e % per_kv) * d_k + d]
+                 : zero;
   }
   for (int r = tid; r < kMmaRows; r += blockDim.x) {
     const int64_t e = row0 + r;
@@ -337,54 +352,43 @@ __global__ void __launch_bounds__(kMmaWarps* kWarpSize) MmaAttentionKernel(Paged
     sh.m[r] = -INFINITY;
     sh.l[r] = 0.0f;
   }
-  for (int idx = tid; idx < kMmaRows * a.d_v; idx += blockDim.x) {
-    sh.o[idx / a.d_v][idx % a.d_v] = 0.0f;
-  }
+  for (int idx = tid; idx < kMmaRows * d_v; idx += blockDim.x) sh.o[idx] = 0.0f;
   __syncthreads();
   int longest = 0;  // keys visible to any row of the tile (the same in every thread)
   for (int r = 0; r < kMmaRows; ++r) longest = max(longest, sh.len[r]);
 
-  // This warp's 16 score rows and 16 keys; its rows of Q as fragments for the whole loop.
-  const int wr = warp / 2 * 16, wk = warp % 2 * 16;
-  constexpr int kDimFrags = kMmaMaxDim / 16;
-  wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> qf[kDimFrags];
-#pragma unroll
-  for (int f = 0; f < kDimFrags; ++f) {
-    if (16 * f < a.d_k) wmma::load_matrix_sync(qf[f], &sh.q[wr][16 * f], kMmaMaxDim);
-  }
-  const T* kbase = static_cast<const T*>(a.k.base);
-  const T* vbase = static_cast<const T*>(a.v.base);
-  auto stage = [&](const T* base, const PagedCache& c, int width, T(*out)[kMmaMaxDim], int k0,
-                   int n) {
+  const int wr = warp / 2 * 16, wk = warp % 2 * 16;  // this warp's 16 score rows and keys
+  auto stage = [&](const PagedCache& c, int width, T* out, int k0, int n) {
+    const T* base = static_cast<const T*>(c.base);
     for (int idx = tid; idx < kMmaKeys * width; idx += blockDim.x) {
       const int i = idx / width, d = idx % width, pos = k0 + i;
-      out[i][d] = i < n ? base[table[pos / a.block_size] * c.block_stride +
-                               (pos % a.block_size) * c.token_stride +
-                               static_cast<int64_t>(kv_head) * c.head_stride + d]
-                        : zero;
+      out[idx] = i < n ? base[table[pos / a.block_size] * c.block_stride +
+                              (pos % a.block_size) * c.token_stride +
+                              static_cast<int64_t>(kv_head) * c.head_stride + d]
+                       : zero;
     }
   };
   for (int k0 = 0; k0 < longest; k0 += kMmaKeys) {
     const int n = min(kMmaKeys, longest - k0);
-    stage(kbase, a.k, a.d_k, sh.k, k0, n);
-    stage(vbase, a.v, a.d_v, sh.v, k0, n);
+    stage(a.k, d_k, sh.k, k0, n);
+    if (!values_in_keys) stage(a.v, d_v, sh.v, k0, n);
     __syncthreads();
     {  // S = Q·Kᵀ: B[d][key] = k[key][d], column-major.
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf;
       wmma::fill_fragment(sf, 0.0f);
-#pragma unroll
-      for (int f = 0; f < kDimFrags; ++f) {
-        if (16 * f >= a.d_k) continue;
+      for (int d0 = 0; d0 < d_k; d0 += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> qf;
         wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> kf;
-        wmma::load_matrix_sync(kf, &sh.k[wk][16 * f], kMmaMaxDim);
-        wmma::mma_sync(sf, qf[f], kf, sf);
+        wmma::load_matrix_sync(qf, sh.q + wr * d_k + d0, d_k);
+        wmma::load_matrix_sync(kf, sh.k + wk * d_k + d0, d_k);
+        wmma::mma_sync(sf, qf, kf, sf);
       }
-      wmma::store_matrix_sync(&sh.s[wr][wk], sf, kMmaKeys, wmma::mem_row_major);
+      wmma::store_matrix_sync(sh.s + wr * kMmaKeys + wk, sf, kMmaKeys, wmma::mem_row_major);
     }
     __syncthreads();
     for (int r = warp; r < kMmaRows; r += kMmaWarps) {
       const bool visible = lane < n && k0 + lane < sh.len[r];
-      const float score = visible ? sh.s[r][lane] * a.scale : -INFINITY;
+      const float score = visible ? sh.s[r * kMmaKeys + lane] * a.scale : -INFINITY;
       const float m_old = sh.m[r];
       const float m_new = fmaxf(m_old, device::WarpMax(score));
       float p = 0.0f, correction = 1.0f;  // no key seen yet: nothing to scale
@@ -393,7 +397,7 @@ __global__ void __launch_bounds__(kMmaWarps* kWarpSize) MmaAttentionKernel(Paged
         correction = expf(m_old - m_new);  // 0 on the row's first visible keys
       }
       const T pt = device::FromFloat<T>(p);
-      sh.p[r][lane] = pt;
+      sh.p[r * kMmaKeys + lane] = pt;
       const float sum = device::WarpSum(device::ToFloat(pt));  // every lane has read m, l
       if (lane == 0) {
         sh.m[r] = m_new;
@@ -402,37 +406,55 @@ __global__ void __launch_bounds__(kMmaWarps* kWarpSize) MmaAttentionKernel(Paged
       }
     }
     __syncthreads();
-    for (int idx = tid; idx < kMmaRows * a.d_v; idx += blockDim.x) {
-      sh.o[idx / a.d_v][idx % a.d_v] *= sh.correction[idx / a.d_v];
+    for (int idx = tid; idx < kMmaRows * d_v; idx += blockDim.x) {
+      sh.o[idx] *= sh.correction[idx / d_v];
     }
     __syncthreads();
     // O += P·V: B[key][d] = v[key][d], row-major; the warps take the fragments in turn.
-    const int col_frags = a.d_v / 16;
+    const int col_frags = d_v / 16;
     for (int f = warp; f < 2 * col_frags; f += kMmaWarps) {
       const int ro = f / col_frags * 16, co = f % col_frags * 16;
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> of;
-      wmma::load_matrix_sync(of, &sh.o[ro][co], kMmaMaxDim, wmma::mem_row_major);
+      wmma::load_matrix_sync(of, sh.o + ro * d_v + co, d_v, wmma::mem_row_major);
 #pragma unroll
       for (int kk = 0; kk < kMmaKeys; kk += 16) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> pf;
         wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> vf;
-        wmma::load_matrix_sync(pf, &sh.p[ro][kk], kMmaKeys);
-        wmma::load_matrix_sync(vf, &sh.v[kk][co], kMmaMaxDim);
+        wmma::load_matrix_sync(pf, sh.p + ro * kMmaKeys + kk, kMmaKeys);
+        wmma::load_matrix_sync(vf, sh.v + kk * sh.ldv + co, sh.ldv);
         wmma::mma_sync(of, pf, vf, of);
       }
-      wmma::store_matrix_sync(&sh.o[ro][co], of, kMmaMaxDim, wmma::mem_row_major);
+      wmma::store_matrix_sync(sh.o + ro * d_v + co, of, d_v, wmma::mem_row_major);
     }
     __syncthreads();  // O is whole, and every warp is done with the tiles before the next
   }
-  for (int idx = tid; idx < kMmaRows * a.d_v; idx += blockDim.x) {
-    const int r = idx / a.d_v, d = idx % a.d_v;
+  for (int idx = tid; idx < kMmaRows * d_v; idx += blockDim.x) {
+    const int r = idx / d_v, d = idx % d_v;
     const int64_t e = row0 + r;
     if (e >= rows) continue;
     const float l = sh.l[r];
     T* out = static_cast<T*>(a.out) + (e / per_kv) * a.out_token_stride +
-             static_cast<int64_t>(h_begin + e % per_kv) * a.d_v;
-    out[d] = device::FromFloat<T>(l > 0.0f ? sh.o[r][d] / l : 0.0f);
+             static_cast<int64_t>(h_begin + e % per_kv) * d_v;
+    out[d] = device::FromFloat<T>(l > 0.0f ? sh.o[idx] / l : 0.0f);
   }
+}
+
+// Raises the kernel's dynamic shared memory limit when its tile needs more than 48 KiB (MLA's
+// latent), then launches it.
+template <typename T>
+absl::Status LaunchMma(const PagedAttentionArgs& a, const LaunchConfig& c, bool values_in_keys,
+                       cudaStream_t stream) {
+  if (c.shared_bytes > 48 * 1024) {
+    const absl::Status raised =
+        CudaStatus(cudaFuncSetAttribute(reinterpret_cast<const void*>(&MmaAttentionKernel<T>),
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(c.shared_bytes)),
+                   "cudaFuncSetAttribute (tensor-core attention's shared memory)");
+    if (!raised.ok()) return raised;
+  }
+  const dim3 grid(static_cast<unsigned>(c.grid_x), static_cast<unsigned>(c.grid_y));
+  MmaAttentionKernel<T><<<grid, c.block, c.shared_bytes, stream>>>(a, values_in_keys);
+  return LaunchStatus("tensor-core attention");
 }
 
 // Decode (flash-decoding): block (query, head block, split). The head block is up to
@@ -644,15 +666,10 @@ absl::Status PagedAttentionTiled(const PagedAttentionArgs& a, DType dtype, cudaS
 }
 
 absl::Status PagedAttentionMma(const PagedAttentionArgs& a, DType dtype, cudaStream_t stream) {
-  absl::StatusOr<LaunchConfig> c = CheckMmaAttention(a, dtype);
+  absl::StatusOr<LaunchConfig> c = CheckMmaAttention(a, dtype, CurrentDeviceLimits());
   if (!c.ok()) return c.status();
-  const dim3 grid(static_cast<unsigned>(c->grid_x), static_cast<unsigned>(c->grid_y));
-  if (dtype == DType::kF16) {
-    MmaAttentionKernel<__half><<<grid, c->block, 0, stream>>>(a);
-  } else {
-    MmaAttentionKernel<__nv_bfloat16><<<grid, c->block, 0, stream>>>(a);
-  }
-  return LaunchStatus("tensor-core attention");
+  if (dtype == DType::kF16) return LaunchMma<__half>(a, *c, ValuesInKeys(a), stream);
+  return LaunchMma<__nv_bfloat16>(a, *c, ValuesInKeys(a), stream);
 }
 
 absl::Status PagedAttentionDecode(const PagedAttentionArgs& a, float* workspace,

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "kernels/cuda/kernel_types.h"
+#include "kernels/cuda/launch_config.h"
 
 namespace tessera::cuda {
 
@@ -19,5 +20,10 @@ absl::Status CudaStatus(cudaError_t error, const char* what);
 
 // The launch error of the kernel just started, if any (cudaGetLastError), named `kernel`.
 absl::Status LaunchStatus(const char* kernel);
+
+// The current device's launch limits (cudaDeviceGetAttribute: threads per block, shared memory
+// with and without the opt-in, grid sizes, multiprocessors); DeviceLimits' defaults for any
+// attribute the runtime does not give.
+DeviceLimits CurrentDeviceLimits();
 
 }  // namespace tessera::cuda

@@ -366,9 +366,9 @@ absl::StatusOr<LaunchConfig> CheckTiledAttention(const AttentionShape& shape,
 
 absl::StatusOr<LaunchConfig> CheckMmaAttention(const AttentionShape& shape,
                                                const PagedAttentionInputs& in, bool values_in_keys,
-                                               size_t element_bytes) {
+                                               size_t element_bytes, const DeviceLimits& limits) {
   TESSERA_RETURN_IF_ERROR(CheckPromptAttention("tensor-core attention", shape, in));
-  return MmaAttentionLaunch(shape, values_in_keys, element_bytes);
+  return MmaAttentionLaunch(shape, values_in_keys, element_bytes, limits);
 }
 
 absl::Status CheckWriteKvCache(int64_t tokens, int kv_heads, int width, int block_size,

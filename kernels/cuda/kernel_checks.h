@@ -112,10 +112,11 @@ absl::StatusOr<LaunchConfig> CheckTiledAttention(const AttentionShape& shape,
                                                  const PagedAttentionInputs& in,
                                                  bool values_in_keys, int* per_lane);
 
-// PagedAttentionMma: PagedAttentionTiled's inputs, elements of `element_bytes`.
+// PagedAttentionMma: PagedAttentionTiled's inputs, elements of `element_bytes`, a tile within
+// the device's `limits` (its opt-in shared memory).
 absl::StatusOr<LaunchConfig> CheckMmaAttention(const AttentionShape& shape,
                                                const PagedAttentionInputs& in, bool values_in_keys,
-                                               size_t element_bytes);
+                                               size_t element_bytes, const DeviceLimits& limits);
 
 absl::Status CheckWriteKvCache(int64_t tokens, int kv_heads, int width, int block_size,
                                bool has_src, bool has_cache, bool has_slot_mapping);

@@ -290,20 +290,24 @@ absl::StatusOr<LaunchConfig> MmaAttentionLaunch(const AttentionShape& s, bool va
                                 "-byte elements: tensor cores take 16-bit q, cache and out "
                                 "(f16 or bf16)"));
   }
-  if (values_in_keys) {
+  if (s.d_k % 16 != 0 || s.d_v % 16 != 0) {
     return Invalid("tensor-core attention",
-                   "values inside the keys (MLA's latent): PagedAttentionTiled serves them");
-  }
-  if (s.d_k % 16 != 0 || s.d_v % 16 != 0 || s.d_k > kMmaMaxDim || s.d_v > kMmaMaxDim) {
-    return Invalid("tensor-core attention",
-                   absl::StrCat("d_k ", s.d_k, ", d_v ", s.d_v, ": expected multiples of 16 up to ",
-                                kMmaMaxDim));
+                   absl::StrCat("d_k ", s.d_k, ", d_v ", s.d_v, ": expected multiples of 16"));
   }
   const int64_t per_kv = s.group > 0 ? std::min(s.group, s.heads) : s.heads / s.kv_heads;
   LaunchConfig c;
   c.grid_x = CeilDiv(s.queries * per_kv, kMmaRows);
   c.grid_y = s.kv_heads;
   c.block = kMmaWarps * kWarpSize;
+  c.shared_bytes = MmaAttentionSharedBytes(s.d_k, s.d_v, values_in_keys);
+  if (c.shared_bytes > std::max(limits.max_shared_bytes, limits.max_shared_optin)) {
+    return Invalid(
+        "tensor-core attention",
+        absl::StrCat("a tile of ", kMmaRows, " rows and ", kMmaKeys, " keys of ", s.d_k, " + ",
+                     values_in_keys ? 0 : s.d_v, " values needs ", c.shared_bytes,
+                     " bytes of shared memory, the device allows ",
+                     std::max(limits.max_shared_bytes, limits.max_shared_optin), " (opt-in)"));
+  }
   if (auto st = CheckGridX("tensor-core attention", c.grid_x, limits); !st.ok()) return st;
   if (c.grid_y > limits.max_grid_y) {
     return Invalid("tensor-core attention",

@@ -20,6 +20,9 @@ inline constexpr int kWarpSize = 32;
 struct DeviceLimits {
   int max_threads_per_block = 1024;
   size_t max_shared_bytes = 48 * 1024;
+  // What a kernel may use once cudaFuncSetAttribute raised its limit (sharedMemPerBlockOptin;
+  // the default: no opt-in). Only kernels that say so opt in.
+  size_t max_shared_optin = 48 * 1024;
   int64_t max_grid_x = (int64_t{1} << 31) - 1;
   int64_t max_grid_y = 65535;
   int multiprocessors = 1;
@@ -151,28 +154,30 @@ inline constexpr int kTiledKeys = 16;
 inline constexpr int kTiledWarps = 8;
 absl::StatusOr<LaunchConfig> TiledAttentionLaunch(const AttentionShape& shape, bool values_in_keys,
                                                   int* per_lane, const DeviceLimits& limits = {});
-// Prefill attention on tensor cores (PagedAttentionMma, GQA with 16-bit q, cache and out):
-// a block of kMmaWarps warps takes kMmaRows rows of (query, query head) pairs — a prompt's
-// queries × the local query heads of one KV head, query-major — so that one KV head's keys
-// stream through shared memory once for all the heads that use them, kMmaKeys at a time.
-// Scores (rows × keys) and the value product (rows × d_v) are WMMA 16×16×16 products with
-// float accumulators; the probabilities are rounded to the 16-bit type for the value product.
-// Static shared memory (MmaAttentionSharedBytes: q, key and value tiles of kMmaMaxDim, the
-// scores, probabilities and float accumulators of the rows), so shared_bytes is 0.
+// Prefill attention on tensor cores (PagedAttentionMma, 16-bit q, cache and out; GQA, and
+// MLA's latent where the device's opt-in shared memory holds its tile): a block of kMmaWarps
+// warps takes kMmaRows rows of (query, query head) pairs — a prompt's queries × the local
+// query heads of one KV head, query-major — so that one KV head's keys stream through shared
+// memory once for all the heads that use them, kMmaKeys at a time. Scores (rows × keys) and
+// the value product (rows × d_v) are WMMA 16×16×16 products with float accumulators; the
+// probabilities are rounded to the 16-bit type for the value product. Dynamic shared memory
+// (MmaAttentionSharedBytes): the q and key tiles, the value tile unless the values are the
+// keys' first d_v (MLA), scores, probabilities, the rows' float accumulators and per-row
+// state. Head dims 16·n; GQA at 128: 47,616 bytes; MLA 576/512: 145,920 (opt-in: an A100's
+// or H100's 163 / 227 KiB hold it, a device with 99 KiB does not).
 // grid_x: ⌈queries · heads per KV head / kMmaRows⌉, grid_y: KV heads.
 inline constexpr int kMmaRows = 32;
 inline constexpr int kMmaKeys = 32;
 inline constexpr int kMmaWarps = 4;
-inline constexpr int kMmaMaxDim = 128;
-inline constexpr size_t MmaAttentionSharedBytes() {
-  return static_cast<size_t>(kMmaRows + 2 * kMmaKeys) * kMmaMaxDim * 2 +  // q, k, v tiles
-         static_cast<size_t>(kMmaRows) * kMmaKeys * (4 + 2) +             // scores, P
-         static_cast<size_t>(kMmaRows) * kMmaMaxDim * 4 +                 // accumulators
+inline constexpr size_t MmaAttentionSharedBytes(int d_k, int d_v, bool values_in_keys) {
+  return static_cast<size_t>(kMmaRows + kMmaKeys) * d_k * 2 +              // q, k tiles
+         (values_in_keys ? 0 : static_cast<size_t>(kMmaKeys) * d_v * 2) +  // v tile
+         static_cast<size_t>(kMmaRows) * kMmaKeys * (4 + 2) +              // scores, P
+         static_cast<size_t>(kMmaRows) * d_v * 4 +                         // accumulators
          static_cast<size_t>(kMmaRows) * 4 * 4;  // per row: m, l, correction, visible keys
 }
-static_assert(MmaAttentionSharedBytes() <= 48 * 1024, "static shared memory is limited to 48 KiB");
-// Errors: AttentionLaunch's, elements that are not 2 bytes, values inside the keys (MLA),
-// head dims that are not multiples of 16 up to kMmaMaxDim.
+// Errors: AttentionLaunch's, elements that are not 2 bytes, head dims that are not multiples
+// of 16, a tile beyond the device's (opt-in) shared memory.
 absl::StatusOr<LaunchConfig> MmaAttentionLaunch(const AttentionShape& shape, bool values_in_keys,
                                                 size_t element_bytes,
                                                 const DeviceLimits& limits = {});

@@ -102,8 +102,9 @@ inline absl::StatusOr<LaunchConfig> CheckTiledAttention(const PagedAttentionArgs
   return CheckTiledAttention(ShapeOf(a), InputsOf(a), ValuesInKeys(a), per_lane);
 }
 
-inline absl::StatusOr<LaunchConfig> CheckMmaAttention(const PagedAttentionArgs& a, DType dtype) {
-  return CheckMmaAttention(ShapeOf(a), InputsOf(a), ValuesInKeys(a), DTypeBytes(dtype));
+inline absl::StatusOr<LaunchConfig> CheckMmaAttention(const PagedAttentionArgs& a, DType dtype,
+                                                      const DeviceLimits& limits) {
+  return CheckMmaAttention(ShapeOf(a), InputsOf(a), ValuesInKeys(a), DTypeBytes(dtype), limits);
 }
 
 inline absl::Status CheckWriteKvCache(const KvWriteArgs& a) {

@@ -1,6 +1,8 @@
 // Host entry points that queue no kernel of their own, and so are the same on the GPU and in
 // the CUDA emulator (whose fake runtime provides cudaGetLastError and cudaGetErrorString):
 // built into both tessera_cuda and tessera_cuda_emu.
+#include <type_traits>
+
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/cuda_types.h"
 #include "kernels/cuda/glue_kernels.h"
@@ -13,6 +15,30 @@ absl::Status CudaStatus(cudaError_t error, const char* what) {
   if (error == cudaSuccess) return absl::OkStatus();
   cudaGetLastError();
   return absl::InternalError(absl::StrCat("cuda ", what, ": ", cudaGetErrorString(error)));
+}
+
+DeviceLimits CurrentDeviceLimits() {
+  DeviceLimits limits;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return limits;
+  }
+  auto get = [&](cudaDeviceAttr attr, auto* out) {
+    int v = 0;
+    if (cudaDeviceGetAttribute(&v, attr, device) == cudaSuccess && v > 0) {
+      *out = static_cast<std::remove_pointer_t<decltype(out)>>(v);
+    } else {
+      cudaGetLastError();
+    }
+  };
+  get(cudaDevAttrMaxThreadsPerBlock, &limits.max_threads_per_block);
+  get(cudaDevAttrMaxSharedMemoryPerBlock, &limits.max_shared_bytes);
+  get(cudaDevAttrMaxSharedMemoryPerBlockOptin, &limits.max_shared_optin);
+  get(cudaDevAttrMaxGridDimX, &limits.max_grid_x);
+  get(cudaDevAttrMaxGridDimY, &limits.max_grid_y);
+  get(cudaDevAttrMultiProcessorCount, &limits.multiprocessors);
+  return limits;
 }
 
 absl::Status RmsNorm(const void* x, const float* w, int64_t rows, int64_t n, float eps, DType dtype,

@@ -252,7 +252,7 @@ TEST(CudaLaunch, KvHeadRunsCoverTheLocalHeadsOnce) {
 }
 
 // Tensor-core prefill: rows of (query, head) per KV head in tiles of kMmaRows, one grid row per
-// KV head; only 16-bit GQA with head dims in multiples of 16 up to kMmaMaxDim.
+// KV head, 16-bit head dims of 16·n; the tile's shared memory within the device's opt-in.
 TEST(CudaLaunch, MmaAttentionTilesQueryHeadRows) {
   AttentionShape gqa{
       .queries = 100, .heads = 32, .kv_heads = 8, .d_k = 128, .d_v = 128, .block_size = 16};
@@ -261,7 +261,10 @@ TEST(CudaLaunch, MmaAttentionTilesQueryHeadRows) {
   EXPECT_EQ(c->grid_x, (100 * 4 + kMmaRows - 1) / kMmaRows);
   EXPECT_EQ(c->grid_y, 8);
   EXPECT_EQ(c->block, kMmaWarps * kWarpSize);
-  EXPECT_EQ(c->shared_bytes, 0u);  // static
+  // q, k, v tiles of 32 x 128 halves, 32 x 32 scores and probabilities, 32 x 128 float
+  // accumulators, 4 floats of state per row: within 48 KiB without the opt-in.
+  EXPECT_EQ(c->shared_bytes, 3u * 32 * 128 * 2 + 32 * 32 * 6 + 32 * 128 * 4 + 32 * 16);
+  EXPECT_EQ(c->shared_bytes, 47616u);
   AttentionShape rank{
       .queries = 10, .heads = 3, .kv_heads = 2, .d_k = 64, .d_v = 64, .block_size = 16};
   rank.head0 = 2;
@@ -271,12 +274,26 @@ TEST(CudaLaunch, MmaAttentionTilesQueryHeadRows) {
   EXPECT_EQ(c->grid_x, 1);
   EXPECT_EQ(c->grid_y, 2);
   EXPECT_THAT(Message(MmaAttentionLaunch(gqa, false, 4).status()), HasSubstr("16-bit"));
-  EXPECT_THAT(Message(MmaAttentionLaunch(gqa, true, 2).status()), HasSubstr("MLA"));
   AttentionShape odd = gqa;
   odd.d_k = odd.d_v = 80 + 8;
-  EXPECT_THAT(Message(MmaAttentionLaunch(odd, false, 2).status()), HasSubstr("d_k 88, d_v 88"));
-  odd.d_k = odd.d_v = 256;
-  EXPECT_THAT(Message(MmaAttentionLaunch(odd, false, 2).status()), HasSubstr("up to 128"));
+  EXPECT_THAT(Message(MmaAttentionLaunch(odd, false, 2).status()),
+              HasSubstr("d_k 88, d_v 88: expected multiples of 16"));
+  // MLA: 16 heads over the latent (values = the keys' first 512): q and key tiles of 576, no
+  // value tile, 32 x 512 float accumulators — 145,920 bytes, only with an H100's opt-in.
+  AttentionShape mla{
+      .queries = 40, .heads = 16, .kv_heads = 1, .d_k = 576, .d_v = 512, .block_size = 64};
+  EXPECT_THAT(Message(MmaAttentionLaunch(mla, true, 2).status()),
+              HasSubstr("needs 145920 bytes of shared memory, the device allows 49152"));
+  DeviceLimits h100;
+  h100.max_shared_optin = 227 * 1024;
+  c = MmaAttentionLaunch(mla, true, 2, h100);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->shared_bytes, 2u * 32 * 576 * 2 + 32 * 32 * 6 + 32 * 512 * 4 + 32 * 16);
+  EXPECT_EQ(c->grid_x, 40 * 16 / 32);
+  EXPECT_EQ(c->grid_y, 1);
+  DeviceLimits rtx;  // 99 KiB of opt-in: not enough
+  rtx.max_shared_optin = 99 * 1024;
+  EXPECT_FALSE(MmaAttentionLaunch(mla, true, 2, rtx).ok());
   AttentionShape wide = gqa;  // 64 heads per KV head: two tiles per query
   wide.heads = 64;
   wide.kv_heads = 1;

@@ -200,6 +200,43 @@ TEST_F(Simt, LaunchesAGpuRefusesFailAndRunNothing) {
   EXPECT_EQ(flag.Host()[0], 1);
 }
 
+// Writes the last float of its dynamic shared memory and reads it back.
+__global__ void LastSharedFloatKernel(float* out, int floats) {
+  extern __shared__ __align__(128) float big[];
+  big[floats - 1] = 7.0f;
+  __syncthreads();
+  *out = big[floats - 1];
+}
+
+// Above 48 KiB a kernel needs cudaFuncAttributeMaxDynamicSharedMemorySize raised first (up to
+// the device's opt-in maximum, sharedMemPerBlockOptin), as on a GPU; the raise is per kernel.
+TEST_F(Simt, SharedMemoryAbove48KiBNeedsTheOptIn) {
+  const int floats = 100 << 8;  // 100 KiB
+  Device<float> out(1, 0.0f);
+  LastSharedFloatKernel<<<1, 32, floats * sizeof(float)>>>(out.get(), floats);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  int optin = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0),
+            cudaSuccess);
+  EXPECT_EQ(static_cast<size_t>(optin), prop.sharedMemPerBlockOptin);
+  EXPECT_EQ(cudaFuncSetAttribute(reinterpret_cast<const void*>(&LastSharedFloatKernel),
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, optin + 1),
+            cudaErrorInvalidValue);
+  cudaGetLastError();
+  ASSERT_EQ(
+      cudaFuncSetAttribute(reinterpret_cast<const void*>(&LastSharedFloatKernel),
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, floats * sizeof(float)),
+      cudaSuccess);
+  LastSharedFloatKernel<<<1, 32, floats * sizeof(float)>>>(out.get(), floats);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(out.Host()[0], 7.0f);
+  // Another kernel keeps the 48 KiB limit.
+  ReadSharedKernel<<<1, 32, floats * sizeof(float)>>>(out.get());
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+}
+
 TEST_F(Simt, CapturedLaunchesRunWhenTheGraphDoes) {
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);

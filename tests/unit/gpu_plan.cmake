@@ -15,9 +15,9 @@ if(TARGET tessera_workers)
 endif()
 # The GPU executor's traffic model (bench/gpu_traffic.h, printed by gpu_executor_bench):
 # arithmetic over shapes, checked against hand-computed figures without a GPU.
-if(TARGET tessera_model AND TARGET tessera_gguf)
+if(TARGET tessera_model AND TARGET tessera_gguf AND TARGET tessera_cuda_host)
   tessera_test(gpu_traffic_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/gpu_traffic_test.cc ${PROJECT_SOURCE_DIR}/bench/gpu_traffic.cc
-    DEPS tessera_model tessera_gguf
+    DEPS tessera_model tessera_gguf tessera_cuda_host
     TIMEOUT 60)
 endif()

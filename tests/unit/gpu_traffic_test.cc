@@ -197,6 +197,9 @@ TEST(GpuTraffic, ReadsTheShapesOfAModelFile) {
   EXPECT_EQ(s->heads, hp->n_head[0]);
   EXPECT_EQ(s->kv_heads, 1);  // MLA: one latent
   EXPECT_EQ(s->kv_row_bytes, 2 * (hp->kv_lora_rank + hp->n_rot));
+  EXPECT_EQ(s->mma_attention,  // on an H100
+            (hp->kv_lora_rank + hp->n_rot) % 16 == 0 && hp->kv_lora_rank % 16 == 0)
+      << hp->kv_lora_rank << " + " << hp->n_rot;
   EXPECT_EQ(s->vocab, vocab);
   EXPECT_GT(s->head_product_bytes, 0);  // attn_k_b and attn_v_b
   EXPECT_LT(s->head_product_bytes, s->dense_bytes);

@@ -423,6 +423,7 @@ struct CudaForward::State {
   const model::HyperParams& hp;
   int device = 0;
   std::string name;
+  cuda::DeviceLimits limits;  // the device's, for the kernels that depend on them
   DType act = DType::kBF16;
   size_t esz = 2;  // bytes per activation
   cudaStream_t stream = nullptr;
@@ -1396,11 +1397,12 @@ absl::Status CudaOps::Attend(int layer, const AttentionShape& shape, Act q, Act 
       cuda::TiledAttentionLaunch(cuda::ShapeOf(a), cuda::ValuesInKeys(a), &per_lane).ok();
   const bool decode_fits =
       cuda::DecodeAttentionLaunch(cuda::ShapeOf(a), cuda::ValuesInKeys(a), &per_lane).ok();
-  // GQA prompts in f16/bf16 with head dims of 16·n ≤ 128: on tensor cores, all the query heads
-  // of a KV head in one tile (its keys read once for them all).
-  const bool mma_fits =
-      cuda::MmaAttentionLaunch(cuda::ShapeOf(a), cuda::ValuesInKeys(a), cuda::DTypeBytes(Dt(q)))
-          .ok();
+  // Prompts in f16/bf16 with head dims of 16·n whose tile fits the device's (opt-in) shared
+  // memory: on tensor cores, all the query heads of a KV head in one tile (its keys, MLA's
+  // latent, read once for them all).
+  const bool mma_fits = cuda::MmaAttentionLaunch(cuda::ShapeOf(a), cuda::ValuesInKeys(a),
+                                                 cuda::DTypeBytes(Dt(q)), s_.limits)
+                            .ok();
   // The queries of decode steps and short chunks: by KV head with the keys split.
   auto short_queries = [&](const cuda::PagedAttentionArgs& p) {
     if (!decode_fits) return cuda::PagedAttention(p, Dt(q), s_.stream);
@@ -1842,6 +1844,7 @@ absl::StatusOr<std::unique_ptr<CudaForward>> CudaForward::Create(Executor::Impl&
   TESSERA_RETURN_IF_ERROR(
       cuda::CudaStatus(cudaGetDeviceProperties(&prop, s.device), "cudaGetDeviceProperties"));
   s.name = absl::StrCat("cuda:", s.device, " (", prop.name, ")");
+  s.limits = cuda::CurrentDeviceLimits();
   if (opt.exact || opt.dtype == ComputeDtype::kFloat32) {
     s.act = DType::kF32;
   } else if (opt.dtype == ComputeDtype::kFloat16) {

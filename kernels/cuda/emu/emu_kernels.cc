@@ -690,7 +690,7 @@ absl::Status PagedAttentionTiled(const PagedAttentionArgs& a, DType dtype, cudaS
 }
 
 absl::Status PagedAttentionMma(const PagedAttentionArgs& a, DType dtype, cudaStream_t stream) {
-  absl::StatusOr<LaunchConfig> c = CheckMmaAttention(a, dtype);
+  absl::StatusOr<LaunchConfig> c = CheckMmaAttention(a, dtype, CurrentDeviceLimits());
   if (!c.ok()) return c.status();
   emu::Launch(stream, [=] { AttendMma(a, dtype); });
   return absl::OkStatus();

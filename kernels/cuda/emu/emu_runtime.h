@@ -26,4 +26,12 @@ cudaStream_t CublasStream(cublasHandle_t handle);
 // Device memory the emulator reports as total (cudaMemGetInfo); allocations count against it.
 inline constexpr size_t kEmulatedDeviceBytes = size_t{8} << 30;
 
+// Shared memory per block the emulated device gives a launch: 48 KiB, or up to
+// kEmulatedOptinSharedBytes (an H100's 227 KiB) for a kernel whose
+// cudaFuncAttributeMaxDynamicSharedMemorySize was raised (cudaFuncSetAttribute).
+inline constexpr size_t kEmulatedSharedBytes = size_t{48} << 10;
+inline constexpr size_t kEmulatedOptinSharedBytes = size_t{227} << 10;
+// The dynamic shared memory `kernel` may launch with (kEmulatedSharedBytes unless raised).
+size_t MaxDynamicShared(const void* kernel);
+
 }  // namespace tessera::cuda::emu

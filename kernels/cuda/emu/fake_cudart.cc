@@ -66,6 +66,20 @@ void Launch(cudaStream_t stream, std::function<void()> work) {
 
 void SetLastError(cudaError_t error) { last_error = error; }
 
+namespace {
+std::mutex attribute_mutex;
+std::map<const void*, size_t>& DynamicSharedLimits() {
+  static auto* m = new std::map<const void*, size_t>;
+  return *m;
+}
+}  // namespace
+
+size_t MaxDynamicShared(const void* kernel) {
+  std::lock_guard<std::mutex> lock(attribute_mutex);
+  auto it = DynamicSharedLimits().find(kernel);
+  return it == DynamicSharedLimits().end() ? kEmulatedSharedBytes : it->second;
+}
+
 cudaStream_t CublasStream(cublasHandle_t handle) { return handle->stream; }
 
 }  // namespace tessera::cuda::emu
@@ -184,6 +198,45 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
   prop->multiProcessorCount = 1;
   prop->maxThreadsPerBlock = 1024;
   prop->warpSize = 32;
+  prop->sharedMemPerBlock = tessera::cuda::emu::kEmulatedSharedBytes;
+  prop->sharedMemPerBlockOptin = tessera::cuda::emu::kEmulatedOptinSharedBytes;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
+  if (device != 0) return Fail(cudaErrorInvalidDevice);
+  switch (attr) {
+    case cudaDevAttrMaxThreadsPerBlock:
+      *value = 1024;
+      return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlock:
+      *value = static_cast<int>(tessera::cuda::emu::kEmulatedSharedBytes);
+      return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+      *value = static_cast<int>(tessera::cuda::emu::kEmulatedOptinSharedBytes);
+      return cudaSuccess;
+    case cudaDevAttrMaxGridDimX:
+      *value = 0x7fffffff;
+      return cudaSuccess;
+    case cudaDevAttrMaxGridDimY:
+      *value = 65535;
+      return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount:
+      *value = 1;
+      return cudaSuccess;
+    default:
+      return Fail(cudaErrorInvalidValue);
+  }
+}
+
+// Only the dynamic shared memory limit: up to the opt-in maximum, as a device allows.
+cudaError_t cudaFuncSetAttribute(const void* func, enum cudaFuncAttribute attr, int value) {
+  if (func == nullptr || attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 ||
+      static_cast<size_t>(value) > tessera::cuda::emu::kEmulatedOptinSharedBytes) {
+    return Fail(cudaErrorInvalidValue);
+  }
+  std::lock_guard<std::mutex> lock(tessera::cuda::emu::attribute_mutex);
+  tessera::cuda::emu::DynamicSharedLimits()[func] = static_cast<size_t>(value);
   return cudaSuccess;
 }
 

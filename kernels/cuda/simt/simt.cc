@@ -34,9 +34,7 @@ namespace {
 
 constexpr int kWarp = 32;
 constexpr unsigned kMaxThreads = 1024;
-constexpr size_t kMaxDynamicShared = 48
-                                     << 10;  // without cudaFuncAttributeMaxDynamicSharedMemorySize
-constexpr size_t kStackBytes = 128 << 10;    // per thread; a guard page below each
+constexpr size_t kStackBytes = 128 << 10;  // per thread; a guard page below each
 
 Order OrderFromEnvironment() {
   const char* v = std::getenv("TESSERA_SIMT_ORDER");
@@ -458,7 +456,8 @@ cudaError_t Check(const Launch& l) {
   if (g.x == 0 || g.y == 0 || g.z == 0 || g.x > 0x7fffffffu || g.y > 65535 || g.z > 65535) {
     return cudaErrorInvalidConfiguration;
   }
-  if (l.shared_bytes > kMaxDynamicShared) return cudaErrorInvalidValue;
+  // 48 KiB, or what cudaFuncSetAttribute allowed the kernel (the emulated device's opt-in).
+  if (l.shared_bytes > tessera::cuda::emu::MaxDynamicShared(l.kernel)) return cudaErrorInvalidValue;
   return cudaSuccess;
 }
 

@@ -73,6 +73,7 @@ struct Launch {
   dim3 grid, block;
   size_t shared_bytes = 0;
   cudaStream_t stream = nullptr;
+  const void* kernel = nullptr;  // its dynamic shared memory limit (cudaFuncSetAttribute)
 };
 // Checks the launch as a GPU would (sets the runtime's last error and runs nothing when it
 // fails), then runs the grid now or records it into the graph the stream captures.
@@ -113,7 +114,9 @@ struct PendingLaunch {
 
 template <typename... P>
 PendingLaunch<P...> operator<<(void (*kernel)(P...), const Config& config) {
-  return {kernel, config.launch};
+  PendingLaunch<P...> p{kernel, config.launch};
+  p.launch.kernel = reinterpret_cast<const void*>(kernel);
+  return p;
 }
 
 template <typename T>
