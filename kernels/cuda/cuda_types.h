@@ -22,8 +22,8 @@ absl::Status CudaStatus(cudaError_t error, const char* what);
 absl::Status LaunchStatus(const char* kernel);
 
 // The current device's launch limits (cudaDeviceGetAttribute: threads per block, shared memory
-// with and without the opt-in, grid sizes, multiprocessors); DeviceLimits' defaults for any
-// attribute the runtime does not give.
+// with and without the opt-in, grid sizes, multiprocessors), read once per device; DeviceLimits'
+// defaults for any attribute the runtime does not give.
 DeviceLimits CurrentDeviceLimits();
 
 }  // namespace tessera::cuda

@@ -300,13 +300,13 @@ absl::StatusOr<LaunchConfig> MmaAttentionLaunch(const AttentionShape& s, bool va
   c.grid_y = s.kv_heads;
   c.block = kMmaWarps * kWarpSize;
   c.shared_bytes = MmaAttentionSharedBytes(s.d_k, s.d_v, values_in_keys);
-  if (c.shared_bytes > std::max(limits.max_shared_bytes, limits.max_shared_optin)) {
+  const size_t allowed = std::max(limits.max_shared_bytes, limits.max_shared_optin);
+  if (c.shared_bytes > allowed) {
     return Invalid(
         "tensor-core attention",
         absl::StrCat("a tile of ", kMmaRows, " rows and ", kMmaKeys, " keys of ", s.d_k, " + ",
                      values_in_keys ? 0 : s.d_v, " values needs ", c.shared_bytes,
-                     " bytes of shared memory, the device allows ",
-                     std::max(limits.max_shared_bytes, limits.max_shared_optin), " (opt-in)"));
+                     " bytes of shared memory, the device allows ", allowed, " (opt-in)"));
   }
   if (auto st = CheckGridX("tensor-core attention", c.grid_x, limits); !st.ok()) return st;
   if (c.grid_y > limits.max_grid_y) {

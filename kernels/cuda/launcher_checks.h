@@ -33,18 +33,22 @@ inline GroupedGemvCheck GroupedGemvCheckOf(const GroupedGemvArgs& a, int64_t x_s
           .has_offsets = a.offsets != nullptr};
 }
 
-// Also sets the effective strides (the args' 0 meaning w.cols and w.rows).
-inline absl::StatusOr<LaunchConfig> CheckGroupedGemv(const GroupedGemvArgs& a, int64_t* x_stride,
-                                                     int64_t* y_stride) {
+// The effective strides of a grouped product (the args' 0 meaning w.cols and w.rows).
+inline void GroupedStrides(const GroupedGemvArgs& a, int64_t* x_stride, int64_t* y_stride) {
   *x_stride = a.x_stride ? a.x_stride : a.w.cols;
   *y_stride = a.y_stride ? a.y_stride : a.w.rows;
+}
+
+// Also sets the effective strides.
+inline absl::StatusOr<LaunchConfig> CheckGroupedGemv(const GroupedGemvArgs& a, int64_t* x_stride,
+                                                     int64_t* y_stride) {
+  GroupedStrides(a, x_stride, y_stride);
   return CheckGroupedGemv(a.w, GroupedGemvCheckOf(a, *x_stride, *y_stride));
 }
 
 inline absl::StatusOr<LaunchConfig> CheckGroupedGemmTiles(const GroupedGemvArgs& a, DType act,
                                                           int64_t* x_stride, int64_t* y_stride) {
-  *x_stride = a.x_stride ? a.x_stride : a.w.cols;
-  *y_stride = a.y_stride ? a.y_stride : a.w.rows;
+  GroupedStrides(a, x_stride, y_stride);
   return CheckGroupedGemmTiles(a.w, GroupedGemvCheckOf(a, *x_stride, *y_stride), act);
 }
 

@@ -1,6 +1,8 @@
 // Host entry points that queue no kernel of their own, and so are the same on the GPU and in
 // the CUDA emulator (whose fake runtime provides cudaGetLastError and cudaGetErrorString):
 // built into both tessera_cuda and tessera_cuda_emu.
+#include <map>
+#include <mutex>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
@@ -17,13 +19,10 @@ absl::Status CudaStatus(cudaError_t error, const char* what) {
   return absl::InternalError(absl::StrCat("cuda ", what, ": ", cudaGetErrorString(error)));
 }
 
-DeviceLimits CurrentDeviceLimits() {
+namespace {
+
+DeviceLimits QueryDeviceLimits(int device) {
   DeviceLimits limits;
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    cudaGetLastError();
-    return limits;
-  }
   auto get = [&](cudaDeviceAttr attr, auto* out) {
     int v = 0;
     if (cudaDeviceGetAttribute(&v, attr, device) == cudaSuccess && v > 0) {
@@ -39,6 +38,23 @@ DeviceLimits CurrentDeviceLimits() {
   get(cudaDevAttrMaxGridDimY, &limits.max_grid_y);
   get(cudaDevAttrMultiProcessorCount, &limits.multiprocessors);
   return limits;
+}
+
+}  // namespace
+
+DeviceLimits CurrentDeviceLimits() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return DeviceLimits{};
+  }
+  // A device's attributes do not change while the process runs: read once per device.
+  static std::mutex mutex;
+  static auto* known = new std::map<int, DeviceLimits>;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = known->find(device);
+  if (it == known->end()) it = known->emplace(device, QueryDeviceLimits(device)).first;
+  return it->second;
 }
 
 absl::Status RmsNorm(const void* x, const float* w, int64_t rows, int64_t n, float eps, DType dtype,

@@ -508,6 +508,14 @@ absl::Status GatherRows(const DeviceMatrix& table, const int32_t* ids, int64_t n
 
 namespace {
 
+// The element offset of position `pos` of KV head `kv_head` in cache `c`, through a sequence's
+// block-table row `table`.
+int64_t CacheOffset(const PagedAttentionArgs& a, const PagedCache& c, const int32_t* table, int pos,
+                    int kv_head) {
+  return table[pos / a.block_size] * c.block_stride + (pos % a.block_size) * c.token_stride +
+         static_cast<int64_t>(kv_head) * c.head_stride;
+}
+
 // One query's head's online softmax over keys [n_begin, n_end) of its list, in order (the
 // kernels' AttendKey steps), reading sequence `seq`'s block table: m, l and the d_v values
 // into `out` (m, l, acc...).
@@ -524,18 +532,13 @@ void AttendKeys(const PagedAttentionArgs& a, DType dtype, int64_t qi, int seq, i
   for (int n = n_begin; n < n_end; ++n) {
     const int pos = a.selected ? a.selected[qi * a.selected_per_query + n] : n;
     if (pos < 0 || pos >= kv_len) continue;
-    const int64_t block = table[pos / a.block_size];
-    const int slot = pos % a.block_size;
-    const int64_t k0 = block * a.k.block_stride + slot * a.k.token_stride +
-                       static_cast<int64_t>(kv_head) * a.k.head_stride;
-    LoadRun(a.k.base, dtype, k0, a.d_k, key.data());
+    LoadRun(a.k.base, dtype, CacheOffset(a, a.k, table, pos, kv_head), a.d_k, key.data());
     const float s = Dot(qv, key.data(), a.d_k) * a.scale;
     const float m_new = std::fmax(m, s);
     const float correction = std::exp(m - m_new);
     const float p = std::exp(s - m_new);
     l = l * correction + p;
-    const int64_t v0 = block * a.v.block_stride + slot * a.v.token_stride +
-                       static_cast<int64_t>(kv_head) * a.v.head_stride;
+    const int64_t v0 = CacheOffset(a, a.v, table, pos, kv_head);
     for (int d = 0; d < a.d_v; ++d) {
       acc[d] = acc[d] * correction + p * Load(a.v.base, dtype, v0 + d);
     }
@@ -602,15 +605,11 @@ void AttendMma(const PagedAttentionArgs& a, DType dtype) {
                 qv.data());
         float m = -kInf, l = 0.0f;
         std::fill(acc.begin(), acc.end(), 0.0f);
-        auto offset = [&](const PagedCache& c, int pos) {
-          return table[pos / a.block_size] * c.block_stride +
-                 (pos % a.block_size) * c.token_stride + static_cast<int64_t>(kv) * c.head_stride;
-        };
         for (int k0 = 0; k0 < kv_len; k0 += kMmaKeys) {
           const int n = std::min(kMmaKeys, kv_len - k0);
           float m_new = m;
           for (int i = 0; i < n; ++i) {
-            LoadRun(a.k.base, dtype, offset(a.k, k0 + i), a.d_k, key.data());
+            LoadRun(a.k.base, dtype, CacheOffset(a, a.k, table, k0 + i, kv), a.d_k, key.data());
             scores[i] = Dot(qv.data(), key.data(), a.d_k) * a.scale;
             m_new = std::fmax(m_new, scores[i]);
           }
@@ -620,7 +619,7 @@ void AttendMma(const PagedAttentionArgs& a, DType dtype) {
           for (int i = 0; i < n; ++i) {
             const float p = RoundTo(dtype, std::exp(scores[i] - m_new));
             sum += p;
-            const int64_t v0 = offset(a.v, k0 + i);
+            const int64_t v0 = CacheOffset(a, a.v, table, k0 + i, kv);
             for (int d = 0; d < a.d_v; ++d) acc[d] += p * Load(a.v.base, dtype, v0 + d);
           }
           l = l * correction + sum;
